@@ -1,0 +1,269 @@
+#include "scheduler/api/http_api.h"
+
+#include <filesystem>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/api/dashboard.h"
+#include "scheduler/api/views.h"
+#include "shared/job_spec.h"
+#include "shared/scene_spec.h"
+
+namespace tessera::api {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int HttpCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 413;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kCancelled:
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+void Reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void ReplyError(httplib::Response& res, const Status& status) {
+  Reply(res, HttpCode(status.code()),
+        {{"error", status.message()}, {"code", StatusCodeName(status.code())}});
+}
+
+StatusOr<int64_t> ParseId(const std::string& text) {
+  try {
+    size_t used = 0;
+    long long id = std::stoll(text, &used);
+    if (used == text.size() && id > 0) return static_cast<int64_t>(id);
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument("job id: '" + text + "' is not a positive integer");
+}
+
+// Parses and validates a submission body into a job spec carrying its scene text.
+StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml) {
+  json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object()) {
+    return Status::InvalidArgument("body: expected a JSON object {\"job_yaml\": ..., "
+                                   "\"scene_yaml\": ...}");
+  }
+  for (const auto& [key, value] : req.items()) {
+    if (key != "job_yaml" && key != "scene_yaml") {
+      return Status::InvalidArgument("body." + key + ": unknown field (job_yaml, scene_yaml)");
+    }
+    if (!value.is_string()) return Status::InvalidArgument("body." + key + ": expected a string");
+  }
+  if (!req.contains("job_yaml")) return Status::InvalidArgument("body.job_yaml: required");
+  *job_yaml = req["job_yaml"].get<std::string>();
+  TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(*job_yaml));
+  if (req.contains("scene_yaml")) {
+    job.scene_yaml = req["scene_yaml"].get<std::string>();
+  } else if (job.scene_yaml.empty()) {
+    return Status::InvalidArgument("scene: the scheduler cannot read the path '" + job.scene_path +
+                                   "'; send the scene's text as scene_yaml (tessera submit does)");
+  }
+  TSR_RETURN_IF_ERROR(spec::ValidateJob(job));
+  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
+  if (!scene.ok()) return scene.status().WithContext("scene");
+  return job;
+}
+
+}  // namespace
+
+HttpApi::HttpApi(store::Store& store, broker::Broker& broker, ApiOptions options)
+    : store_(store), broker_(broker), options_(std::move(options)) {}
+
+HttpApi::~HttpApi() { Stop(); }
+
+StatusOr<std::string> HttpApi::OutputDirFor(const std::string& relative, const std::string& name,
+                                            int64_t job_id) const {
+  fs::path root = fs::weakly_canonical(options_.output_root);
+  fs::path dir = root / (relative.empty() ? name + "-" + std::to_string(job_id) : relative);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return Status::Internal("output.directory: cannot create " + dir.string() + ": " +
+                            ec.message());
+  }
+  // A symlink inside the root must not lead outside it.
+  fs::path real = fs::canonical(dir, ec);
+  auto [root_end, unused] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  if (ec || root_end != root.end()) {
+    return Status::InvalidArgument("output.directory: '" + relative +
+                                   "' resolves outside the output root " + root.string());
+  }
+  return real.string();
+}
+
+StatusOr<int> HttpApi::Start() {
+  server_ = std::make_unique<httplib::Server>();
+  server_->new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
+  server_->set_payload_max_length(2 * spec::kMaxSceneBytes + (1 << 20));
+  Routes();
+  int port = options_.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(options_.host);
+    if (port < 0) return Status::Unavailable("cannot bind the API on " + options_.host);
+  } else if (!server_->bind_to_port(options_.host, port)) {
+    return Status::Unavailable("cannot bind the API on " + options_.host + ":" +
+                               std::to_string(port) + " (is the port in use?)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+void HttpApi::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpApi::Routes() {
+  httplib::Server& s = *server_;
+
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                             std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("API handler error: {}", what);
+    ReplyError(res, Status::Internal(what));
+  });
+
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    Reply(res, 200, {{"status", "ok"}});
+  });
+
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kDashboardHtml, "text/html; charset=utf-8");
+  });
+
+  s.Post("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string job_yaml;
+    StatusOr<spec::JobSpec> job = ParseSubmission(req.body, &job_yaml);
+    if (!job.ok()) {
+      spdlog::info("rejected submission: {}", job.status().message());
+      return ReplyError(res, job.status());
+    }
+    StatusOr<store::JobRecord> rec = store_.CreateJob(*job, job_yaml, [&](int64_t id) {
+      return OutputDirFor(job->output.directory, job->name, id);
+    });
+    if (!rec.ok()) return ReplyError(res, rec.status());
+    broker_.JobSubmitted(rec->id);
+    spdlog::info("job {} '{}' submitted: frames {}-{}, {} tasks, output {}", rec->id, rec->name,
+                 rec->frame_start, rec->frame_end, rec->tasks.total, rec->output_dir);
+    Reply(res, 201, {{"job", JobView(*rec)}});
+  });
+
+  s.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    std::optional<store::JobState> state;
+    if (req.has_param("state")) {
+      std::string want = req.get_param_value("state");
+      for (auto st : {store::JobState::kQueued, store::JobState::kRunning, store::JobState::kDone,
+                      store::JobState::kFailed, store::JobState::kCanceled}) {
+        if (want == store::JobStateName(st)) state = st;
+      }
+      if (!state) {
+        return ReplyError(res, Status::InvalidArgument(
+                                   "state: '" + want +
+                                   "' is not one of queued, running, done, failed, canceled"));
+      }
+    }
+    int limit = 100;
+    if (req.has_param("limit")) {
+      try {
+        limit = std::stoi(req.get_param_value("limit"));
+      } catch (const std::exception&) {
+        limit = -1;
+      }
+      if (limit < 1 || limit > 10000) {
+        return ReplyError(res, Status::InvalidArgument("limit: must be in [1, 10000]"));
+      }
+    }
+    auto jobs = store_.ListJobs(state, limit);
+    if (!jobs.ok()) return ReplyError(res, jobs.status());
+    json out = json::array();
+    for (const auto& j : *jobs) out.push_back(JobView(j));
+    Reply(res, 200, {{"jobs", out}});
+  });
+
+  s.Get(R"(/api/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto id = ParseId(req.matches[1]);
+    if (!id.ok()) return ReplyError(res, id.status());
+    auto job = store_.GetJob(*id);
+    if (!job.ok()) return ReplyError(res, job.status());
+    Reply(res, 200, {{"job", JobView(*job)}});
+  });
+
+  s.Get(R"(/api/v1/jobs/([^/]+)/tasks)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto id = ParseId(req.matches[1]);
+          if (!id.ok()) return ReplyError(res, id.status());
+          auto job = store_.GetJob(*id);
+          if (!job.ok()) return ReplyError(res, job.status());
+          auto tasks = store_.ListTasks(*id);
+          if (!tasks.ok()) return ReplyError(res, tasks.status());
+          json out = json::array();
+          for (const auto& t : *tasks) out.push_back(TaskView(t));
+          Reply(res, 200, {{"tasks", out}});
+        });
+
+  s.Post(R"(/api/v1/jobs/([^/]+)/cancel)",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           auto id = ParseId(req.matches[1]);
+           if (!id.ok()) return ReplyError(res, id.status());
+           if (Status st = broker_.CancelJob(*id); !st.ok()) return ReplyError(res, st);
+           auto job = store_.GetJob(*id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           Reply(res, 200, {{"job", JobView(*job)}});
+         });
+
+  s.Get("/api/v1/workers", [this](const httplib::Request&, httplib::Response& res) {
+    auto workers = store_.ListWorkers();
+    if (!workers.ok()) return ReplyError(res, workers.status());
+    json out = json::array();
+    for (const auto& w : *workers) out.push_back(WorkerView(w));
+    Reply(res, 200, {{"workers", out}});
+  });
+
+  s.Get("/api/v1/summary", [this](const httplib::Request&, httplib::Response& res) {
+    auto sum = store_.Summary();
+    if (!sum.ok()) return ReplyError(res, sum.status());
+    Reply(res, 200, SummaryView(*sum));
+  });
+
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    // Errors raised by cpp-httplib itself (unknown route, oversized or malformed request) get
+    // the same JSON error shape as the handlers' own.
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      Reply(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path},
+                       {"code", "not_found"}});
+    } else if (res.status == 413) {
+      Reply(res, 413, {{"error", "request body is larger than the limit"},
+                       {"code", "resource_exhausted"}});
+    } else {
+      Reply(res, res.status, {{"error", "malformed HTTP request (HTTP " +
+                                            std::to_string(res.status) + ")"},
+                              {"code", "invalid_argument"}});
+    }
+  });
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,99 @@
+#include "scheduler/api/views.h"
+
+#include <ctime>
+
+namespace tessera::api {
+
+namespace {
+nlohmann::json OptTime(const std::optional<int64_t>& ms) {
+  return ms ? nlohmann::json(IsoTime(*ms)) : nlohmann::json(nullptr);
+}
+nlohmann::json CountsView(const store::TaskCounts& c) {
+  return {{"total", c.total},   {"queued", c.queued}, {"running", c.running},
+          {"done", c.done},     {"failed", c.failed}, {"canceled", c.canceled}};
+}
+}  // namespace
+
+std::string IsoTime(int64_t unix_ms) {
+  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json JobView(const store::JobRecord& j) {
+  double progress = j.tasks.total ? static_cast<double>(j.tasks.done) / j.tasks.total : 0.0;
+  return {{"id", j.id},
+          {"name", j.name},
+          {"state", store::JobStateName(j.state)},
+          {"priority", j.priority},
+          {"frame_start", j.frame_start},
+          {"frame_end", j.frame_end},
+          {"chunk_size", j.chunk_size},
+          {"max_retries", j.max_retries},
+          {"tasks", CountsView(j.tasks)},
+          {"progress", progress},
+          {"output_dir", j.output_dir},
+          {"output_pattern", j.output_pattern},
+          {"output_formats", j.output_formats},
+          {"submitted_at", IsoTime(j.submitted_at_ms)},
+          {"started_at", OptTime(j.started_at_ms)},
+          {"finished_at", OptTime(j.finished_at_ms)},
+          {"error", j.error ? nlohmann::json(*j.error) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json TaskView(const store::TaskRecord& t) {
+  return {{"id", t.id},
+          {"job_id", t.job_id},
+          {"index", t.index},
+          {"frame_start", t.frame_start},
+          {"frame_end", t.frame_end},
+          {"state", store::TaskStateName(t.state)},
+          {"attempt", t.attempt},
+          {"failures", t.failures},
+          {"worker_id", t.worker_id ? nlohmann::json(*t.worker_id) : nlohmann::json(nullptr)},
+          {"worker_name", t.worker_name ? nlohmann::json(*t.worker_name) : nlohmann::json(nullptr)},
+          {"progress", t.progress},
+          {"message", t.message},
+          {"started_at", OptTime(t.started_at_ms)},
+          {"finished_at", OptTime(t.finished_at_ms)}};
+}
+
+nlohmann::json WorkerView(const store::WorkerRecord& w) {
+  return {{"id", w.id},
+          {"name", w.name},
+          {"hostname", w.hostname},
+          {"state", store::WorkerStateName(w.state)},
+          {"cpu_cores", w.cpu_cores},
+          {"ram_mb", w.ram_mb},
+          {"gpus", w.gpus},
+          {"backends", w.backends},
+          {"version", w.version},
+          {"current_tasks", w.current_tasks},
+          {"registered_at", IsoTime(w.registered_at_ms)},
+          {"last_seen", IsoTime(w.last_seen_ms)}};
+}
+
+nlohmann::json SummaryView(const store::FarmSummary& s) {
+  nlohmann::json jobs = {{"queued", 0}, {"running", 0}, {"done", 0}, {"failed", 0},
+                         {"canceled", 0}};
+  int64_t total = 0;
+  for (const auto& [state, n] : s.jobs_by_state) {
+    jobs[state] = n;
+    total += n;
+  }
+  jobs["total"] = total;
+  nlohmann::json workers = {{"idle", 0}, {"busy", 0}, {"offline", 0}};
+  total = 0;
+  for (const auto& [state, n] : s.workers_by_state) {
+    workers[state] = n;
+    total += n;
+  }
+  workers["total"] = total;
+  return {{"jobs", jobs}, {"tasks", CountsView(s.tasks)}, {"workers", workers},
+          {"version", TESSERA_VERSION}};
+}
+
+}  // namespace tessera::api

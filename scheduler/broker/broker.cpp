@@ -1,0 +1,574 @@
+#include "scheduler/broker/broker.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+namespace tessera::broker {
+
+using protocol::MessageType;
+using Clock = std::chrono::steady_clock;
+
+Broker::Broker(store::Store& store, BrokerOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+Broker::~Broker() { Stop(); }
+
+StatusOr<std::string> Broker::Start() {
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return Status::Internal(std::string("eventfd: ") + std::strerror(errno));
+  std::promise<StatusOr<std::string>> started;
+  auto result = started.get_future();
+  thread_ = std::thread([this, p = std::move(started)]() mutable { Run(std::move(p)); });
+  StatusOr<std::string> endpoint = result.get();
+  if (!endpoint.ok()) Stop();
+  return endpoint;
+}
+
+void Broker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    stop_ = true;
+  }
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+  if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) {
+    ::close(wake_fd_);
+    wake_fd_ = -1;
+  }
+}
+
+void Broker::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void Broker::JobSubmitted(int64_t job_id) {
+  Post([this, job_id] { LoadTasks(job_id); });
+}
+
+Status Broker::CancelJob(int64_t job_id) {
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
+  Post([this, job_id, done] {
+    StatusOr<std::vector<store::Lease>> leases = store_.CancelJob(job_id);
+    if (!leases.ok()) {
+      done->set_value(leases.status());
+      return;
+    }
+    for (const store::Lease& lease : *leases) {
+      auto it = tasks_.find(lease.task_id);
+      if (it == tasks_.end()) continue;
+      LiveTask& task = it->second;
+      if (task.running && task.attempt == lease.attempt) {
+        Send(task.worker, protocol::Encode(MessageType::kCancel,
+                                           protocol::Cancel{task.task_id, task.attempt}));
+        ReleaseFromWorker(task);
+      }
+    }
+    // Drop every queued or running task of the job from memory.
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (it->second.job_id == job_id) {
+        queue_.erase({-jobs_[job_id].priority, job_id, it->second.index, it->first});
+        it = tasks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    jobs_.erase(job_id);
+    spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases->size());
+    done->set_value(Status::Ok());
+    Dispatch();
+  });
+  return result.get();
+}
+
+// ---- loading from the store -----------------------------------------------------------------
+
+Status Broker::LoadJob(int64_t job_id) {
+  if (jobs_.count(job_id)) return Status::Ok();
+  TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
+  TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
+  jobs_[job_id] = JobInfo{job.priority, job.max_retries, job.output_dir, job.output_pattern,
+                          job.output_formats, std::make_shared<const std::string>(scene)};
+  return Status::Ok();
+}
+
+void Broker::LoadTasks(std::optional<int64_t> job_id) {
+  StatusOr<std::vector<store::TaskRecord>> tasks = store_.LoadUnfinishedTasks(job_id);
+  if (!tasks.ok()) {
+    spdlog::error("cannot load tasks: {}", tasks.status().ToString());
+    return;
+  }
+  size_t added = 0;
+  for (const store::TaskRecord& t : *tasks) {
+    if (tasks_.count(t.id)) continue;
+    if (Status s = LoadJob(t.job_id); !s.ok()) {
+      spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
+      continue;
+    }
+    LiveTask live;
+    live.task_id = t.id;
+    live.job_id = t.job_id;
+    live.index = t.index;
+    live.frame_start = t.frame_start;
+    live.frame_end = t.frame_end;
+    live.attempt = t.attempt;
+    live.failures = t.failures;
+    Enqueue(tasks_.emplace(t.id, std::move(live)).first->second);
+    ++added;
+  }
+  if (job_id) {
+    spdlog::info("job {} queued: {} tasks", *job_id, added);
+  } else if (added) {
+    spdlog::info("restored {} unfinished tasks from the store", added);
+  }
+  Dispatch();
+}
+
+void Broker::Enqueue(const LiveTask& task) {
+  queue_.insert({-jobs_[task.job_id].priority, task.job_id, task.index, task.task_id});
+}
+
+// ---- the poll loop --------------------------------------------------------------------------
+
+void Broker::Run(std::promise<StatusOr<std::string>> started) {
+  std::string endpoint;
+  try {
+    router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+    router_->set(zmq::sockopt::linger, 0);
+    router_->set(zmq::sockopt::router_mandatory, 1);
+    router_->set(zmq::sockopt::maxmsgsize, protocol::kMaxMessageBytes);
+    router_->bind(options_.bind_endpoint);
+    endpoint = router_->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    router_.reset();
+    started.set_value(Status::Unavailable("cannot bind broker at " + options_.bind_endpoint +
+                                          ": " + e.what()));
+    return;
+  }
+  if (Status s = store_.MarkAllWorkersOffline(); !s.ok()) {
+    started.set_value(s);
+    return;
+  }
+  assembler_ = std::make_unique<assembler::Assembler>(
+      options_.assembler_threads,
+      [this](assembler::FrameWritten w) { Post([this, w = std::move(w)] { OnFrameWritten(w); }); });
+  LoadTasks(std::nullopt);
+  started.set_value(endpoint);
+  spdlog::info("broker listening on {} (heartbeat {} ms, liveness {})", endpoint,
+               options_.heartbeat_ms, options_.liveness);
+
+  next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
+  next_touch_ = Clock::now() + std::chrono::seconds(5);
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_timer_ - Clock::now());
+    try {
+      zmq::poll(items, 2, std::max<std::chrono::milliseconds>(wait, std::chrono::milliseconds(0)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) spdlog::error("poll: {}", e.what());
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t n;
+      (void)!::read(wake_fd_, &n, sizeof(n));
+      {
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        if (stop_) break;
+      }
+      DrainInbox();
+    }
+    // Bounded batch so timers and the inbox are never starved by a busy socket.
+    for (int i = 0; i < 1000; ++i) {
+      frames.clear();
+      try {
+        if (!zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+          break;
+        }
+      } catch (const zmq::error_t& e) {
+        spdlog::warn("receive: {}", e.what());
+        break;
+      }
+      HandleMessage(frames);
+    }
+    if (Clock::now() >= next_timer_) {
+      OnTimer();
+      next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
+    }
+  }
+  assembler_.reset();  // finish pending writes; their completions are dropped with the inbox
+  router_.reset();
+  spdlog::info("broker stopped");
+}
+
+void Broker::DrainInbox() {
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    batch.swap(inbox_);
+  }
+  for (auto& fn : batch) fn();
+}
+
+void Broker::Send(const std::string& identity, std::vector<zmq::message_t> frames) {
+  frames.insert(frames.begin(), zmq::message_t(identity.data(), identity.size()));
+  try {
+    zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the peer is gone; liveness will clean it up.
+    spdlog::debug("send to worker failed: {}", e.what());
+  }
+}
+
+void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
+  if (frames.size() < 2) return;
+  std::string identity = frames[0].to_string();
+  StatusOr<protocol::Envelope> decoded = protocol::Decode(frames, 1);
+  if (!decoded.ok()) {
+    spdlog::warn("dropping malformed message: {}", decoded.status().message());
+    return;
+  }
+  protocol::Envelope& env = *decoded;
+  if (env.type == MessageType::kRegister) {
+    OnRegister(identity, env);
+    return;
+  }
+  auto wit = workers_.find(identity);
+  if (wit == workers_.end()) {
+    // Not welcomed (or declared dead): ask it to register again.
+    if (env.type != MessageType::kGoodbye) {
+      Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
+    }
+    return;
+  }
+  WorkerConn& worker = wit->second;
+  worker.last_heard = Clock::now();
+  switch (env.type) {
+    case MessageType::kHeartbeat:
+      Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
+      break;
+    case MessageType::kProgress: {
+      auto m = env.As<protocol::Progress>();
+      if (!m.ok()) break;
+      if (FindLease(identity, m->task_id, m->attempt, "progress")) {
+        (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
+      }
+      break;
+    }
+    case MessageType::kFrameResult:
+      OnFrameResult(identity, worker, env);
+      break;
+    case MessageType::kTaskDone: {
+      auto m = env.As<protocol::TaskDone>();
+      if (m.ok()) OnTaskDone(identity, worker, *m);
+      break;
+    }
+    case MessageType::kTaskFailed: {
+      auto m = env.As<protocol::TaskFailed>();
+      if (m.ok()) OnTaskFailed(identity, worker, *m);
+      break;
+    }
+    case MessageType::kGoodbye:
+      DropWorker(identity, "worker shut down");
+      break;
+    default:
+      spdlog::warn("worker {} sent unexpected {}", worker.name,
+                   protocol::MessageTypeName(env.type));
+  }
+  Dispatch();
+}
+
+void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env) {
+  auto reg = env.As<protocol::Register>();
+  if (reg.ok() && (reg->name.empty() || reg->name.size() > 128)) {
+    reg = Status::InvalidArgument("name: must be 1..128 characters");
+  }
+  if (!reg.ok()) {
+    Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reg.status().message()}));
+    return;
+  }
+  // The same worker coming back (new connection or restart): its old leases are void.
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    if (it->second.name == reg->name) {
+      DropWorker(it->first, "worker re-registered");
+      break;
+    }
+  }
+  StatusOr<int64_t> id = store_.UpsertWorker(*reg);
+  if (!id.ok()) {
+    spdlog::error("cannot record worker {}: {}", reg->name, id.status().ToString());
+    Send(identity, protocol::Encode(MessageType::kReject,
+                                    protocol::Reject{"scheduler storage error"}));
+    return;
+  }
+  WorkerConn conn;
+  conn.id = *id;
+  conn.name = reg->name;
+  conn.slots = std::clamp(reg->slots, 1, 64);
+  conn.last_heard = Clock::now();
+  workers_[identity] = std::move(conn);
+  (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
+  spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
+               reg->cpu_cores, reg->gpus.size(), nlohmann::json(reg->backends).dump());
+  Send(identity, protocol::Encode(MessageType::kWelcome,
+                                  protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
+  Dispatch();
+}
+
+Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
+                                    const char* what) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || !it->second.running || it->second.attempt != attempt ||
+      it->second.worker != identity) {
+    spdlog::info("ignoring {} for task {} attempt {}: not the current lease", what, task_id,
+                 attempt);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
+                           protocol::Envelope& env) {
+  auto m = env.As<protocol::FrameResult>();
+  if (!m.ok()) {
+    spdlog::warn("worker {}: {}", worker.name, m.status().message());
+    return;
+  }
+  LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
+  if (!task) return;
+  const size_t expected = static_cast<size_t>(std::max(0, m->width)) *
+                          static_cast<size_t>(std::max(0, m->height)) *
+                          static_cast<size_t>(std::max(0, m->channels)) * sizeof(float);
+  std::string problem;
+  if (m->frame < task->frame_start || m->frame > task->frame_end) {
+    problem = "frame " + std::to_string(m->frame) + " is not part of the task";
+  } else if (m->width <= 0 || m->height <= 0 || m->width > options_.max_image_side ||
+             m->height > options_.max_image_side || m->channels < 1 || m->channels > 4) {
+    problem = "image size " + std::to_string(m->width) + "x" + std::to_string(m->height) + "x" +
+              std::to_string(m->channels) + " is out of range";
+  } else if (env.payload.size() != expected) {
+    problem = "payload is " + std::to_string(env.payload.size()) + " bytes, expected " +
+              std::to_string(expected);
+  } else if (task->frames_written.count(m->frame)) {
+    return;  // duplicate delivery
+  }
+  if (!problem.empty()) {
+    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, task->attempt,
+                 worker.name, problem);
+    Send(identity, protocol::Encode(MessageType::kCancel,
+                                    protocol::Cancel{task->task_id, task->attempt}));
+    ReleaseFromWorker(*task);
+    Requeue(*task, "bad frame result: " + problem, /*count_failure=*/true);
+    return;
+  }
+  const JobInfo& job = jobs_[task->job_id];
+  assembler::FrameJob out;
+  out.job_id = task->job_id;
+  out.task_id = task->task_id;
+  out.attempt = task->attempt;
+  out.frame = m->frame;
+  out.output_dir = job.output_dir;
+  out.pattern = job.pattern;
+  out.formats = job.formats;
+  out.image.width = m->width;
+  out.image.height = m->height;
+  out.image.channels = m->channels;
+  out.image.pixels.resize(expected / sizeof(float));
+  std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
+  ++task->frames_in_flight;
+  assembler_->Submit(std::move(out));
+  spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
+                task->attempt, m->frame, worker.name, m->render_seconds, m->backend);
+}
+
+void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
+  auto it = tasks_.find(written.task_id);
+  if (it == tasks_.end() || it->second.attempt != written.attempt) return;
+  LiveTask& task = it->second;
+  --task.frames_in_flight;
+  if (!written.status.ok()) {
+    spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
+                  written.frame, written.status.ToString());
+    if (task.running) {
+      Send(task.worker, protocol::Encode(MessageType::kCancel,
+                                         protocol::Cancel{task.task_id, task.attempt}));
+      ReleaseFromWorker(task);
+    }
+    Requeue(task, "output write failed: " + written.status.message(), /*count_failure=*/true);
+    Dispatch();
+    return;
+  }
+  task.frames_written.insert(written.frame);
+  MaybeComplete(task);
+}
+
+void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
+                        const protocol::TaskDone& m) {
+  LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task done");
+  if (!task) return;
+  task->worker_done = true;
+  ReleaseFromWorker(*task);
+  MaybeComplete(*task);
+}
+
+void Broker::MaybeComplete(LiveTask& task) {
+  if (!task.worker_done || task.frames_in_flight > 0) return;
+  const size_t frames = static_cast<size_t>(task.frame_end - task.frame_start + 1);
+  if (task.frames_written.size() != frames) {
+    Requeue(task,
+            "worker reported done but delivered " + std::to_string(task.frames_written.size()) +
+                " of " + std::to_string(frames) + " frames",
+            /*count_failure=*/true);
+    return;
+  }
+  if (Status s = store_.FinishTask(task.task_id, task.attempt); !s.ok()) {
+    spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
+    return;
+  }
+  spdlog::info("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
+               task.frame_start, task.frame_end, task.attempt);
+  Forget(task.task_id);
+}
+
+void Broker::Forget(int64_t task_id) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  int64_t job_id = it->second.job_id;
+  tasks_.erase(it);
+  if (std::none_of(tasks_.begin(), tasks_.end(),
+                   [&](const auto& kv) { return kv.second.job_id == job_id; })) {
+    jobs_.erase(job_id);
+    spdlog::info("job {} has no unfinished tasks left", job_id);
+  }
+}
+
+void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
+                          const protocol::TaskFailed& m) {
+  LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task failure");
+  if (!task) return;
+  spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id,
+               task->attempt, worker.name, m.message);
+  ReleaseFromWorker(*task);
+  Requeue(*task, m.message, /*count_failure=*/true);
+}
+
+void Broker::ReleaseFromWorker(LiveTask& task) {
+  auto wit = workers_.find(task.worker);
+  if (wit != workers_.end()) {
+    wit->second.tasks.erase(task.task_id);
+    if (wit->second.tasks.empty()) {
+      (void)store_.SetWorkerState(wit->second.id, store::WorkerState::kIdle);
+    }
+  }
+  task.running = false;
+  task.worker.clear();
+}
+
+void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
+  const JobInfo& job = jobs_[task.job_id];
+  if (count_failure) ++task.failures;
+  if (count_failure && task.failures > job.max_retries) {
+    Status s = store_.FailTask(task.task_id, task.attempt, reason);
+    if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
+    spdlog::error("job {} task {} failed permanently after {} failures: {}", task.job_id,
+                  task.task_id, task.failures, reason);
+    Forget(task.task_id);
+    return;
+  }
+  Status s = store_.RequeueTask(task.task_id, task.attempt, reason, count_failure);
+  if (!s.ok()) spdlog::error("task {}: cannot requeue: {}", task.task_id, s.ToString());
+  spdlog::info("job {} task {} requeued ({}): {}", task.job_id, task.task_id,
+               count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);
+  task.running = false;
+  task.worker_done = false;
+  task.frames_written.clear();
+  Enqueue(task);
+}
+
+void Broker::DropWorker(const std::string& identity, const std::string& reason) {
+  auto wit = workers_.find(identity);
+  if (wit == workers_.end()) return;
+  WorkerConn worker = std::move(wit->second);
+  workers_.erase(wit);
+  for (int64_t task_id : worker.tasks) {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) continue;
+    it->second.running = false;
+    it->second.worker.clear();
+    Requeue(it->second, "worker " + worker.name + " lost: " + reason, /*count_failure=*/false);
+  }
+  (void)store_.SetWorkerState(worker.id, store::WorkerState::kOffline);
+  (void)store_.AddEvent(std::nullopt, std::nullopt, worker.id, "worker_lost", reason);
+  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.name, worker.id,
+               reason, worker.tasks.size());
+}
+
+void Broker::OnTimer() {
+  const auto now = Clock::now();
+  const auto deadline = std::chrono::milliseconds(options_.heartbeat_ms * options_.liveness);
+  std::vector<std::string> dead;
+  for (const auto& [identity, worker] : workers_) {
+    if (now - worker.last_heard > deadline) dead.push_back(identity);
+  }
+  for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
+  if (now >= next_touch_) {
+    std::vector<std::pair<int64_t, int64_t>> seen;
+    const int64_t wall_now = store::NowMs();
+    for (const auto& [identity, worker] : workers_) {
+      auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - worker.last_heard);
+      seen.emplace_back(worker.id, wall_now - age.count());
+    }
+    (void)store_.TouchWorkers(seen);
+    next_touch_ = now + std::chrono::seconds(5);
+  }
+  if (!dead.empty()) Dispatch();
+}
+
+void Broker::Dispatch() {
+  if (queue_.empty()) return;
+  for (auto& [identity, worker] : workers_) {
+    while (static_cast<int>(worker.tasks.size()) < worker.slots && !queue_.empty()) {
+      QueueKey key = *queue_.begin();
+      queue_.erase(queue_.begin());
+      auto it = tasks_.find(std::get<3>(key));
+      if (it == tasks_.end() || it->second.running) continue;
+      LiveTask& task = it->second;
+      const JobInfo& job = jobs_[task.job_id];
+      int attempt = task.attempt + 1;
+      // Durable before sent: the lease exists in SQLite before the worker hears of it.
+      if (Status s = store_.StartTask(task.task_id, attempt, worker.id); !s.ok()) {
+        spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
+        continue;
+      }
+      task.attempt = attempt;
+      task.running = true;
+      task.worker = identity;
+      task.worker_done = false;
+      task.frames_written.clear();
+      if (worker.tasks.empty()) (void)store_.SetWorkerState(worker.id, store::WorkerState::kBusy);
+      worker.tasks.insert(task.task_id);
+      protocol::Assign assign{task.task_id,     attempt,        task.job_id,
+                              task.frame_start, task.frame_end, *job.scene_yaml};
+      Send(identity, protocol::Encode(MessageType::kAssign, assign));
+      spdlog::info("job {} task {} (frames {}-{}) -> worker {}, attempt {}", task.job_id,
+                   task.task_id, task.frame_start, task.frame_end, worker.name, attempt);
+    }
+    if (queue_.empty()) return;
+  }
+}
+
+}  // namespace tessera::broker

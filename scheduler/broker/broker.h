@@ -1,0 +1,141 @@
+#pragma once
+// The broker: the scheduler's single-threaded ZeroMQ ROUTER poll loop (after zguide's Majordomo
+// broker). It welcomes workers, tracks their liveness from heartbeats, leases queued tasks to
+// workers with free slots, fences every task message by (task_id, attempt), hands frame results
+// to the assembler, and requeues the leases of workers that go silent.
+//
+// Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
+// thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
+// loop through an eventfd.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "scheduler/assembler/assembler.h"
+#include "scheduler/store/store.h"
+#include "shared/protocol.h"
+#include "shared/status.h"
+
+namespace tessera::broker {
+
+struct BrokerOptions {
+  std::string bind_endpoint = "tcp://127.0.0.1:8471";  // port 0 or '*' picks a free port
+  int heartbeat_ms = 1000;
+  int liveness = 5;               // missed heartbeats before a worker is declared dead
+  int assembler_threads = 2;
+  int max_image_side = 16384;     // frame results larger than this are rejected
+};
+
+class Broker {
+ public:
+  Broker(store::Store& store, BrokerOptions options);
+  ~Broker();  // Stop()s
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  // Loads unfinished work from the store, binds the ROUTER and starts the broker thread.
+  // Returns the endpoint workers should connect to (with the real port).
+  StatusOr<std::string> Start();
+  void Stop();
+
+  // ---- thread-safe entry points ---------------------------------------------------------------
+  // A job was committed to the store: queue its tasks.
+  void JobSubmitted(int64_t job_id);
+  // Cancels the job in the store and tells workers running its tasks to stop.
+  Status CancelJob(int64_t job_id);
+
+ private:
+  struct JobInfo {
+    int priority = 50;
+    int max_retries = 3;
+    std::string output_dir;
+    std::string pattern;
+    std::vector<std::string> formats;
+    std::shared_ptr<const std::string> scene_yaml;
+  };
+  struct LiveTask {
+    int64_t task_id = 0;
+    int64_t job_id = 0;
+    int index = 0;
+    int frame_start = 0, frame_end = 0;
+    int attempt = 0;             // current lease's attempt (0: never leased)
+    int failures = 0;
+    bool running = false;
+    std::string worker;          // routing identity of the lease holder
+    std::set<int> frames_written;
+    int frames_in_flight = 0;    // handed to the assembler, not yet written
+    bool worker_done = false;    // the worker reported kTaskDone for this attempt
+  };
+  struct WorkerConn {
+    int64_t id = 0;
+    std::string name;
+    int slots = 1;
+    std::set<int64_t> tasks;
+    std::chrono::steady_clock::time_point last_heard;
+  };
+  // Queue order: higher priority first, then older job, then frame order.
+  using QueueKey = std::tuple<int, int64_t, int, int64_t>;  // (-priority, job, index, task)
+
+  void Post(std::function<void()> fn);
+  void Run(std::promise<StatusOr<std::string>> started);
+  void DrainInbox();
+  void HandleMessage(std::vector<zmq::message_t>& frames);
+  void OnRegister(const std::string& identity, const protocol::Envelope& env);
+  void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
+  void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
+  void OnTaskFailed(const std::string& identity, WorkerConn& worker,
+                    const protocol::TaskFailed& m);
+  void OnFrameWritten(const assembler::FrameWritten& written);
+  void OnTimer();
+  void Dispatch();
+
+  // Lease bookkeeping.
+  LiveTask* FindLease(const std::string& identity, int64_t task_id, int attempt, const char* what);
+  void ReleaseFromWorker(LiveTask& task);
+  void Requeue(LiveTask& task, const std::string& reason, bool count_failure);
+  void MaybeComplete(LiveTask& task);
+  // Drops a finished task from memory (and its job, once it has no unfinished tasks).
+  void Forget(int64_t task_id);
+  void Enqueue(const LiveTask& task);
+  void DropWorker(const std::string& identity, const std::string& reason);
+  Status LoadJob(int64_t job_id);
+  void LoadTasks(std::optional<int64_t> job_id);
+
+  void Send(const std::string& identity, std::vector<zmq::message_t> frames);
+
+  store::Store& store_;
+  BrokerOptions options_;
+  std::thread thread_;
+  int wake_fd_ = -1;
+  std::mutex inbox_mu_;
+  std::deque<std::function<void()>> inbox_;
+  bool stop_ = false;  // guarded by inbox_mu_
+
+  // broker thread only
+  zmq::context_t context_;
+  std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<assembler::Assembler> assembler_;
+  std::unordered_map<std::string, WorkerConn> workers_;   // by routing identity
+  std::unordered_map<int64_t, LiveTask> tasks_;          // unfinished tasks by id
+  std::unordered_map<int64_t, JobInfo> jobs_;            // jobs with unfinished tasks
+  std::set<QueueKey> queue_;
+  std::chrono::steady_clock::time_point next_timer_;
+  std::chrono::steady_clock::time_point next_touch_;
+};
+
+}  // namespace tessera::broker

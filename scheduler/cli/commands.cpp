@@ -1,0 +1,170 @@
+// Read and control commands: jobs, status, workers, cancel.
+
+#include "scheduler/cli/commands.h"
+
+#include <iostream>
+
+#include "scheduler/cli/api_client.h"
+#include "scheduler/cli/format.h"
+
+namespace tessera::cli {
+
+namespace {
+
+std::string JobPath(int64_t job_id) { return "/api/v1/jobs/" + std::to_string(job_id); }
+
+const json& Member(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
+std::string TaskCounts(const json& tasks) {
+  return std::to_string(Int(tasks, "total")) + " total: " + std::to_string(Int(tasks, "done")) +
+         " done, " + std::to_string(Int(tasks, "running")) + " running, " +
+         std::to_string(Int(tasks, "queued")) + " queued, " + std::to_string(Int(tasks, "failed")) +
+         " failed, " + std::to_string(Int(tasks, "canceled")) + " canceled";
+}
+
+std::string GpuSummary(const json& gpus) {
+  if (!gpus.is_array() || gpus.empty()) return "-";
+  std::string name = Str(gpus[0], "name", "gpu");
+  return std::to_string(gpus.size()) + "x " + name;
+}
+
+std::string IdList(const json& ids) {
+  if (!ids.is_array() || ids.empty()) return "-";
+  std::string out;
+  for (const json& id : ids) {
+    if (!out.empty()) out += ",";
+    out += id.dump();
+  }
+  return out;
+}
+
+}  // namespace
+
+int ReportError(const std::string& server_url, const Status& status) {
+  if (status.code() == StatusCode::kUnavailable) {
+    std::cerr << "error: " << UnreachableMessage(server_url, status) << "\n";
+    return kExitUnreachable;
+  }
+  std::cerr << "error: " << status.message() << "\n";
+  return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+}
+
+int RunJobs(const ClientOptions& options, const std::string& state, int limit) {
+  ApiClient client(options.server);
+  std::string path = "/api/v1/jobs";
+  std::string query;
+  if (!state.empty()) query += "state=" + state;
+  if (limit > 0)
+    query += (query.empty() ? "" : "&") + std::string("limit=") + std::to_string(limit);
+  if (!query.empty()) path += "?" + query;
+  StatusOr<json> reply = client.Get(path);
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& jobs = Member(*reply, "jobs");
+  if (!jobs.is_array() || jobs.empty()) {
+    std::cout << "No jobs.\n";
+    return kExitOk;
+  }
+  Table table({"ID", "NAME", "STATE", "PROGRESS", "FRAMES", "SUBMITTED"});
+  for (const json& job : jobs) {
+    table.AddRow({Str(job, "id"), Str(job, "name"), Str(job, "state"),
+                  FormatPercent(Num(job, "progress")),
+                  FormatFrames(Int(job, "frame_start"), Int(job, "frame_end")),
+                  FormatTimestamp(Member(job, "submitted_at"))});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Get(JobPath(job_id));
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  json tasks;
+  if (show_tasks) {
+    StatusOr<json> task_reply = client.Get(JobPath(job_id) + "/tasks");
+    if (!task_reply.ok()) return ReportError(client.server_url(), task_reply.status());
+    tasks = Member(*task_reply, "tasks");
+  }
+  const json& job = Member(*reply, "job");
+  if (options.json) {
+    json out = *reply;
+    if (show_tasks) out["tasks"] = tasks;
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "Job " << Str(job, "id") << "  " << Str(job, "name") << "\n";
+  std::cout << "  state      " << Str(job, "state") << "  " << FormatPercent(Num(job, "progress"))
+            << "\n";
+  std::cout << "  frames     " << FormatFrames(Int(job, "frame_start"), Int(job, "frame_end"))
+            << "  (chunk " << Int(job, "chunk_size", 1) << ", priority " << Int(job, "priority")
+            << ")\n";
+  std::cout << "  tasks      " << TaskCounts(Member(job, "tasks")) << "\n";
+  std::cout << "  output     " << Str(job, "output_dir") << "\n";
+  std::cout << "  submitted  " << FormatTimestamp(Member(job, "submitted_at")) << "\n";
+  std::cout << "  started    " << FormatTimestamp(Member(job, "started_at")) << "\n";
+  std::cout << "  finished   " << FormatTimestamp(Member(job, "finished_at")) << "\n";
+  if (Member(job, "error").is_string() && !Str(job, "error").empty()) {
+    std::cout << "  error      " << Str(job, "error") << "\n";
+  }
+  if (show_tasks) {
+    std::cout << "\n";
+    Table table({"ID", "INDEX", "FRAMES", "STATE", "ATTEMPT", "WORKER", "PROGRESS", "MESSAGE"});
+    if (tasks.is_array()) {
+      for (const json& task : tasks) {
+        table.AddRow({Str(task, "id"), Str(task, "index"),
+                      FormatFrames(Int(task, "frame_start"), Int(task, "frame_end")),
+                      Str(task, "state"), Str(task, "attempt"), Str(task, "worker_name"),
+                      FormatPercent(Num(task, "progress")), Str(task, "message", "")});
+      }
+    }
+    table.Print(std::cout);
+  }
+  return kExitOk;
+}
+
+int RunWorkers(const ClientOptions& options) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Get("/api/v1/workers");
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& workers = Member(*reply, "workers");
+  if (!workers.is_array() || workers.empty()) {
+    std::cout << "No workers.\n";
+    return kExitOk;
+  }
+  Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "TASKS", "LAST SEEN"});
+  for (const json& w : workers) {
+    table.AddRow({Str(w, "id"), Str(w, "name"), Str(w, "state"), Str(w, "cpu_cores"),
+                  FormatMegabytes(Int(w, "ram_mb")), GpuSummary(Member(w, "gpus")),
+                  IdList(Member(w, "current_tasks")), FormatTimestamp(Member(w, "last_seen"))});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+int RunCancel(const ClientOptions& options, int64_t job_id) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Post(JobPath(job_id) + "/cancel", json::object());
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& job = Member(*reply, "job");
+  std::cout << "job " << job_id << " (" << Str(job, "name") << "): " << Str(job, "state") << "\n";
+  return kExitOk;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,42 @@
+#pragma once
+// The client subcommands of `tessera`. Each returns the process exit code:
+//   0  success
+//   1  the operation failed: an API error (unknown job, wrong state...), a job that ended
+//      failed or canceled under `wait`, a `wait` timeout, a local farm that could not start
+//   2  invalid input: bad arguments, a job or scene file rejected by local validation, or the
+//      server's 400 for the same kind of mistake (nothing was submitted)
+//   3  the scheduler could not be reached
+// Errors go to stderr as one line starting with "error: ".
+
+#include <cstdint>
+#include <string>
+
+#include "shared/status.h"
+
+namespace tessera::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,
+  kExitUsage = 2,
+  kExitUnreachable = 3,
+};
+
+struct ClientOptions {
+  std::string server;  // "http://host:port"
+  bool json = false;   // print the API's JSON instead of text
+};
+
+int RunSubmit(const ClientOptions& options, const std::string& job_file);
+int RunJobs(const ClientOptions& options, const std::string& state, int limit);
+int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks);
+int RunWorkers(const ClientOptions& options);
+int RunCancel(const ClientOptions& options, int64_t job_id);
+// timeout_seconds <= 0 waits forever.
+int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet);
+
+// Prints `status` as "error: ..." (or the one-line "cannot reach" message) and returns its exit
+// code.
+int ReportError(const std::string& server_url, const Status& status);
+
+}  // namespace tessera::cli

@@ -1,0 +1,21 @@
+#pragma once
+// `tessera up`: a whole farm on this machine — one tessera-scheduler and N tessera-workers as
+// child processes — kept in the foreground until SIGINT/SIGTERM.
+
+#include <string>
+
+namespace tessera::cli {
+
+struct UpOptions {
+  int workers = 2;
+  std::string data_dir = "./tessera-data";
+  int port = 8470;  // the HTTP API port on 127.0.0.1; 0 lets the scheduler pick one
+  int threads = 0;  // render threads per worker; 0 = cores / workers, at least 1
+};
+
+// Exit codes: 0 after a clean SIGINT/SIGTERM shutdown; 1 when the farm could not start (port
+// taken, a binary missing, start-up timeout) or a child died unexpectedly; 130 when interrupted
+// before the farm was ready. Everything it started is stopped before it returns.
+int RunUp(const UpOptions& options);
+
+}  // namespace tessera::cli

@@ -1,0 +1,108 @@
+// tessera: the command-line client of a Tessera farm (HTTP API v1), plus `tessera up` to run a
+// whole farm locally. Exit codes are documented in commands.h.
+
+#include <CLI/CLI.hpp>
+
+#include "scheduler/cli/api_client.h"
+#include "scheduler/cli/commands.h"
+#include "scheduler/cli/local_farm.h"
+
+namespace {
+
+using tessera::cli::ClientOptions;
+
+// Job ids are positive integers; CLI11's stock range message prints a 300-digit bound.
+const CLI::Validator kJobId(
+    [](std::string& text) -> std::string {
+      bool digits = !text.empty() && text.size() <= 18 &&
+                    text.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoll(text) < 1) {
+        return "must be a job id (a positive integer), got '" + text + "'";
+      }
+      return std::string();
+    },
+    "ID");
+
+CLI::App* AddClientCommand(CLI::App& app, const char* name, const char* help,
+                           ClientOptions* options, bool with_json) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("--server", options->server,
+                  "Scheduler API URL (default: $TESSERA_SERVER, else " +
+                      std::string(tessera::cli::kDefaultServer) + ")");
+  if (with_json) sub->add_flag("--json", options->json, "Print the API's JSON");
+  return sub;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: submit and watch render jobs on a Tessera farm"};
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
+  app.require_subcommand(1);
+
+  ClientOptions options;
+  options.server = tessera::cli::DefaultServerUrl();
+  std::string job_file;
+  int64_t job_id = 0;
+  std::string state_filter;
+  int limit = 0;
+  bool show_tasks = false;
+  double timeout = 0;
+  bool quiet = false;
+  tessera::cli::UpOptions up;
+
+  CLI::App* submit =
+      AddClientCommand(app, "submit", "Validate a job file and submit it", &options, true);
+  submit->add_option("FILE", job_file, "Job YAML file")->required();
+
+  CLI::App* jobs = AddClientCommand(app, "jobs", "List jobs, newest first", &options, true);
+  jobs->add_option("--state", state_filter, "Only jobs in this state")
+      ->check(CLI::IsMember({"queued", "running", "done", "failed", "canceled"}));
+  jobs->add_option("--limit", limit, "At most this many jobs")->check(CLI::Range(1, 1000000));
+
+  CLI::App* status = AddClientCommand(app, "status", "Show one job", &options, true);
+  status->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  status->add_flag("--tasks", show_tasks, "Also list the job's tasks");
+
+  CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
+
+  CLI::App* wait =
+      AddClientCommand(app, "wait", "Wait for a job to finish (exit 0 when done)", &options, false);
+  wait->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  wait->add_option("--timeout", timeout, "Give up after this many seconds (default: never)")
+      ->check(CLI::NonNegativeNumber);
+  wait->add_flag("--quiet,-q", quiet, "No progress output");
+
+  CLI::App* cancel = AddClientCommand(app, "cancel", "Cancel a job", &options, true);
+  cancel->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+
+  CLI::App* up_cmd = app.add_subcommand("up", "Run a scheduler and local workers until Ctrl-C");
+  up_cmd->add_option("--workers", up.workers, "Number of local workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  up_cmd->add_option("--data", up.data_dir, "Data directory (database, outputs, logs)")
+      ->capture_default_str();
+  up_cmd->add_option("--port", up.port, "HTTP API port on 127.0.0.1")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  up_cmd
+      ->add_option("--threads", up.threads,
+                   "Render threads per worker (default: cores / workers, at least 1)")
+      ->check(CLI::Range(1, 4096));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : tessera::cli::kExitUsage;
+  }
+
+  if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file);
+  if (jobs->parsed()) return tessera::cli::RunJobs(options, state_filter, limit);
+  if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks);
+  if (workers->parsed()) return tessera::cli::RunWorkers(options);
+  if (wait->parsed()) return tessera::cli::RunWait(options, job_id, timeout, quiet);
+  if (cancel->parsed()) return tessera::cli::RunCancel(options, job_id);
+  if (up_cmd->parsed()) return tessera::cli::RunUp(up);
+  return tessera::cli::kExitUsage;
+}

@@ -1,0 +1,112 @@
+// `tessera wait`: poll the job about twice a second until it ends. On a terminal the progress is
+// one line rewritten in place; in a pipe or log a line is printed only when something changed.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "scheduler/cli/api_client.h"
+#include "scheduler/cli/commands.h"
+#include "scheduler/cli/format.h"
+
+namespace tessera::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(500);
+// A scheduler restart (or a hiccup) should not end a long wait; only a sustained outage does.
+constexpr auto kUnreachableGrace = std::chrono::seconds(10);
+
+std::string ProgressLine(int64_t job_id, const json& job) {
+  const json& tasks = job.contains("tasks") ? job["tasks"] : json();
+  return "job " + std::to_string(job_id) + " (" + Str(job, "name") + "): " + Str(job, "state") +
+         " " + FormatPercent(Num(job, "progress")) + "  " + std::to_string(Int(tasks, "done")) +
+         "/" + std::to_string(Int(tasks, "total")) + " tasks done, " +
+         std::to_string(Int(tasks, "running")) + " running" +
+         (Int(tasks, "failed") > 0 ? ", " + std::to_string(Int(tasks, "failed")) + " failed"
+                                   : std::string());
+}
+
+}  // namespace
+
+int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet) {
+  ApiClient client(options.server);
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const auto start = Clock::now();
+  const bool bounded = timeout_seconds > 0;
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(bounded ? timeout_seconds : 0.0));
+  std::string last_line;
+  json job;
+  bool seen_once = false;
+  auto unreachable_since = Clock::time_point::max();
+
+  auto end_progress_line = [&] {
+    if (tty && !quiet && !last_line.empty()) std::cout << "\n" << std::flush;
+  };
+
+  while (true) {
+    StatusOr<json> reply = client.Get("/api/v1/jobs/" + std::to_string(job_id));
+    if (!reply.ok()) {
+      Status status = reply.status();
+      bool transient = status.code() == StatusCode::kUnavailable && seen_once;
+      if (transient && unreachable_since == Clock::time_point::max()) {
+        unreachable_since = Clock::now();
+      }
+      if (!transient || Clock::now() - unreachable_since > kUnreachableGrace) {
+        end_progress_line();
+        return ReportError(client.server_url(), status);
+      }
+    } else {
+      seen_once = true;
+      unreachable_since = Clock::time_point::max();
+      job = (*reply).contains("job") ? (*reply)["job"] : *reply;
+      const std::string state = Str(job, "state");
+      if (!quiet) {
+        std::string line = ProgressLine(job_id, job);
+        if (line != last_line) {
+          if (tty) {
+            std::cout << "\r\x1b[K" << line << std::flush;
+          } else {
+            std::cout << line << "\n" << std::flush;
+          }
+          last_line = line;
+        }
+      }
+      if (state == "done") {
+        end_progress_line();
+        if (!quiet) {
+          double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+          std::cout << "job " << job_id << " done (waited " << FormatDuration(elapsed)
+                    << "); output in " << Str(job, "output_dir") << "\n";
+        }
+        return kExitOk;
+      }
+      if (state == "failed" || state == "canceled") {
+        end_progress_line();
+        std::string error = Str(job, "error", "");
+        std::cerr << "error: job " << job_id << " " << state
+                  << (error.empty() ? std::string() : ": " + error) << "\n";
+        return kExitFailure;
+      }
+    }
+    if (bounded && Clock::now() + kPollInterval > deadline) {
+      end_progress_line();
+      std::cerr << "error: timed out after " << timeout_seconds << " s waiting for job " << job_id;
+      if (seen_once) {
+        std::cerr << " (still " << Str(job, "state") << ", " << FormatPercent(Num(job, "progress"))
+                  << ")";
+      }
+      std::cerr << "\n";
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+}  // namespace tessera::cli

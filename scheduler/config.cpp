@@ -1,0 +1,63 @@
+#include "scheduler/config.h"
+
+#include "shared/config.h"
+#include "shared/yaml_util.h"
+
+namespace tessera::scheduler {
+
+StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root,
+                       config::LoadLayered(path, {"storage", "api", "broker", "assembler", "log"},
+                                           environ_vars));
+  SchedulerConfig c;
+  yaml::MapReader top(root, "");
+  yaml::MapReader storage(top.Child("storage"), "storage");
+  storage.Optional("data_dir", &c.data_dir)
+      .Optional("output_root", &c.output_root)
+      .Optional("synchronous", &c.synchronous);
+  yaml::MapReader api(top.Child("api"), "api");
+  api.Optional("listen", &c.api_listen).Optional("threads", &c.api_threads);
+  yaml::MapReader broker(top.Child("broker"), "broker");
+  broker.Optional("listen", &c.broker_listen)
+      .Optional("heartbeat_ms", &c.heartbeat_ms)
+      .Optional("liveness", &c.liveness);
+  yaml::MapReader assembler(top.Child("assembler"), "assembler");
+  assembler.Optional("threads", &c.assembler_threads);
+  yaml::MapReader log(top.Child("log"), "log");
+  log.Optional("level", &c.log_level);
+  for (const yaml::MapReader* r : {&storage, &api, &broker, &assembler, &log}) {
+    TSR_RETURN_IF_ERROR(r->Finish());
+  }
+  TSR_RETURN_IF_ERROR(top.Finish());
+  return c;
+}
+
+Status ValidateSchedulerConfig(const SchedulerConfig& c) {
+  if (c.data_dir.empty()) return Status::InvalidArgument("storage.data_dir: must not be empty");
+  if (c.synchronous != "normal" && c.synchronous != "full") {
+    return Status::InvalidArgument("storage.synchronous: must be normal or full, got '" +
+                                   c.synchronous + "'");
+  }
+  std::string host;
+  int port = 0;
+  TSR_RETURN_IF_ERROR(config::ParseHostPort(c.api_listen, "api.listen", &host, &port));
+  if (c.api_threads < 1 || c.api_threads > 256) {
+    return Status::InvalidArgument("api.threads: must be in [1, 256]");
+  }
+  if (c.broker_listen.rfind("tcp://", 0) != 0 && c.broker_listen.rfind("ipc://", 0) != 0) {
+    return Status::InvalidArgument("broker.listen: expected tcp://HOST:PORT, got '" +
+                                   c.broker_listen + "'");
+  }
+  if (c.heartbeat_ms < 50 || c.heartbeat_ms > 60000) {
+    return Status::InvalidArgument("broker.heartbeat_ms: must be in [50, 60000]");
+  }
+  if (c.liveness < 2 || c.liveness > 100) {
+    return Status::InvalidArgument("broker.liveness: must be in [2, 100]");
+  }
+  if (c.assembler_threads < 1 || c.assembler_threads > 64) {
+    return Status::InvalidArgument("assembler.threads: must be in [1, 64]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,32 @@
+#pragma once
+// tessera-scheduler configuration. Every key, with its default, is documented in
+// deploy/examples/scheduler.yaml. Precedence: flags > TESSERA_<SECTION>_<KEY> > file > defaults.
+
+#include <string>
+
+#include "shared/status.h"
+
+namespace tessera::scheduler {
+
+struct SchedulerConfig {
+  // storage:
+  std::string data_dir = "./tessera-data";
+  std::string output_root;            // empty: <data_dir>/outputs
+  std::string synchronous = "normal"; // SQLite synchronous: normal (crash-safe) or full
+  // api:
+  std::string api_listen = "127.0.0.1:8470";
+  int api_threads = 8;
+  // broker:
+  std::string broker_listen = "tcp://127.0.0.1:8471";
+  int heartbeat_ms = 1000;
+  int liveness = 5;
+  // assembler:
+  int assembler_threads = 2;
+  // log:
+  std::string log_level = "info";
+};
+
+StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars);
+Status ValidateSchedulerConfig(const SchedulerConfig& config);
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,130 @@
+// tessera-scheduler: the farm's central daemon (store + broker + assembler + HTTP API).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/api/http_api.h"
+#include "scheduler/broker/broker.h"
+#include "scheduler/config.h"
+#include "scheduler/store/store.h"
+#include "shared/config.h"
+#include "shared/logging.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+// Written once the farm is serving, so `tessera up`, scripts and tests can find the real ports.
+Status WriteReadyFile(const std::string& data_dir, const std::string& api_url,
+                      const std::string& broker_endpoint) {
+  fs::path path = fs::path(data_dir) / "scheduler.json";
+  fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"api_url", api_url},
+                          {"broker_endpoint", broker_endpoint},
+                          {"pid", ::getpid()}}
+               .dump(2)
+        << "\n";
+    if (!out) return Status::Internal("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::Internal("cannot write " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera-scheduler: the Tessera render farm scheduler"};
+  std::string config_path, data_dir, api_listen, broker_listen, log_level;
+  app.add_option("--config", config_path, "YAML config file (see deploy/examples/scheduler.yaml)");
+  app.add_option("--data", data_dir, "data directory (database, outputs) [./tessera-data]");
+  app.add_option("--api", api_listen, "HTTP API listen address HOST:PORT [127.0.0.1:8470]");
+  app.add_option("--broker", broker_listen,
+                 "worker endpoint to bind, tcp://HOST:PORT [tcp://127.0.0.1:8471]");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.set_version_flag("--version", TESSERA_VERSION);
+  CLI11_PARSE(app, argc, argv);
+
+  StatusOr<scheduler::SchedulerConfig> loaded =
+      scheduler::LoadSchedulerConfig(config_path, environ);
+  if (!loaded.ok()) return Fail(loaded.status());
+  scheduler::SchedulerConfig cfg = *loaded;
+  if (!data_dir.empty()) cfg.data_dir = data_dir;
+  if (!api_listen.empty()) cfg.api_listen = api_listen;
+  if (!broker_listen.empty()) cfg.broker_listen = broker_listen;
+  if (!log_level.empty()) cfg.log_level = log_level;
+  if (Status s = scheduler::ValidateSchedulerConfig(cfg); !s.ok()) return Fail(s);
+  if (Status s = logging::Init("scheduler", cfg.log_level); !s.ok()) return Fail(s);
+
+  // Signals are taken synchronously by the main thread; every other thread has them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  fs::create_directories(cfg.data_dir, ec);
+  std::string data = fs::absolute(cfg.data_dir).lexically_normal().string();
+  std::string output_root = cfg.output_root.empty() ? data + "/outputs"
+                                                    : fs::absolute(cfg.output_root).string();
+  fs::create_directories(output_root, ec);
+  if (ec) return Fail(Status::Internal("cannot create output root " + output_root));
+  fs::remove(fs::path(data) / "scheduler.json", ec);
+
+  auto store = store::Store::Open(data, cfg.synchronous == "full" ? "FULL" : "NORMAL");
+  if (!store.ok()) return Fail(store.status());
+
+  broker::BrokerOptions bopts;
+  bopts.bind_endpoint = cfg.broker_listen;
+  bopts.heartbeat_ms = cfg.heartbeat_ms;
+  bopts.liveness = cfg.liveness;
+  bopts.assembler_threads = cfg.assembler_threads;
+  broker::Broker broker(**store, bopts);
+  StatusOr<std::string> endpoint = broker.Start();
+  if (!endpoint.ok()) return Fail(endpoint.status());
+
+  api::ApiOptions aopts;
+  if (Status s = config::ParseHostPort(cfg.api_listen, "api.listen", &aopts.host, &aopts.port);
+      !s.ok()) {
+    return Fail(s);
+  }
+  aopts.output_root = output_root;
+  aopts.threads = cfg.api_threads;
+  api::HttpApi http(**store, broker, aopts);
+  StatusOr<int> port = http.Start();
+  if (!port.ok()) return Fail(port.status());
+
+  std::string api_url = "http://" + aopts.host + ":" + std::to_string(*port);
+  if (Status s = WriteReadyFile(data, api_url, *endpoint); !s.ok()) return Fail(s);
+  spdlog::info("ready: API {}  workers {}  data {}", api_url, *endpoint, data);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.Stop();
+  broker.Stop();
+  fs::remove(fs::path(data) / "scheduler.json", ec);
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,676 @@
+#include "scheduler/store/store.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::store {
+
+namespace {
+
+// Numbered migrations; index i brings the schema from version i to i+1. Never edit a shipped
+// migration: append a new one.
+const char* const kMigrations[] = {
+    // 0 -> 1: the initial schema.
+    R"sql(
+CREATE TABLE jobs (
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,
+  name            TEXT    NOT NULL,
+  state           TEXT    NOT NULL,
+  priority        INTEGER NOT NULL,
+  frame_start     INTEGER NOT NULL,
+  frame_end       INTEGER NOT NULL,
+  chunk_size      INTEGER NOT NULL,
+  max_retries     INTEGER NOT NULL,
+  job_yaml        TEXT    NOT NULL,
+  scene_yaml      TEXT    NOT NULL,
+  output_dir      TEXT    NOT NULL,
+  output_pattern  TEXT    NOT NULL,
+  output_formats  TEXT    NOT NULL,
+  tasks_total     INTEGER NOT NULL DEFAULT 0,
+  tasks_queued    INTEGER NOT NULL DEFAULT 0,
+  tasks_running   INTEGER NOT NULL DEFAULT 0,
+  tasks_done      INTEGER NOT NULL DEFAULT 0,
+  tasks_failed    INTEGER NOT NULL DEFAULT 0,
+  tasks_canceled  INTEGER NOT NULL DEFAULT 0,
+  error           TEXT,
+  submitted_at    INTEGER NOT NULL,
+  started_at      INTEGER,
+  finished_at     INTEGER
+);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE TABLE workers (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  name           TEXT    NOT NULL UNIQUE,
+  hostname       TEXT    NOT NULL,
+  state          TEXT    NOT NULL,
+  cpu_cores      INTEGER NOT NULL,
+  ram_mb         INTEGER NOT NULL,
+  gpus_json      TEXT    NOT NULL,
+  backends_json  TEXT    NOT NULL,
+  version        TEXT    NOT NULL,
+  registered_at  INTEGER NOT NULL,
+  last_seen      INTEGER NOT NULL
+);
+CREATE TABLE tasks (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id       INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  idx          INTEGER NOT NULL,
+  frame_start  INTEGER NOT NULL,
+  frame_end    INTEGER NOT NULL,
+  state        TEXT    NOT NULL,
+  attempt      INTEGER NOT NULL DEFAULT 0,
+  failures     INTEGER NOT NULL DEFAULT 0,
+  worker_id    INTEGER REFERENCES workers(id) ON DELETE SET NULL,
+  progress     REAL    NOT NULL DEFAULT 0,
+  message      TEXT    NOT NULL DEFAULT '',
+  started_at   INTEGER,
+  finished_at  INTEGER,
+  UNIQUE (job_id, idx)
+);
+CREATE INDEX tasks_unfinished ON tasks(state) WHERE state IN ('queued', 'running');
+CREATE INDEX tasks_by_worker ON tasks(worker_id) WHERE state = 'running';
+CREATE TABLE events (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  at         INTEGER NOT NULL,
+  job_id     INTEGER,
+  task_id    INTEGER,
+  worker_id  INTEGER,
+  kind       TEXT NOT NULL,
+  message    TEXT NOT NULL
+);
+CREATE INDEX events_by_job ON events(job_id);
+)sql",
+};
+constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
+static_assert(kMigrationCount == Store::kSchemaVersion);
+
+template <typename E, size_t N>
+StatusOr<E> ParseEnum(const std::string& text, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (text == names[i]) return static_cast<E>(i);
+  }
+  return Status::Internal("unknown state '" + text + "' in database");
+}
+
+const char* const kJobStates[] = {"queued", "running", "done", "failed", "canceled"};
+const char* const kTaskStates[] = {"queued", "running", "done", "failed", "canceled"};
+const char* const kWorkerStates[] = {"idle", "busy", "offline"};
+
+std::string Counter(TaskState s) { return std::string("tasks_") + TaskStateName(s); }
+
+const char* kJobColumns =
+    "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
+    "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
+    "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at";
+
+StatusOr<JobRecord> ReadJob(const Stmt& s) {
+  JobRecord j;
+  j.id = s.Int(0);
+  j.name = s.Text(1);
+  TSR_ASSIGN_OR_RETURN(j.state, ParseEnum<JobState>(s.Text(2), kJobStates));
+  j.priority = static_cast<int>(s.Int(3));
+  j.frame_start = static_cast<int>(s.Int(4));
+  j.frame_end = static_cast<int>(s.Int(5));
+  j.chunk_size = static_cast<int>(s.Int(6));
+  j.max_retries = static_cast<int>(s.Int(7));
+  j.output_dir = s.Text(8);
+  j.output_pattern = s.Text(9);
+  j.output_formats = nlohmann::json::parse(s.Text(10)).get<std::vector<std::string>>();
+  j.tasks = {s.Int(11), s.Int(12), s.Int(13), s.Int(14), s.Int(15), s.Int(16)};
+  if (!s.IsNull(17)) j.error = s.Text(17);
+  j.submitted_at_ms = s.Int(18);
+  j.started_at_ms = s.OptInt(19);
+  j.finished_at_ms = s.OptInt(20);
+  return j;
+}
+
+const char* kTaskColumns =
+    "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
+    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at";
+
+StatusOr<TaskRecord> ReadTask(const Stmt& s) {
+  TaskRecord t;
+  t.id = s.Int(0);
+  t.job_id = s.Int(1);
+  t.index = static_cast<int>(s.Int(2));
+  t.frame_start = static_cast<int>(s.Int(3));
+  t.frame_end = static_cast<int>(s.Int(4));
+  TSR_ASSIGN_OR_RETURN(t.state, ParseEnum<TaskState>(s.Text(5), kTaskStates));
+  t.attempt = static_cast<int>(s.Int(6));
+  t.failures = static_cast<int>(s.Int(7));
+  t.worker_id = s.OptInt(8);
+  if (!s.IsNull(9)) t.worker_name = s.Text(9);
+  t.progress = s.Double(10);
+  t.message = s.Text(11);
+  t.started_at_ms = s.OptInt(12);
+  t.finished_at_ms = s.OptInt(13);
+  return t;
+}
+
+}  // namespace
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* JobStateName(JobState s) { return kJobStates[static_cast<int>(s)]; }
+const char* TaskStateName(TaskState s) { return kTaskStates[static_cast<int>(s)]; }
+const char* WorkerStateName(WorkerState s) { return kWorkerStates[static_cast<int>(s)]; }
+bool IsTerminal(TaskState s) {
+  return s == TaskState::kDone || s == TaskState::kFailed || s == TaskState::kCanceled;
+}
+
+// ---- reader pool ------------------------------------------------------------------------------
+
+class Store::Reader {
+ public:
+  Reader(Store* store, std::unique_ptr<Db> db) : store_(store), db_(std::move(db)) {}
+  Reader(Reader&&) = default;
+  ~Reader() {
+    if (db_) store_->ReturnReader(std::move(db_));
+  }
+  Db& operator*() { return *db_; }
+  Db* operator->() { return db_.get(); }
+
+ private:
+  Store* store_;
+  std::unique_ptr<Db> db_;
+};
+
+StatusOr<Store::Reader> Store::BorrowReader() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!readers_.empty()) {
+      auto db = std::move(readers_.back());
+      readers_.pop_back();
+      return Reader(this, std::move(db));
+    }
+  }
+  TSR_ASSIGN_OR_RETURN(auto db, Db::Open(path_, /*read_only=*/true));
+  return Reader(this, std::move(db));
+}
+
+void Store::ReturnReader(std::unique_ptr<Db> db) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (readers_.size() < 16) readers_.push_back(std::move(db));
+}
+
+// ---- open & migrate ---------------------------------------------------------------------------
+
+Store::Store(std::string path, std::unique_ptr<Db> writer)
+    : path_(std::move(path)), writer_(std::move(writer)) {}
+
+Store::~Store() = default;
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
+                                             const std::string& synchronous) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) return Status::Internal("cannot create data directory " + data_dir + ": " + ec.message());
+  std::string path = (std::filesystem::path(data_dir) / "tessera.db").string();
+  TSR_ASSIGN_OR_RETURN(auto writer, Db::Open(path, /*read_only=*/false, synchronous));
+  std::unique_ptr<Store> store(new Store(path, std::move(writer)));
+  TSR_RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+Status Store::Migrate() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
+  TSR_ASSIGN_OR_RETURN(bool row, v.Step());
+  int version = row ? static_cast<int>(v.Int(0)) : 0;
+  if (version > kSchemaVersion) {
+    return Status::FailedPrecondition("database schema version " + std::to_string(version) +
+                                      " is newer than this scheduler supports (" +
+                                      std::to_string(kSchemaVersion) + "); upgrade Tessera");
+  }
+  for (; version < kSchemaVersion; ++version) {
+    Transaction tx(*writer_);
+    TSR_RETURN_IF_ERROR(tx.begin_status());
+    TSR_RETURN_IF_ERROR(writer_->Exec(kMigrations[version]));
+    TSR_RETURN_IF_ERROR(writer_->Exec("PRAGMA user_version = " + std::to_string(version + 1)));
+    TSR_RETURN_IF_ERROR(tx.Commit());
+  }
+  schema_version_ = version;
+  return Status::Ok();
+}
+
+// ---- jobs -------------------------------------------------------------------------------------
+
+StatusOr<JobRecord> Store::CreateJob(
+    const spec::JobSpec& spec, const std::string& job_yaml,
+    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for) {
+  std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
+  int64_t job_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    Transaction tx(*writer_);
+    TSR_RETURN_IF_ERROR(tx.begin_status());
+    int64_t now = NowMs();
+    TSR_ASSIGN_OR_RETURN(
+        Stmt ins, writer_->Prepare(
+                      "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
+                      "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
+                      "output_formats, tasks_total, tasks_queued, submitted_at) "
+                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?)"));
+    ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
+    ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
+    ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
+    ins.Bind(10, nlohmann::json(spec.output.formats).dump());
+    ins.Bind(11, static_cast<int64_t>(chunks.size())).Bind(12, static_cast<int64_t>(chunks.size()));
+    ins.Bind(13, now);
+    TSR_RETURN_IF_ERROR(ins.Run());
+    job_id = writer_->LastInsertId();
+
+    TSR_ASSIGN_OR_RETURN(std::string output_dir, output_dir_for(job_id));
+    TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());
+
+    for (const spec::FrameChunk& c : chunks) {
+      TSR_ASSIGN_OR_RETURN(Stmt task, writer_->Prepare(
+                                     "INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
+                                     "state) VALUES (?, ?, ?, ?, 'queued')"));
+      TSR_RETURN_IF_ERROR(
+          task.Bind(1, job_id).Bind(2, c.index).Bind(3, c.frame_start).Bind(4, c.frame_end).Run());
+    }
+    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare(
+                                      "INSERT INTO events (at, job_id, kind, message) "
+                                      "VALUES (?, ?, 'job_submitted', ?)"));
+    TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id)
+                            .Bind(3, std::to_string(chunks.size()) + " tasks")
+                            .Run());
+    TSR_RETURN_IF_ERROR(tx.Commit());
+  }
+  return GetJob(job_id);
+}
+
+StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+  q.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+  if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  TSR_ASSIGN_OR_RETURN(JobState state, ParseEnum<JobState>(q.Text(0), kJobStates));
+  if (state != JobState::kQueued && state != JobState::kRunning) {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
+                                      JobStateName(state));
+  }
+  std::vector<Lease> leases;
+  TSR_ASSIGN_OR_RETURN(Stmt run, writer_->Prepare(
+                                     "SELECT id, attempt, worker_id FROM tasks "
+                                     "WHERE job_id = ? AND state = 'running'"));
+  run.Bind(1, job_id);
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, run.Step());
+    if (!row) break;
+    leases.push_back({run.Int(0), static_cast<int>(run.Int(1)), run.OptInt(2)});
+  }
+  int64_t now = NowMs();
+  TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare(
+                                     "UPDATE tasks SET state = 'canceled', finished_at = ? "
+                                     "WHERE job_id = ? AND state IN ('queued', 'running')"));
+  TSR_RETURN_IF_ERROR(upd.Bind(1, now).Bind(2, job_id).Run());
+  TSR_ASSIGN_OR_RETURN(Stmt job, writer_->Prepare(
+                                     "UPDATE jobs SET state = 'canceled', finished_at = ?, "
+                                     "tasks_canceled = tasks_canceled + tasks_queued + "
+                                     "tasks_running, tasks_queued = 0, tasks_running = 0 "
+                                     "WHERE id = ?"));
+  TSR_RETURN_IF_ERROR(job.Bind(1, now).Bind(2, job_id).Run());
+  TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare(
+                                    "INSERT INTO events (at, job_id, kind, message) "
+                                    "VALUES (?, ?, 'job_canceled', '')"));
+  TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id).Run());
+  TSR_RETURN_IF_ERROR(tx.Commit());
+  return leases;
+}
+
+// ---- tasks ------------------------------------------------------------------------------------
+
+StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!job_id) {
+    // Leases do not survive a restart: running tasks go back to the queue, uncharged.
+    Transaction tx(*writer_);
+    TSR_RETURN_IF_ERROR(tx.begin_status());
+    TSR_RETURN_IF_ERROR(writer_->Exec(
+        "UPDATE jobs SET tasks_queued = tasks_queued + tasks_running, tasks_running = 0 "
+        "WHERE tasks_running > 0"));
+    TSR_RETURN_IF_ERROR(writer_->Exec(
+        "UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
+        "message = 'requeued: scheduler restarted' WHERE state = 'running'"));
+    TSR_RETURN_IF_ERROR(tx.Commit());
+  }
+  std::string sql = std::string("SELECT ") + kTaskColumns +
+                    " FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id "
+                    "WHERE t.state IN ('queued', 'running')" +
+                    (job_id ? " AND t.job_id = ?" : "") + " ORDER BY t.job_id, t.idx";
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
+  if (job_id) s.Bind(1, *job_id);
+  std::vector<TaskRecord> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    TSR_ASSIGN_OR_RETURN(TaskRecord t, ReadTask(s));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+StatusOr<std::string> Store::JobScene(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT scene_yaml FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return s.Text(0);
+}
+
+Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to,
+                             const std::string& message, bool count_failure,
+                             std::optional<int64_t> worker_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(
+                                   "SELECT state, attempt, job_id FROM tasks WHERE id = ?"));
+  q.Bind(1, task_id);
+  TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+  if (!found) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  TSR_ASSIGN_OR_RETURN(TaskState from, ParseEnum<TaskState>(q.Text(0), kTaskStates));
+  int current_attempt = static_cast<int>(q.Int(1));
+  int64_t job_id = q.Int(2);
+  // Fencing: a start names the next attempt; everything else must name the current one.
+  bool starting = (to == TaskState::kRunning);
+  if (starting ? (from != TaskState::kQueued || attempt != current_attempt + 1)
+               : (from != TaskState::kRunning || attempt != current_attempt)) {
+    return Status::FailedPrecondition("task " + std::to_string(task_id) + " attempt " +
+                                      std::to_string(attempt) + " is stale (task is " +
+                                      TaskStateName(from) + ", attempt " +
+                                      std::to_string(current_attempt) + ")");
+  }
+  int64_t now = NowMs();
+  TSR_ASSIGN_OR_RETURN(
+      Stmt u, writer_->Prepare(
+                  "UPDATE tasks SET state = ?, attempt = ?, message = ?, "
+                  "failures = failures + ?, worker_id = ?, "
+                  "progress = CASE WHEN ? = 'done' THEN 1.0 ELSE 0 END, "
+                  "started_at = CASE WHEN ? = 'running' THEN ? ELSE started_at END, "
+                  "finished_at = CASE WHEN ? IN ('done', 'failed', 'canceled') THEN ? ELSE NULL "
+                  "END WHERE id = ?"));
+  const char* to_name = TaskStateName(to);
+  u.Bind(1, to_name).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
+  u.Bind(5, worker_id).Bind(6, to_name).Bind(7, to_name).Bind(8, now).Bind(9, to_name);
+  u.Bind(10, now).Bind(11, task_id);
+  TSR_RETURN_IF_ERROR(u.Run());
+  if (from != to) {
+    TSR_ASSIGN_OR_RETURN(Stmt c, writer_->Prepare("UPDATE jobs SET " + Counter(from) + " = " +
+                                                  Counter(from) + " - 1, " + Counter(to) + " = " +
+                                                  Counter(to) + " + 1 WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(c.Bind(1, job_id).Run());
+  }
+  if (to == TaskState::kFailed) {
+    TSR_ASSIGN_OR_RETURN(Stmt e, writer_->Prepare(
+                                     "UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(e.Bind(1, "task " + std::to_string(task_id) + " failed: " + message)
+                            .Bind(2, job_id)
+                            .Run());
+  }
+  return RefreshJobState(job_id);
+}
+
+Status Store::RefreshJobState(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare(
+                  "UPDATE jobs SET "
+                  "state = CASE WHEN state = 'canceled' THEN 'canceled' "
+                  "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
+                  "    CASE WHEN tasks_failed > 0 THEN 'failed' ELSE 'done' END "
+                  "  WHEN tasks_running + tasks_done + tasks_failed > 0 THEN 'running' "
+                  "  ELSE 'queued' END, "
+                  "started_at = CASE WHEN started_at IS NULL AND tasks_running > 0 THEN ?1 "
+                  "  ELSE started_at END, "
+                  "finished_at = CASE WHEN state = 'canceled' THEN finished_at "
+                  "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
+                  "    COALESCE(finished_at, ?1) ELSE NULL END "
+                  "WHERE id = ?2"));
+  return s.Bind(1, NowMs()).Bind(2, job_id).Run();
+}
+
+namespace {
+// Runs `body` inside a write transaction on `db`.
+template <typename F>
+Status InWriteTx(Db& db, F&& body) {
+  Transaction tx(db);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_RETURN_IF_ERROR(body());
+  return tx.Commit();
+}
+}  // namespace
+
+Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&] {
+    return TransitionTask(task_id, attempt, TaskState::kRunning, "", false, worker_id);
+  });
+}
+
+Status Store::FinishTask(int64_t task_id, int attempt) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(Stmt w, writer_->Prepare("SELECT worker_id FROM tasks WHERE id = ?"));
+    w.Bind(1, task_id);
+    TSR_ASSIGN_OR_RETURN(bool row, w.Step());
+    std::optional<int64_t> worker = row ? w.OptInt(0) : std::nullopt;
+    return TransitionTask(task_id, attempt, TaskState::kDone, "", false, worker);
+  });
+}
+
+Status Store::RequeueTask(int64_t task_id, int attempt, const std::string& message,
+                          bool count_failure) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&] {
+    return TransitionTask(task_id, attempt, TaskState::kQueued, message, count_failure,
+                          std::nullopt);
+  });
+}
+
+Status Store::FailTask(int64_t task_id, int attempt, const std::string& message) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&] {
+    return TransitionTask(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
+  });
+}
+
+Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
+                                   "UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
+                                   "AND state = 'running'"));
+  return s.Bind(1, progress).Bind(2, task_id).Bind(3, attempt).Run();
+}
+
+// ---- workers ----------------------------------------------------------------------------------
+
+StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  int64_t now = NowMs();
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare(
+                  "INSERT INTO workers (name, hostname, state, cpu_cores, ram_mb, gpus_json, "
+                  "backends_json, version, registered_at, last_seen) "
+                  "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
+                  "ON CONFLICT(name) DO UPDATE SET hostname = ?2, state = 'idle', "
+                  "cpu_cores = ?3, ram_mb = ?4, gpus_json = ?5, backends_json = ?6, "
+                  "version = ?7, registered_at = ?8, last_seen = ?8 RETURNING id"));
+  s.Bind(1, reg.name).Bind(2, reg.hostname).Bind(3, reg.cpu_cores).Bind(4, reg.ram_mb);
+  s.Bind(5, nlohmann::json(reg.gpus).dump()).Bind(6, nlohmann::json(reg.backends).dump());
+  s.Bind(7, reg.version).Bind(8, now);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return writer_->Error("upsert worker");
+  int64_t id = s.Int(0);
+  TSR_RETURN_IF_ERROR(s.Run());
+  return id;
+}
+
+Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
+                                   "UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
+  return s.Bind(1, WorkerStateName(state)).Bind(2, NowMs()).Bind(3, worker_id).Run();
+}
+
+Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms) {
+  if (id_and_last_seen_ms.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    for (const auto& [id, seen] : id_and_last_seen_ms) {
+      TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
+                                       "UPDATE workers SET last_seen = ? WHERE id = ?"));
+      TSR_RETURN_IF_ERROR(s.Bind(1, seen).Bind(2, id).Run());
+    }
+    return Status::Ok();
+  });
+}
+
+Status Store::MarkAllWorkersOffline() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return writer_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
+}
+
+Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
+                       std::optional<int64_t> worker_id, const std::string& kind,
+                       const std::string& message) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
+                                   "INSERT INTO events (at, job_id, task_id, worker_id, kind, "
+                                   "message) VALUES (?, ?, ?, ?, ?, ?)"));
+  return s.Bind(1, NowMs()).Bind(2, job_id).Bind(3, task_id).Bind(4, worker_id).Bind(5, kind)
+      .Bind(6, message)
+      .Run();
+}
+
+// ---- reads ------------------------------------------------------------------------------------
+
+StatusOr<std::vector<JobRecord>> Store::ListJobs(std::optional<JobState> state, int limit) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs" +
+                    (state ? " WHERE state = ?1" : "") + " ORDER BY id DESC LIMIT ?2";
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(sql));
+  if (state) s.Bind(1, JobStateName(*state));
+  s.Bind(2, limit);
+  std::vector<JobRecord> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    TSR_ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kJobColumns +
+                                          " FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return ReadJob(s);
+}
+
+StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
+                                          " FROM tasks t LEFT JOIN workers w ON w.id = "
+                                          "t.worker_id WHERE t.job_id = ? ORDER BY t.idx"));
+  s.Bind(1, job_id);
+  std::vector<TaskRecord> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    TSR_ASSIGN_OR_RETURN(TaskRecord t, ReadTask(s));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
+                                          " FROM tasks t LEFT JOIN workers w ON w.id = "
+                                          "t.worker_id WHERE t.id = ?"));
+  s.Bind(1, task_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  return ReadTask(s);
+}
+
+StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(
+                                   "SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
+                                   "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
+                                   "w.registered_at, w.last_seen, "
+                                   "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
+                                   "w.id AND t.state = 'running') "
+                                   "FROM workers w ORDER BY w.id"));
+  std::vector<WorkerRecord> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    WorkerRecord w;
+    w.id = s.Int(0);
+    w.name = s.Text(1);
+    w.hostname = s.Text(2);
+    TSR_ASSIGN_OR_RETURN(w.state, ParseEnum<WorkerState>(s.Text(3), kWorkerStates));
+    w.cpu_cores = static_cast<int>(s.Int(4));
+    w.ram_mb = s.Int(5);
+    w.gpus = nlohmann::json::parse(s.Text(6)).get<std::vector<protocol::GpuInfo>>();
+    w.backends = nlohmann::json::parse(s.Text(7)).get<std::vector<std::string>>();
+    w.version = s.Text(8);
+    w.registered_at_ms = s.Int(9);
+    w.last_seen_ms = s.Int(10);
+    std::string tasks = s.Text(11);
+    for (size_t pos = 0; pos < tasks.size();) {
+      size_t comma = tasks.find(',', pos);
+      if (comma == std::string::npos) comma = tasks.size();
+      w.current_tasks.push_back(std::stoll(tasks.substr(pos, comma - pos)));
+      pos = comma + 1;
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+StatusOr<FarmSummary> Store::Summary() {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  FarmSummary sum;
+  TSR_ASSIGN_OR_RETURN(Stmt j, r->Prepare("SELECT state, count(*) FROM jobs GROUP BY state"));
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, j.Step());
+    if (!row) break;
+    sum.jobs_by_state.emplace_back(j.Text(0), j.Int(1));
+  }
+  TSR_ASSIGN_OR_RETURN(Stmt t, r->Prepare(
+                                   "SELECT total(tasks_total), total(tasks_queued), "
+                                   "total(tasks_running), total(tasks_done), total(tasks_failed), "
+                                   "total(tasks_canceled) FROM jobs"));
+  TSR_ASSIGN_OR_RETURN(bool trow, t.Step());
+  if (trow) {
+    sum.tasks = {static_cast<int64_t>(t.Double(0)), static_cast<int64_t>(t.Double(1)),
+                 static_cast<int64_t>(t.Double(2)), static_cast<int64_t>(t.Double(3)),
+                 static_cast<int64_t>(t.Double(4)), static_cast<int64_t>(t.Double(5))};
+  }
+  TSR_ASSIGN_OR_RETURN(Stmt w, r->Prepare("SELECT state, count(*) FROM workers GROUP BY state"));
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, w.Step());
+    if (!row) break;
+    sum.workers_by_state.emplace_back(w.Text(0), w.Int(1));
+  }
+  return sum;
+}
+
+}  // namespace tessera::store

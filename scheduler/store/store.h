@@ -1,0 +1,172 @@
+#pragma once
+// The scheduler's durable state in SQLite: jobs, tasks, workers, events. SQLite is the truth;
+// the broker keeps in-memory indexes rebuilt from it at start-up.
+//
+// Threads: every method may be called from any thread. Writes go through one writer connection
+// under a mutex (BEGIN IMMEDIATE per call); reads use a pool of read-only connections (WAL lets
+// them run beside the writer). Job rows carry per-state task counters, updated in the same
+// transaction as every task change, so status queries never scan the task table.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/store/sqlite.h"
+#include "shared/job_spec.h"
+#include "shared/protocol.h"
+#include "shared/status.h"
+
+namespace tessera::store {
+
+enum class JobState { kQueued, kRunning, kDone, kFailed, kCanceled };
+enum class TaskState { kQueued, kRunning, kDone, kFailed, kCanceled };
+enum class WorkerState { kIdle, kBusy, kOffline };
+
+const char* JobStateName(JobState s);
+const char* TaskStateName(TaskState s);
+const char* WorkerStateName(WorkerState s);
+bool IsTerminal(TaskState s);
+
+struct TaskCounts {
+  int64_t total = 0, queued = 0, running = 0, done = 0, failed = 0, canceled = 0;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string name;
+  JobState state = JobState::kQueued;
+  int priority = 50;
+  int frame_start = 0, frame_end = 0, chunk_size = 1, max_retries = 3;
+  std::string output_dir;       // absolute
+  std::string output_pattern;   // "name.####"
+  std::vector<std::string> output_formats;
+  TaskCounts tasks;
+  std::optional<std::string> error;
+  int64_t submitted_at_ms = 0;
+  std::optional<int64_t> started_at_ms, finished_at_ms;
+};
+
+struct TaskRecord {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int index = 0;
+  int frame_start = 0, frame_end = 0;
+  TaskState state = TaskState::kQueued;
+  int attempt = 0;              // attempts started so far; the current lease's fencing number
+  int failures = 0;             // render failures counted against max_retries
+  std::optional<int64_t> worker_id;
+  std::optional<std::string> worker_name;
+  double progress = 0;
+  std::string message;
+  std::optional<int64_t> started_at_ms, finished_at_ms;
+};
+
+struct WorkerRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string hostname;
+  WorkerState state = WorkerState::kOffline;
+  int cpu_cores = 0;
+  int64_t ram_mb = 0;
+  std::vector<protocol::GpuInfo> gpus;
+  std::vector<std::string> backends;
+  std::string version;
+  std::vector<int64_t> current_tasks;
+  int64_t registered_at_ms = 0, last_seen_ms = 0;
+};
+
+struct FarmSummary {
+  std::vector<std::pair<std::string, int64_t>> jobs_by_state;
+  TaskCounts tasks;
+  std::vector<std::pair<std::string, int64_t>> workers_by_state;
+};
+
+// A task that is running on a worker, as needed to tell the worker to stop.
+struct Lease {
+  int64_t task_id = 0;
+  int attempt = 0;
+  std::optional<int64_t> worker_id;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
+                                               const std::string& synchronous = "NORMAL");
+
+  int schema_version() const { return schema_version_; }
+
+  // ---- jobs (HTTP threads) ---------------------------------------------------------------
+  // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
+  // new job id to its absolute output directory (it may create it; an error aborts the submit).
+  StatusOr<JobRecord> CreateJob(const spec::JobSpec& spec, const std::string& job_yaml,
+                                const std::function<StatusOr<std::string>(int64_t)>& output_dir_for);
+  // Marks the job and its unfinished tasks canceled; returns the leases that were running.
+  StatusOr<std::vector<Lease>> CancelJob(int64_t job_id);
+
+  // ---- tasks (broker thread) -------------------------------------------------------------
+  // Tasks not yet finished, for the broker's queue at start-up; tasks that were running when the
+  // scheduler stopped come back queued (their lease is gone; the next attempt fences it off).
+  StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id);
+  StatusOr<std::string> JobScene(int64_t job_id);
+  Status StartTask(int64_t task_id, int attempt, int64_t worker_id);
+  Status FinishTask(int64_t task_id, int attempt);
+  // Back to the queue. `count_failure` charges the retry budget (render failure) or not (lost
+  // worker, cancelled lease).
+  Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure);
+  Status FailTask(int64_t task_id, int attempt, const std::string& message);
+  Status SetTaskProgress(int64_t task_id, int attempt, double progress);
+
+  // ---- workers (broker thread) -----------------------------------------------------------
+  // Inserts or refreshes the worker by name; returns its id.
+  StatusOr<int64_t> UpsertWorker(const protocol::Register& reg);
+  Status SetWorkerState(int64_t worker_id, WorkerState state);
+  Status TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms);
+  // At start-up nobody is connected yet.
+  Status MarkAllWorkersOffline();
+
+  Status AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
+                  std::optional<int64_t> worker_id, const std::string& kind,
+                  const std::string& message);
+
+  // ---- reads (any thread) ----------------------------------------------------------------
+  StatusOr<std::vector<JobRecord>> ListJobs(std::optional<JobState> state, int limit);
+  StatusOr<JobRecord> GetJob(int64_t job_id);
+  StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
+  StatusOr<TaskRecord> GetTask(int64_t task_id);
+  StatusOr<std::vector<WorkerRecord>> ListWorkers();
+  StatusOr<FarmSummary> Summary();
+
+  ~Store();
+
+ private:
+  Store(std::string path, std::unique_ptr<Db> writer);
+  Status Migrate();
+  // Moves one task to `to` and keeps the job's counters and state in step. Caller holds a
+  // transaction on the writer.
+  Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
+                        bool count_failure, std::optional<int64_t> worker_id);
+  Status RefreshJobState(int64_t job_id);
+
+  // A read-only connection borrowed from the pool for one call.
+  class Reader;
+  StatusOr<Reader> BorrowReader();
+  void ReturnReader(std::unique_ptr<Db> db);
+
+  std::string path_;
+  int schema_version_ = 0;
+  std::mutex write_mu_;
+  std::unique_ptr<Db> writer_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Db>> readers_;
+};
+
+int64_t NowMs();
+
+}  // namespace tessera::store

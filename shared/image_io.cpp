@@ -1,0 +1,100 @@
+#include "shared/image_io.h"
+
+#include <OpenImageIO/imageio.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <unistd.h>
+
+namespace tessera::image {
+
+namespace OIIO = OIIO_NAMESPACE;
+
+namespace {
+
+Status CheckShape(const ImageBuffer& image, const std::string& path) {
+  if (image.width <= 0 || image.height <= 0 || image.channels <= 0 ||
+      image.pixels.size() != static_cast<size_t>(image.width) * image.height * image.channels) {
+    return Status::InvalidArgument(path + ": image buffer has inconsistent size");
+  }
+  return Status::Ok();
+}
+
+// Writes through OIIO into "<path>.tmp-<pid>" then renames over `path`.
+Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OIIO::TypeDesc type,
+                       const void* data) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // OIIO picks the format from the extension, so keep it on the temp name.
+  std::string ext = std::filesystem::path(path).extension().string();
+  tmp += ext;
+  auto out = OIIO::ImageOutput::create(tmp);
+  if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
+  if (!out->open(tmp, spec)) return Status::Internal(path + ": open failed: " + out->geterror());
+  bool ok = out->write_image(type, data);
+  std::string err = ok ? "" : out->geterror();
+  if (!out->close()) {
+    ok = false;
+    err += out->geterror();
+  }
+  std::error_code ec;
+  if (!ok) {
+    std::filesystem::remove(tmp, ec);
+    return Status::Internal(path + ": write failed: " + err);
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Internal(path + ": rename failed: " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+float LinearToSrgb(float x) {
+  if (!(x > 0.0f)) return 0.0f;  // also maps NaN to 0
+  if (x >= 1.0f) return 1.0f;
+  return x <= 0.0031308f ? 12.92f * x : 1.055f * std::pow(x, 1.0f / 2.4f) - 0.055f;
+}
+
+Status WriteExr(const std::string& path, const ImageBuffer& image, bool half) {
+  TSR_RETURN_IF_ERROR(CheckShape(image, path));
+  OIIO::ImageSpec spec(image.width, image.height, image.channels,
+                       half ? OIIO::TypeDesc::HALF : OIIO::TypeDesc::FLOAT);
+  spec.attribute("compression", "zip");
+  if (image.channels == 4) spec.alpha_channel = 3;
+  return WriteAtomically(path, spec, OIIO::TypeDesc::FLOAT, image.pixels.data());
+}
+
+Status WritePngPreview(const std::string& path, const ImageBuffer& image) {
+  TSR_RETURN_IF_ERROR(CheckShape(image, path));
+  const int out_channels = std::min(image.channels, 3);
+  std::vector<uint8_t> bytes(static_cast<size_t>(image.width) * image.height * out_channels);
+  for (size_t p = 0, n = static_cast<size_t>(image.width) * image.height; p < n; ++p) {
+    for (int c = 0; c < out_channels; ++c) {
+      float v = LinearToSrgb(image.pixels[p * image.channels + c]);
+      bytes[p * out_channels + c] = static_cast<uint8_t>(std::lround(v * 255.0f));
+    }
+  }
+  OIIO::ImageSpec spec(image.width, image.height, out_channels, OIIO::TypeDesc::UINT8);
+  return WriteAtomically(path, spec, OIIO::TypeDesc::UINT8, bytes.data());
+}
+
+StatusOr<ImageBuffer> Read(const std::string& path) {
+  auto in = OIIO::ImageInput::open(path);
+  if (!in) return Status::NotFound(path + ": cannot open: " + OIIO::geterror());
+  const OIIO::ImageSpec& spec = in->spec();
+  ImageBuffer image;
+  image.width = spec.width;
+  image.height = spec.height;
+  image.channels = spec.nchannels;
+  image.pixels.resize(static_cast<size_t>(spec.width) * spec.height * spec.nchannels);
+  if (!in->read_image(0, 0, 0, spec.nchannels, OIIO::TypeDesc::FLOAT, image.pixels.data())) {
+    return Status::Internal(path + ": read failed: " + in->geterror());
+  }
+  in->close();
+  return image;
+}
+
+}  // namespace tessera::image

@@ -1,0 +1,31 @@
+#pragma once
+// Image files through OpenImageIO. Writes are atomic (temp file + rename) so a reader or a crash
+// never sees half a frame.
+
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace tessera::image {
+
+struct ImageBuffer {
+  int width = 0;
+  int height = 0;
+  int channels = 0;            // interleaved float channels per pixel
+  std::vector<float> pixels;   // row-major, top row first, linear
+};
+
+// Linear EXR; half float by default (float when `half` is false). Channels named R,G,B[,A].
+Status WriteExr(const std::string& path, const ImageBuffer& image, bool half = true);
+
+// 8-bit sRGB PNG preview of linear data (clamped to [0,1], alpha dropped).
+Status WritePngPreview(const std::string& path, const ImageBuffer& image);
+
+// Reads any image OpenImageIO understands as float pixels.
+StatusOr<ImageBuffer> Read(const std::string& path);
+
+// Linear -> sRGB transfer function (IEC 61966-2-1).
+float LinearToSrgb(float linear);
+
+}  // namespace tessera::image

@@ -1,0 +1,233 @@
+#include "shared/job_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "shared/yaml_util.h"
+
+namespace tessera::spec {
+
+namespace {
+
+bool IsNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+}
+
+StatusOr<int> ParseFrameNumber(const std::string& s, const std::string& what) {
+  if (s.empty()) return Status::InvalidArgument("frames: " + what + " frame is empty");
+  size_t i = (s[0] == '-') ? 1 : 0;
+  if (i == s.size()) return Status::InvalidArgument("frames: '" + s + "' is not a frame number");
+  for (size_t k = i; k < s.size(); ++k) {
+    if (!std::isdigit(static_cast<unsigned char>(s[k]))) {
+      return Status::InvalidArgument("frames: '" + s + "' is not a frame number");
+    }
+  }
+  if (s.size() - i > 9) {
+    return Status::InvalidArgument("frames: " + what + " frame " + s + " is out of range [" +
+                                   std::to_string(kMinFrame) + ", " + std::to_string(kMaxFrame) +
+                                   "]");
+  }
+  return std::stoi(s);
+}
+
+}  // namespace
+
+Status ParseFrameRange(const std::string& text, int* start, int* end) {
+  std::string t;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  }
+  // A '-' after the first character separates start and end ("-5--1" is -5..-1).
+  size_t dash = t.find('-', 1);
+  if (dash == std::string::npos) {
+    TSR_ASSIGN_OR_RETURN(*start, ParseFrameNumber(t, "start"));
+    *end = *start;
+    return Status::Ok();
+  }
+  TSR_ASSIGN_OR_RETURN(*start, ParseFrameNumber(t.substr(0, dash), "start"));
+  TSR_ASSIGN_OR_RETURN(*end, ParseFrameNumber(t.substr(dash + 1), "end"));
+  return Status::Ok();
+}
+
+Status ValidateRelativePath(const std::string& path, const std::string& field) {
+  if (path.empty()) return Status::Ok();
+  if (path.size() > 1024) return Status::InvalidArgument(field + ": longer than 1024 characters");
+  if (path[0] == '/' || path[0] == '\\' || path[0] == '~') {
+    return Status::InvalidArgument(field + ": must be a relative path, got '" + path + "'");
+  }
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t next = path.find_first_of("/\\", pos);
+    if (next == std::string::npos) next = path.size();
+    std::string part = path.substr(pos, next - pos);
+    if (part == "..") {
+      return Status::InvalidArgument(field + ": '..' is not allowed (the path must stay inside "
+                                     "the output root), got '" + path + "'");
+    }
+    for (char c : part) {
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return Status::InvalidArgument(field + ": control characters are not allowed");
+      }
+    }
+    pos = next + 1;
+  }
+  return Status::Ok();
+}
+
+Status ValidateJob(const JobSpec& job) {
+  if (job.name.empty()) return Status::InvalidArgument("name: must not be empty");
+  if (job.name.size() > kMaxNameLength) {
+    return Status::InvalidArgument("name: longer than " + std::to_string(kMaxNameLength) +
+                                   " characters");
+  }
+  if (!std::all_of(job.name.begin(), job.name.end(), IsNameChar)) {
+    return Status::InvalidArgument("name: '" + job.name +
+                                   "' may only contain letters, digits, '.', '_' and '-'");
+  }
+  if (job.scene_path.empty() && job.scene_yaml.empty()) {
+    return Status::InvalidArgument("scene: required field is missing");
+  }
+  if (job.scene_yaml.size() > kMaxSceneBytes) {
+    return Status::ResourceExhausted("scene: larger than " + std::to_string(kMaxSceneBytes) +
+                                     " bytes");
+  }
+  if (job.frame_start < kMinFrame || job.frame_end > kMaxFrame || job.frame_end < kMinFrame ||
+      job.frame_start > kMaxFrame) {
+    return Status::InvalidArgument("frames: frame numbers must be within [" +
+                                   std::to_string(kMinFrame) + ", " + std::to_string(kMaxFrame) +
+                                   "]");
+  }
+  if (job.frame_start > job.frame_end) {
+    return Status::InvalidArgument("frames: start " + std::to_string(job.frame_start) +
+                                   " is after end " + std::to_string(job.frame_end));
+  }
+  if (job.frame_count() > kMaxFramesPerJob) {
+    return Status::InvalidArgument("frames: " + std::to_string(job.frame_count()) +
+                                   " frames is over the limit of " +
+                                   std::to_string(kMaxFramesPerJob) + " per job");
+  }
+  if (job.chunk_size < 1 || job.chunk_size > kMaxChunkSize) {
+    return Status::InvalidArgument("chunk_size: must be in [1, " + std::to_string(kMaxChunkSize) +
+                                   "], got " + std::to_string(job.chunk_size));
+  }
+  if (job.priority < 0 || job.priority > 100) {
+    return Status::InvalidArgument("priority: must be in [0, 100], got " +
+                                   std::to_string(job.priority));
+  }
+  if (job.max_retries < 0 || job.max_retries > kMaxRetries) {
+    return Status::InvalidArgument("max_retries: must be in [0, " + std::to_string(kMaxRetries) +
+                                   "], got " + std::to_string(job.max_retries));
+  }
+  TSR_RETURN_IF_ERROR(ValidateRelativePath(job.output.directory, "output.directory"));
+  const std::string& pattern = job.output.pattern;
+  if (!pattern.empty()) {
+    if (pattern.find_first_of("/\\") != std::string::npos) {
+      return Status::InvalidArgument("output.pattern: must be a file name without '/', got '" +
+                                     pattern + "' (use output.directory for folders)");
+    }
+    if (pattern == "." || pattern == ".." || pattern.size() > 255) {
+      return Status::InvalidArgument("output.pattern: '" + pattern + "' is not a file name");
+    }
+    size_t first = pattern.find('#');
+    if (first == std::string::npos) {
+      return Status::InvalidArgument("output.pattern: needs a run of '#' for the frame number, "
+                                     "e.g. 'beauty.####'");
+    }
+    size_t last = pattern.find_last_of('#');
+    if (pattern.find_first_not_of('#', first) < last) {
+      return Status::InvalidArgument("output.pattern: only one run of '#' is allowed");
+    }
+  }
+  if (job.output.formats.empty()) {
+    return Status::InvalidArgument("output.formats: must list at least one of exr, png");
+  }
+  for (size_t i = 0; i < job.output.formats.size(); ++i) {
+    const std::string& f = job.output.formats[i];
+    if (f != "exr" && f != "png") {
+      return Status::InvalidArgument("output.formats[" + std::to_string(i) + "]: '" + f +
+                                     "' is not supported (exr, png)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "job"));
+  if (!root.IsMap()) {
+    return Status::InvalidArgument("job: expected a map of fields, got " + yaml::KindName(root));
+  }
+  JobSpec job;
+  yaml::MapReader r(root, "");
+  r.Required("name", &job.name);
+
+  YAML::Node scene = r.Child("scene");
+  if (!scene.IsDefined() || scene.IsNull()) {
+    r.Fail(Status::InvalidArgument("scene: required field is missing"));
+  } else if (scene.IsScalar()) {
+    job.scene_path = scene.Scalar();
+  } else if (scene.IsMap()) {
+    YAML::Emitter out;
+    out << scene;
+    job.scene_yaml = out.c_str();
+  } else {
+    r.Fail(Status::InvalidArgument("scene: expected a file path or an inline scene map"));
+  }
+
+  YAML::Node frames = r.Child("frames");
+  if (!frames.IsDefined() || frames.IsNull()) {
+    r.Fail(Status::InvalidArgument("frames: required field is missing"));
+  } else if (!frames.IsScalar()) {
+    r.Fail(Status::InvalidArgument("frames: expected \"A-B\" or a frame number, got " +
+                                   yaml::KindName(frames)));
+  } else if (r.ok()) {
+    r.Fail(ParseFrameRange(frames.Scalar(), &job.frame_start, &job.frame_end));
+  }
+
+  r.Optional("chunk_size", &job.chunk_size)
+      .Optional("priority", &job.priority)
+      .Optional("max_retries", &job.max_retries);
+
+  YAML::Node output = r.Child("output");
+  if (r.ok()) {
+    yaml::MapReader o(output, "output");
+    o.Optional("directory", &job.output.directory)
+        .Optional("pattern", &job.output.pattern)
+        .Optional("formats", &job.output.formats);
+    r.Fail(o.Finish());
+  }
+  TSR_RETURN_IF_ERROR(r.Finish());
+  TSR_RETURN_IF_ERROR(ValidateJob(job));
+  return job;
+}
+
+std::vector<FrameChunk> ExpandFrames(const JobSpec& job) {
+  std::vector<FrameChunk> chunks;
+  if (job.frame_start > job.frame_end || job.chunk_size < 1) return chunks;
+  chunks.reserve(static_cast<size_t>((job.frame_count() + job.chunk_size - 1) / job.chunk_size));
+  int index = 0;
+  for (int64_t f = job.frame_start; f <= job.frame_end; f += job.chunk_size) {
+    int64_t last = std::min<int64_t>(f + job.chunk_size - 1, job.frame_end);
+    chunks.push_back({index++, static_cast<int>(f), static_cast<int>(last)});
+  }
+  return chunks;
+}
+
+std::string EffectivePattern(const JobSpec& job) {
+  return job.output.pattern.empty() ? job.name + ".####" : job.output.pattern;
+}
+
+std::string OutputFileName(const std::string& pattern, int frame, const std::string& extension) {
+  size_t first = pattern.find('#');
+  std::string name = pattern;
+  if (first != std::string::npos) {
+    size_t width = pattern.find_first_not_of('#', first);
+    width = (width == std::string::npos ? pattern.size() : width) - first;
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%0*d", static_cast<int>(width), frame);
+    name = pattern.substr(0, first) + buf + pattern.substr(first + width);
+  }
+  return name + "." + extension;
+}
+
+}  // namespace tessera::spec

@@ -1,0 +1,83 @@
+#pragma once
+// Job specs: what a user submits. Parsed strictly from YAML (the CLI's job file and the HTTP API's
+// body use the same parser, so both give the same error for the same mistake).
+//
+// Job file format (every key; defaults in brackets):
+//   name: spheres            # required; letters, digits, '.', '_' and '-', at most 128 chars
+//   scene: scene.yaml        # required; a path relative to the job file, or the scene inline (map)
+//   frames: 1-12             # required; "A-B" inclusive, or a single frame number
+//   chunk_size: 1            # [1] frames per task, 1..1000
+//   priority: 50             # [50] 0..100, higher runs first
+//   max_retries: 3           # [3] render failures a task may have before it fails, 0..100
+//   output:
+//     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
+//     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
+//     formats: [exr, png]    # [exr, png] linear EXR and/or an sRGB PNG preview
+//
+// Limits: at most kMaxFramesPerJob frames per job, frame numbers within [kMinFrame, kMaxFrame].
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace tessera::spec {
+
+inline constexpr int64_t kMaxFramesPerJob = 100000;
+inline constexpr int kMinFrame = -1000000;
+inline constexpr int kMaxFrame = 10000000;
+inline constexpr int kMaxChunkSize = 1000;
+inline constexpr int kMaxRetries = 100;
+inline constexpr size_t kMaxNameLength = 128;
+inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
+
+struct OutputSpec {
+  std::string directory;                       // relative; empty = "<name>-<job id>"
+  std::string pattern;                         // empty = "<name>.####"
+  std::vector<std::string> formats = {"exr", "png"};
+};
+
+struct JobSpec {
+  std::string name;
+  std::string scene_path;   // set when `scene:` is a path (resolved by the CLI)
+  std::string scene_yaml;   // set when `scene:` is inline, or filled in by the CLI/API
+  int frame_start = 0;
+  int frame_end = 0;        // inclusive
+  int chunk_size = 1;
+  int priority = 50;
+  int max_retries = 3;
+  OutputSpec output;
+
+  int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }
+};
+
+// One task's share of a job: frames [frame_start, frame_end].
+struct FrameChunk {
+  int index = 0;
+  int frame_start = 0;
+  int frame_end = 0;
+};
+
+// Parses and validates a job file. Errors name the field ("frames: start 12 is after end 3").
+StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);
+
+// Validates an already-built spec (ParseJobYaml calls this).
+Status ValidateJob(const JobSpec& job);
+
+// Splits the frame range into tasks of chunk_size frames (the last one may be shorter).
+std::vector<FrameChunk> ExpandFrames(const JobSpec& job);
+
+// The effective output pattern and file name for a frame: "beauty.####" + 7 + "exr" ->
+// "beauty.0007.exr". Negative frames keep their sign: "beauty.-007.exr".
+std::string EffectivePattern(const JobSpec& job);
+std::string OutputFileName(const std::string& pattern, int frame, const std::string& extension);
+
+// Checks a relative output directory or pattern cannot escape the output root.
+Status ValidateRelativePath(const std::string& path, const std::string& field);
+
+// Parses "A-B" or "A" into an inclusive range.
+Status ParseFrameRange(const std::string& text, int* start, int* end);
+
+}  // namespace tessera::spec

@@ -1,0 +1,78 @@
+#include "shared/protocol.h"
+
+#include <cstring>
+
+namespace tessera::protocol {
+
+const char* MessageTypeName(MessageType type) {
+  switch (type) {
+    case MessageType::kRegister: return "REGISTER";
+    case MessageType::kHeartbeat: return "HEARTBEAT";
+    case MessageType::kProgress: return "PROGRESS";
+    case MessageType::kFrameResult: return "FRAME_RESULT";
+    case MessageType::kTaskDone: return "TASK_DONE";
+    case MessageType::kTaskFailed: return "TASK_FAILED";
+    case MessageType::kGoodbye: return "GOODBYE";
+    case MessageType::kWelcome: return "WELCOME";
+    case MessageType::kReject: return "REJECT";
+    case MessageType::kHeartbeatAck: return "HEARTBEAT_ACK";
+    case MessageType::kAssign: return "ASSIGN";
+    case MessageType::kCancel: return "CANCEL";
+    case MessageType::kUnknownWorker: return "UNKNOWN_WORKER";
+  }
+  return "UNKNOWN_TYPE";
+}
+
+namespace {
+bool IsKnownType(uint8_t t) {
+  return (t >= static_cast<uint8_t>(MessageType::kRegister) &&
+          t <= static_cast<uint8_t>(MessageType::kGoodbye)) ||
+         (t >= static_cast<uint8_t>(MessageType::kWelcome) &&
+          t <= static_cast<uint8_t>(MessageType::kUnknownWorker));
+}
+}  // namespace
+
+std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
+                                   zmq::message_t payload) {
+  std::vector<zmq::message_t> frames;
+  frames.reserve(3);
+  const char header[4] = {'T', 'S', static_cast<char>(kVersion), static_cast<char>(type)};
+  frames.emplace_back(header, sizeof(header));
+  std::vector<uint8_t> packed = nlohmann::json::to_msgpack(body);
+  frames.emplace_back(packed.data(), packed.size());
+  if (payload.size() > 0) frames.push_back(std::move(payload));
+  return frames;
+}
+
+StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
+  if (frames.size() < first + 2 || frames.size() > first + 3) {
+    return Status::InvalidArgument("message has " + std::to_string(frames.size() - first) +
+                                   " frames, expected 2 or 3");
+  }
+  const zmq::message_t& header = frames[first];
+  if (header.size() != 4) return Status::InvalidArgument("header frame must be 4 bytes");
+  const auto* h = static_cast<const uint8_t*>(header.data());
+  if (h[0] != 'T' || h[1] != 'S') return Status::InvalidArgument("not a Tessera message");
+  if (h[2] != kVersion) {
+    return Status::InvalidArgument("protocol version " + std::to_string(h[2]) +
+                                   " is not supported (this side speaks " +
+                                   std::to_string(kVersion) + ")");
+  }
+  if (!IsKnownType(h[3])) {
+    return Status::InvalidArgument("unknown message type " + std::to_string(h[3]));
+  }
+  Envelope env;
+  env.type = static_cast<MessageType>(h[3]);
+  const zmq::message_t& body = frames[first + 1];
+  const auto* b = static_cast<const uint8_t*>(body.data());
+  env.body = nlohmann::json::from_msgpack(b, b + body.size(), /*strict=*/true,
+                                          /*allow_exceptions=*/false);
+  if (env.body.is_discarded() || !env.body.is_object()) {
+    return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
+                                   ": body is not a MessagePack map");
+  }
+  if (frames.size() == first + 3) env.payload = std::move(frames[first + 2]);
+  return env;
+}
+
+}  // namespace tessera::protocol

@@ -1,0 +1,199 @@
+#pragma once
+// The whole Tessera worker protocol, in one place (in the spirit of zguide's Majordomo mdp.h).
+//
+// Transport: each worker holds one ZeroMQ DEALER connected to the scheduler's ROUTER.
+// Every message is a multipart ZeroMQ message:
+//   frame 0  header: 4 bytes  'T' 'S' <protocol version> <MessageType>
+//   frame 1  body:   MessagePack-encoded map (the typed structs below, via nlohmann::json)
+//   frame 2  payload (optional): raw bytes, used only by kFrameResult (float32 pixels)
+// The ROUTER side sees the worker's routing identity in front of frame 0.
+//
+// Conversation:
+//   worker -> kRegister(capabilities)          scheduler -> kWelcome(worker_id, timings) | kReject
+//   worker -> kHeartbeat every heartbeat_ms    scheduler -> kHeartbeatAck
+//   scheduler -> kAssign(task_id, attempt, ...)
+//   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed
+//   scheduler -> kCancel(task_id, attempt)      (job cancelled; the worker stops rendering)
+//   worker -> kGoodbye on clean shutdown (its leases return to the queue at once)
+//   scheduler -> kUnknownWorker when it gets a message from a peer it has not welcomed
+//                (e.g. after a scheduler restart, or after it declared the worker dead):
+//                the worker registers again.
+//
+// Fencing: every message about a task carries (task_id, attempt). The scheduler applies a
+// message only when it names the task's current attempt; anything else is logged and ignored.
+//
+// Liveness: a worker that sends nothing for heartbeat_ms * liveness is declared dead and its
+// tasks are requeued; a worker that hears nothing from the scheduler for as long reconnects.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "shared/status.h"
+
+namespace tessera::protocol {
+
+inline constexpr uint8_t kVersion = 1;
+// Largest message the scheduler accepts from a worker (ZMQ_MAXMSGSIZE). A 4096x4096 RGBA float
+// frame is 256 MiB; larger images must be split into tiles.
+inline constexpr int64_t kMaxMessageBytes = 268435456 + 65536;
+
+enum class MessageType : uint8_t {
+  // worker -> scheduler
+  kRegister = 1,
+  kHeartbeat = 2,
+  kProgress = 3,
+  kFrameResult = 4,
+  kTaskDone = 5,
+  kTaskFailed = 6,
+  kGoodbye = 7,
+  // scheduler -> worker
+  kWelcome = 64,
+  kReject = 65,
+  kHeartbeatAck = 66,
+  kAssign = 67,
+  kCancel = 68,
+  kUnknownWorker = 69,
+};
+
+const char* MessageTypeName(MessageType type);
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t memory_mb = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+};
+
+struct Register {
+  std::string name;      // operator-chosen worker name (defaults to the hostname)
+  std::string hostname;
+  std::string version;   // tessera version of the worker
+  int cpu_cores = 0;
+  int64_t ram_mb = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<std::string> backends;  // render backends this worker can run: "cpu", "cuda"
+  int slots = 1;         // tasks it runs at once
+};
+
+struct Welcome {
+  int64_t worker_id = 0;
+  int heartbeat_ms = 1000;
+  int liveness = 5;      // missed heartbeats before a peer is considered gone
+};
+
+struct Reject {
+  std::string reason;
+};
+
+struct TaskRef {
+  int64_t task_id = 0;
+  int attempt = 0;
+  bool operator==(const TaskRef&) const = default;
+};
+
+struct Heartbeat {
+  std::vector<TaskRef> running;
+};
+
+struct Assign {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int64_t job_id = 0;
+  int frame_start = 0;
+  int frame_end = 0;     // inclusive
+  std::string scene_yaml;
+};
+
+struct Progress {
+  int64_t task_id = 0;
+  int attempt = 0;
+  double fraction = 0;   // 0..1 over the whole task
+  std::string message;
+};
+
+struct FrameResult {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int frame = 0;
+  int width = 0;
+  int height = 0;
+  int channels = 0;      // float32 channels per pixel in the payload (RGBA = 4)
+  double render_seconds = 0;
+  std::string backend;   // "cpu" or "cuda:N"
+};
+
+struct TaskDone {
+  int64_t task_id = 0;
+  int attempt = 0;
+};
+
+struct TaskFailed {
+  int64_t task_id = 0;
+  int attempt = 0;
+  std::string message;
+};
+
+struct Cancel {
+  int64_t task_id = 0;
+  int attempt = 0;
+};
+
+// A decoded message: type + body (+ payload for kFrameResult).
+struct Envelope {
+  MessageType type = MessageType::kHeartbeat;
+  nlohmann::json body;
+  zmq::message_t payload;  // empty unless the message carries bulk bytes
+
+  // Converts the body into a typed struct; a missing/mistyped field is kInvalidArgument.
+  template <typename T>
+  StatusOr<T> As() const;
+};
+
+// Encodes one message as frames, ready for send_multipart (without routing identity).
+std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
+                                   zmq::message_t payload = zmq::message_t());
+
+template <typename T>
+std::vector<zmq::message_t> Encode(MessageType type, const T& body,
+                                   zmq::message_t payload = zmq::message_t()) {
+  return Encode(type, nlohmann::json(body), std::move(payload));
+}
+
+// Decodes frames[first..]. Malformed input is kInvalidArgument, never a crash.
+StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0);
+
+// Missing fields take their defaults (forward compatibility); mistyped fields are errors.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
+                                                compute_minor)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores, ram_mb,
+                                                gpus, backends, slots)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
+                                                frame_end, scene_yaml)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
+                                                channels, render_seconds, backend)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
+
+template <typename T>
+StatusOr<T> Envelope::As() const {
+  try {
+    return body.get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string(MessageTypeName(type)) + " body: " + e.what());
+  }
+}
+
+}  // namespace tessera::protocol

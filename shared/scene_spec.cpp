@@ -1,0 +1,399 @@
+#include "shared/scene_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "shared/yaml_util.h"
+
+namespace tessera::spec {
+namespace {
+
+Status Invalid(const std::string& path, const std::string& what) {
+  return Status::InvalidArgument(path + ": " + what);
+}
+
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+double Length(const Vec3& v) { return std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]); }
+
+Vec3 Sub(const Vec3& a, const Vec3& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }
+
+Vec3 Cross(const Vec3& a, const Vec3& b) {
+  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+}
+
+Vec3 Lerp(const Vec3& a, const Vec3& b, double t) {
+  return {a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t, a[2] + (b[2] - a[2]) * t};
+}
+
+// Checks lo <= value <= hi, naming the path and the allowed range.
+Status CheckIntRange(const std::string& path, int value, int lo, int hi) {
+  if (value < lo || value > hi) {
+    return Invalid(path, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                             "], got " + std::to_string(value));
+  }
+  return Status::Ok();
+}
+
+Status CheckColor(const std::string& path, const Vec3& c, double max) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (c[i] < 0.0 || c[i] > max) {
+      return Invalid(Index(path, i),
+                     max == HUGE_VAL
+                         ? "must be >= 0"
+                         : "must be in [0, " + std::to_string(static_cast<int>(max)) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+// Rules shared by the parser and ValidateScene. `path` names the element being checked.
+Status ValidateCameraKey(const CameraKeyframe& k, const std::string& path) {
+  const Vec3 dir = Sub(k.look_at, k.position);
+  if (Length(dir) <= 1e-9) return Invalid(path + ".look_at", "must differ from position");
+  if (Length(k.up) <= 1e-9) return Invalid(path + ".up", "must not be zero");
+  if (Length(Cross(dir, k.up)) <= 1e-9 * Length(dir) * Length(k.up)) {
+    return Invalid(path + ".up", "must not be parallel to the view direction");
+  }
+  if (!(k.fov > 0.0 && k.fov < 180.0)) return Invalid(path + ".fov", "must be in (0, 180)");
+  if (k.aperture < 0.0) return Invalid(path + ".aperture", "must be >= 0");
+  if (k.focus_distance < 0.0) return Invalid(path + ".focus_distance", "must be >= 0");
+  return Status::Ok();
+}
+
+template <typename Key>
+Status CheckFramesIncreasing(const std::vector<Key>& keys, const std::string& path) {
+  if (keys.size() > static_cast<size_t>(kMaxKeyframes)) {
+    return Invalid(path, "at most " + std::to_string(kMaxKeyframes) + " keyframes");
+  }
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i].frame <= keys[i - 1].frame) {
+      return Invalid(Index(path, i) + ".frame", "frames must be strictly increasing");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateMaterial(const MaterialSpec& m, const std::string& path) {
+  switch (m.type) {
+    case MaterialType::kDiffuse:
+      return CheckColor(path + ".color", m.color, 1.0);
+    case MaterialType::kMetal:
+      TSR_RETURN_IF_ERROR(CheckColor(path + ".color", m.color, 1.0));
+      if (m.roughness < 0.0 || m.roughness > 1.0) {
+        return Invalid(path + ".roughness", "must be in [0, 1]");
+      }
+      return Status::Ok();
+    case MaterialType::kGlass:
+      if (!(m.ior > 0.0 && m.ior <= kMaxIor)) return Invalid(path + ".ior", "must be in (0, 10]");
+      return Status::Ok();
+    case MaterialType::kEmissive:
+      TSR_RETURN_IF_ERROR(CheckColor(path + ".color", m.color, HUGE_VAL));
+      if (m.strength < 0.0) return Invalid(path + ".strength", "must be >= 0");
+      return Status::Ok();
+  }
+  return Invalid(path + ".type", "unknown material type");
+}
+
+StatusOr<int> ResolveMaterial(const std::map<std::string, int>& by_name, const std::string& name,
+                              const std::string& path) {
+  auto it = by_name.find(name);
+  if (it == by_name.end()) return Invalid(path, "material '" + name + "' is not defined");
+  return it->second;
+}
+
+Status ValidateSphere(SphereSpec* s, const std::map<std::string, int>& materials,
+                      const std::string& path) {
+  if (!(s->radius > 0.0)) return Invalid(path + ".radius", "must be > 0");
+  TSR_RETURN_IF_ERROR(CheckFramesIncreasing(s->keyframes, path + ".keyframes"));
+  TSR_ASSIGN_OR_RETURN(s->material_index,
+                       ResolveMaterial(materials, s->material, path + ".material"));
+  return Status::Ok();
+}
+
+Status ValidateQuad(QuadSpec* q, const std::map<std::string, int>& materials,
+                    const std::string& path) {
+  if (Length(q->u) <= 1e-12) return Invalid(path + ".u", "must not be zero");
+  if (Length(q->v) <= 1e-12) return Invalid(path + ".v", "must not be zero");
+  if (Length(Cross(q->u, q->v)) <= 1e-9 * Length(q->u) * Length(q->v)) {
+    return Invalid(path + ".v", "must not be parallel to u");
+  }
+  TSR_ASSIGN_OR_RETURN(q->material_index,
+                       ResolveMaterial(materials, q->material, path + ".material"));
+  return Status::Ok();
+}
+
+// Scalar settings, background, camera and materials; objects are checked by the caller so the
+// parser can name them by their position in `objects`.
+Status ValidateGlobals(const SceneSpec& s, std::map<std::string, int>* material_index) {
+  TSR_RETURN_IF_ERROR(CheckIntRange("width", s.width, 1, kMaxResolution));
+  TSR_RETURN_IF_ERROR(CheckIntRange("height", s.height, 1, kMaxResolution));
+  TSR_RETURN_IF_ERROR(CheckIntRange("samples", s.samples, 1, kMaxSamples));
+  TSR_RETURN_IF_ERROR(CheckIntRange("max_depth", s.max_depth, 1, kMaxDepth));
+  TSR_RETURN_IF_ERROR(CheckColor("background.top", s.background.top, HUGE_VAL));
+  TSR_RETURN_IF_ERROR(CheckColor("background.bottom", s.background.bottom, HUGE_VAL));
+  if (s.camera.keyframes.empty()) {
+    return Invalid("camera.keyframes", "at least one keyframe is required");
+  }
+  TSR_RETURN_IF_ERROR(CheckFramesIncreasing(s.camera.keyframes, "camera.keyframes"));
+  for (size_t i = 0; i < s.camera.keyframes.size(); ++i) {
+    TSR_RETURN_IF_ERROR(ValidateCameraKey(s.camera.keyframes[i], Index("camera.keyframes", i)));
+  }
+  if (s.materials.size() > static_cast<size_t>(kMaxMaterials)) {
+    return Invalid("materials", "at most " + std::to_string(kMaxMaterials) + " materials");
+  }
+  material_index->clear();
+  for (size_t i = 0; i < s.materials.size(); ++i) {
+    const MaterialSpec& m = s.materials[i];
+    const std::string path = "materials." + m.name;
+    if (m.name.empty()) return Invalid("materials", "a material name must not be empty");
+    if (!material_index->emplace(m.name, static_cast<int>(i)).second) {
+      return Invalid(path, "defined more than once");
+    }
+    TSR_RETURN_IF_ERROR(ValidateMaterial(m, path));
+  }
+  if (s.spheres.size() + s.quads.size() > static_cast<size_t>(kMaxObjects)) {
+    return Invalid("objects", "at most " + std::to_string(kMaxObjects) + " objects");
+  }
+  return Status::Ok();
+}
+
+// ---- YAML reading ----------------------------------------------------------------------------
+
+Status ReadBackground(const YAML::Node& node, BackgroundSpec* out) {
+  yaml::MapReader r(node, "background");
+  if (r.Has("color")) {
+    if (r.Has("top") || r.Has("bottom")) {
+      r.Fail(Invalid("background.color", "give either color or top/bottom, not both"));
+    }
+    r.Required("color", &out->top);
+    out->bottom = out->top;
+  } else {
+    r.Child("color");
+    r.Required("top", &out->top);
+    out->bottom = out->top;
+    r.Optional("bottom", &out->bottom);
+  }
+  return r.Finish();
+}
+
+Status ReadCamera(const YAML::Node& node, CameraSpec* out) {
+  yaml::MapReader r(node, "camera");
+  YAML::Node keys = r.Child("keyframes");
+  TSR_RETURN_IF_ERROR(r.Finish());
+  if (!keys.IsDefined() || keys.IsNull()) {
+    return Invalid("camera.keyframes", "required field is missing");
+  }
+  if (!keys.IsSequence()) {
+    return Invalid("camera.keyframes", "expected a list, got " + yaml::KindName(keys));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    CameraKeyframe k;
+    yaml::MapReader kr(keys[i], Index("camera.keyframes", i));
+    kr.Required("frame", &k.frame)
+        .Required("position", &k.position)
+        .Required("look_at", &k.look_at)
+        .Optional("up", &k.up)
+        .Required("fov", &k.fov)
+        .Optional("aperture", &k.aperture)
+        .Optional("focus_distance", &k.focus_distance);
+    TSR_RETURN_IF_ERROR(kr.Finish());
+    out->keyframes.push_back(k);
+  }
+  return Status::Ok();
+}
+
+Status ReadMaterials(const YAML::Node& node, std::vector<MaterialSpec>* out) {
+  if (!node.IsDefined() || node.IsNull()) return Invalid("materials", "required field is missing");
+  if (!node.IsMap()) return Invalid("materials", "expected a map, got " + yaml::KindName(node));
+  for (const auto& kv : node) {
+    MaterialSpec m;
+    if (!kv.first.IsScalar()) return Invalid("materials", "material names must be strings");
+    m.name = kv.first.Scalar();
+    const std::string path = "materials." + m.name;
+    yaml::MapReader r(kv.second, path);
+    std::string type;
+    r.Required("type", &type);
+    if (!r.ok()) return r.Finish();
+    if (type == "diffuse") {
+      m.type = MaterialType::kDiffuse;
+      r.Required("color", &m.color);
+    } else if (type == "metal") {
+      m.type = MaterialType::kMetal;
+      r.Required("color", &m.color).Optional("roughness", &m.roughness);
+    } else if (type == "glass") {
+      m.type = MaterialType::kGlass;
+      r.Required("ior", &m.ior);
+    } else if (type == "emissive") {
+      m.type = MaterialType::kEmissive;
+      r.Required("color", &m.color).Optional("strength", &m.strength);
+    } else {
+      return Invalid(path + ".type", "unknown material type '" + type +
+                                         "' (known: diffuse, metal, glass, emissive)");
+    }
+    TSR_RETURN_IF_ERROR(r.Finish());
+    out->push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+// Reads `objects` and validates each one where it stands, so errors say "objects[3].radius".
+Status ReadObjects(const YAML::Node& node, const std::map<std::string, int>& materials,
+                   SceneSpec* scene) {
+  if (!node.IsDefined() || node.IsNull()) return Invalid("objects", "required field is missing");
+  if (!node.IsSequence()) return Invalid("objects", "expected a list, got " + yaml::KindName(node));
+  if (node.size() > static_cast<size_t>(kMaxObjects)) {
+    return Invalid("objects", "at most " + std::to_string(kMaxObjects) + " objects");
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string path = Index("objects", i);
+    yaml::MapReader r(node[i], path);
+    std::string type;
+    r.Required("type", &type);
+    if (!r.ok()) return r.Finish();
+    if (type == "sphere") {
+      SphereSpec s;
+      r.Required("radius", &s.radius).Required("material", &s.material);
+      YAML::Node keys = r.Child("keyframes");
+      if (keys.IsDefined() && !keys.IsNull()) {
+        if (r.Has("center")) {
+          return Invalid(path + ".center", "give either center or keyframes, not both");
+        }
+        r.Child("center");
+        if (!keys.IsSequence() || keys.size() == 0) {
+          return Invalid(path + ".keyframes",
+                         "expected a non-empty list, got " + yaml::KindName(keys));
+        }
+        for (size_t k = 0; k < keys.size(); ++k) {
+          CenterKeyframe key;
+          yaml::MapReader kr(keys[k], Index(path + ".keyframes", k));
+          kr.Required("frame", &key.frame).Required("center", &key.center);
+          TSR_RETURN_IF_ERROR(kr.Finish());
+          s.keyframes.push_back(key);
+        }
+      } else {
+        r.Required("center", &s.center);
+      }
+      TSR_RETURN_IF_ERROR(r.Finish());
+      TSR_RETURN_IF_ERROR(ValidateSphere(&s, materials, path));
+      scene->spheres.push_back(std::move(s));
+    } else if (type == "quad") {
+      QuadSpec q;
+      r.Required("corner", &q.corner)
+          .Required("u", &q.u)
+          .Required("v", &q.v)
+          .Required("material", &q.material);
+      TSR_RETURN_IF_ERROR(r.Finish());
+      TSR_RETURN_IF_ERROR(ValidateQuad(&q, materials, path));
+      scene->quads.push_back(std::move(q));
+    } else {
+      return Invalid(path + ".type", "unknown object type '" + type + "' (known: sphere, quad)");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Key>
+size_t UpperKey(const std::vector<Key>& keys, double frame) {
+  // First key with key.frame > frame; keys are sorted by frame.
+  return static_cast<size_t>(
+      std::upper_bound(keys.begin(), keys.end(), frame,
+                       [](double f, const Key& k) { return f < static_cast<double>(k.frame); }) -
+      keys.begin());
+}
+
+StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text);
+
+}  // namespace
+
+StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text) {
+  // yaml-cpp reports malformed access by throwing; MapReader avoids the known cases, and this
+  // turns anything left into an error instead of a crash of the daemon reading the scene.
+  try {
+    return ParseSceneNode(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("scene: ") + e.what());
+  }
+}
+
+namespace {
+StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "scene"));
+  SceneSpec scene;
+  yaml::MapReader r(root, "");
+  r.Required("width", &scene.width)
+      .Required("height", &scene.height)
+      .Required("samples", &scene.samples)
+      .Required("max_depth", &scene.max_depth);
+  YAML::Node background = r.Child("background");
+  YAML::Node camera = r.Child("camera");
+  YAML::Node materials = r.Child("materials");
+  YAML::Node objects = r.Child("objects");
+  TSR_RETURN_IF_ERROR(r.Finish());
+
+  if (!background.IsDefined() || background.IsNull()) {
+    return Invalid("background", "required field is missing");
+  }
+  TSR_RETURN_IF_ERROR(ReadBackground(background, &scene.background));
+  if (!camera.IsDefined() || camera.IsNull()) return Invalid("camera", "required field is missing");
+  TSR_RETURN_IF_ERROR(ReadCamera(camera, &scene.camera));
+  TSR_RETURN_IF_ERROR(ReadMaterials(materials, &scene.materials));
+
+  std::map<std::string, int> material_index;
+  TSR_RETURN_IF_ERROR(ValidateGlobals(scene, &material_index));
+  TSR_RETURN_IF_ERROR(ReadObjects(objects, material_index, &scene));
+  return scene;
+}
+}  // namespace
+
+Status ValidateScene(SceneSpec* scene) {
+  std::map<std::string, int> material_index;
+  TSR_RETURN_IF_ERROR(ValidateGlobals(*scene, &material_index));
+  for (size_t i = 0; i < scene->spheres.size(); ++i) {
+    TSR_RETURN_IF_ERROR(ValidateSphere(&scene->spheres[i], material_index, Index("spheres", i)));
+  }
+  for (size_t i = 0; i < scene->quads.size(); ++i) {
+    TSR_RETURN_IF_ERROR(ValidateQuad(&scene->quads[i], material_index, Index("quads", i)));
+  }
+  return Status::Ok();
+}
+
+CameraKeyframe InterpolateCamera(const CameraSpec& camera, double frame) {
+  const auto& keys = camera.keyframes;
+  TSR_CHECK(!keys.empty());
+  const size_t hi = UpperKey(keys, frame);
+  if (hi == 0) return keys.front();
+  if (hi == keys.size()) return keys.back();
+  const CameraKeyframe& a = keys[hi - 1];
+  const CameraKeyframe& b = keys[hi];
+  const double t = (frame - a.frame) / static_cast<double>(b.frame - a.frame);
+  CameraKeyframe out;
+  out.frame = static_cast<int>(std::lround(frame));
+  out.position = Lerp(a.position, b.position, t);
+  out.look_at = Lerp(a.look_at, b.look_at, t);
+  out.up = Lerp(a.up, b.up, t);
+  out.fov = a.fov + (b.fov - a.fov) * t;
+  out.aperture = a.aperture + (b.aperture - a.aperture) * t;
+  // 0 means "focus on look_at"; interpolate the effective distances so a mix stays sensible.
+  const double fa = a.focus_distance > 0 ? a.focus_distance : Length(Sub(a.look_at, a.position));
+  const double fb = b.focus_distance > 0 ? b.focus_distance : Length(Sub(b.look_at, b.position));
+  out.focus_distance = (a.focus_distance > 0 || b.focus_distance > 0) ? fa + (fb - fa) * t : 0.0;
+  return out;
+}
+
+Vec3 SphereCenterAt(const SphereSpec& sphere, double frame) {
+  const auto& keys = sphere.keyframes;
+  if (keys.empty()) return sphere.center;
+  const size_t hi = UpperKey(keys, frame);
+  if (hi == 0) return keys.front().center;
+  if (hi == keys.size()) return keys.back().center;
+  const CenterKeyframe& a = keys[hi - 1];
+  const CenterKeyframe& b = keys[hi];
+  const double t = (frame - a.frame) / static_cast<double>(b.frame - a.frame);
+  return Lerp(a.center, b.center, t);
+}
+
+}  // namespace tessera::spec

@@ -1,0 +1,273 @@
+// End-to-end tests of the `tessera` CLI against real processes: the client binary alone (local
+// validation, unreachable server) and a whole local farm started with `tessera up`.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/subprocess.h"
+
+namespace tessera::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using std::chrono::seconds;
+
+const std::string kBinDir = TSR_BIN_DIR;
+const std::string kTessera = kBinDir + "/tessera";
+
+// A scene small enough to render in milliseconds on one CPU thread.
+constexpr char kTinyScene[] = R"(width: 64
+height: 48
+samples: 4
+max_depth: 4
+background: {top: [0.5, 0.7, 1.0], bottom: [1, 1, 1]}
+camera:
+  keyframes:
+    - {frame: 1, position: [0, 1, 5], look_at: [0, 1, 0], fov: 40}
+materials:
+  ground: {type: diffuse, color: [0.5, 0.5, 0.5]}
+  ball: {type: metal, color: [0.9, 0.8, 0.7], roughness: 0.2}
+objects:
+  - {type: quad, corner: [-50, 0, -50], u: [100, 0, 0], v: [0, 0, 100], material: ground}
+  - {type: sphere, center: [0, 1, 0], radius: 1, material: ball}
+)";
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+int CountLines(const std::string& s) {
+  int lines = 0;
+  for (char c : s) lines += (c == '\n');
+  if (!s.empty() && s.back() != '\n') ++lines;
+  return lines;
+}
+
+class CliE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-cli-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // A port nobody listens on: a client that tried to talk to the server would say so.
+    dead_server_ = "http://127.0.0.1:" + std::to_string(FreePort());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!HasFailure())
+      fs::remove_all(dir_, ec);
+    else
+      std::fprintf(stderr, "kept %s for inspection\n", dir_.c_str());
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    fs::path path = fs::path(dir_) / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  RunResult Tessera(std::vector<std::string> args, seconds timeout = seconds(30)) {
+    args.insert(args.begin(), kTessera);
+    return RunProcess(args, timeout);
+  }
+
+  std::string dir_;
+  std::string dead_server_;
+};
+
+// ---- (1) local validation: errors name the field, nothing is sent ----------------------------
+
+struct BadJobCase {
+  const char* label;
+  const char* job;       // job file text; scene.yaml is the tiny scene unless `scene` is set
+  const char* scene;     // nullptr: kTinyScene
+  const char* expected;  // must appear in the error
+};
+
+TEST_F(CliE2eTest, SubmitRejectsBadJobFilesWithoutAServer) {
+  const BadJobCase cases[] = {
+      {"unknown key", "name: a\nscene: scene.yaml\nframes: 1-2\ncolour: red\n", nullptr, "colour"},
+      {"inverted frames", "name: a\nscene: scene.yaml\nframes: 12-3\n", nullptr, "frames"},
+      {"too many frames", "name: a\nscene: scene.yaml\nframes: 1-200000\n", nullptr, "frames"},
+      {"zero resolution", "name: a\nscene: scene.yaml\nframes: 1-2\n", "zero", "width"},
+      {"missing scene file", "name: a\nscene: no-such-scene.yaml\nframes: 1-2\n", nullptr, "scene"},
+  };
+  for (const BadJobCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    std::string scene = kTinyScene;
+    if (c.scene != nullptr) scene.replace(scene.find("width: 64"), 9, "width: 0");
+    Write("scene.yaml", scene);
+    std::string job = Write("job.yaml", c.job);
+    RunResult r = Tessera({"submit", job, "--server", dead_server_});
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << "it tried to submit: " << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CliE2eTest, SubmitNamesTheSceneFileForSceneErrors) {
+  std::string scene = kTinyScene;
+  scene.replace(scene.find("height: 48"), 10, "height: -4");
+  std::string scene_path = Write("bad-scene.yaml", scene);
+  std::string job = Write("job.yaml", "name: a\nscene: bad-scene.yaml\nframes: 1\n");
+  RunResult r = Tessera({"submit", job, "--server", dead_server_});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("bad-scene.yaml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("height"), std::string::npos) << r.err;
+}
+
+// ---- (2) unreachable scheduler: one line naming the address, exit 3 --------------------------
+
+TEST_F(CliE2eTest, UnreachableServerGivesOneLineWithTheAddress) {
+  Write("scene.yaml", kTinyScene);
+  std::string job = Write("job.yaml", "name: a\nscene: scene.yaml\nframes: 1-2\n");
+  const std::vector<std::vector<std::string>> commands = {{"jobs"},
+                                                          {"jobs", "--json"},
+                                                          {"status", "1"},
+                                                          {"workers"},
+                                                          {"wait", "1", "--timeout", "5"},
+                                                          {"cancel", "1"},
+                                                          {"submit", job}};
+  for (auto args : commands) {
+    SCOPED_TRACE(args[0]);
+    args.push_back("--server");
+    args.push_back(dead_server_);
+    RunResult r = Tessera(args);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot reach the Tessera scheduler at " + dead_server_),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CliE2eTest, UpFailsFastWhenThePortIsTaken) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  RunResult r = Tessera({"up", "--port", port, "--data", dir_ + "/data"}, seconds(20));
+  close(fd);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("port " + port), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+}
+
+// ---- (3) a whole local farm --------------------------------------------------------------------
+
+json ParseJson(const RunResult& r) {
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << "\nstderr: " << r.err;
+  return j;
+}
+
+TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
+  if (!fs::exists(kBinDir + "/tessera-scheduler") || !fs::exists(kBinDir + "/tessera-worker")) {
+    GTEST_SKIP() << "tessera-scheduler / tessera-worker are not built in " << kBinDir;
+  }
+  const std::string port = std::to_string(FreePort());
+  const std::string server = "http://127.0.0.1:" + port;
+  const std::string data = dir_ + "/data";
+  BackgroundProcess up(
+      {kTessera, "up", "--workers", "2", "--data", data, "--port", port, "--threads", "1"},
+      dir_ + "/up.stderr");
+  std::optional<std::string> ready = up.ReadLine(seconds(60));
+  ASSERT_TRUE(ready.has_value()) << "no ready line; see " << dir_ << "/up.stderr";
+  EXPECT_EQ(*ready, "Tessera farm ready: API " + server + "  (scheduler + 2 workers, data " +
+                        fs::weakly_canonical(data).string() + ")");
+  std::vector<pid_t> children = up.Children();
+  EXPECT_EQ(children.size(), 3u) << "expected a scheduler and 2 workers";
+
+  // A small 2-frame job renders and lands on disk.
+  Write("scene.yaml", kTinyScene);
+  std::string small = Write("small.yaml", "name: small\nscene: scene.yaml\nframes: 1-2\n");
+  RunResult submit = Tessera({"submit", small, "--server", server});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  std::string id = Trim(submit.out);
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(id.find_first_not_of("0123456789"), std::string::npos) << submit.out;
+
+  RunResult wait = Tessera({"wait", id, "--timeout", "120", "--server", server}, seconds(150));
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+
+  json jobs = ParseJson(Tessera({"jobs", "--json", "--server", server}));
+  bool listed_done = false;
+  for (const json& j : jobs.value("jobs", json::array())) {
+    if (j.value("id", int64_t{0}) == std::stoll(id)) listed_done = j.value("state", "") == "done";
+  }
+  EXPECT_TRUE(listed_done) << jobs.dump(2);
+
+  json status = ParseJson(Tessera({"status", id, "--json", "--server", server}));
+  const json& job = status["job"];
+  EXPECT_EQ(job.value("state", ""), "done");
+  EXPECT_EQ(job["tasks"].value("done", -1), 2) << status.dump(2);
+  EXPECT_EQ(job["tasks"].value("total", -1), 2) << status.dump(2);
+  std::string output_dir = job.value("output_dir", "");
+  for (const char* file :
+       {"small.0001.exr", "small.0001.png", "small.0002.exr", "small.0002.png"}) {
+    EXPECT_TRUE(fs::exists(fs::path(output_dir) / file)) << output_dir << "/" << file;
+  }
+
+  json workers = ParseJson(Tessera({"workers", "--json", "--server", server}));
+  std::vector<std::string> names;
+  for (const json& w : workers.value("workers", json::array()))
+    names.push_back(w.value("name", ""));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"local-1", "local-2"})) << workers.dump(2);
+
+  // A long job is canceled: wait fails and the job says canceled.
+  std::string heavy_scene = kTinyScene;
+  heavy_scene.replace(heavy_scene.find("samples: 4"), 10, "samples: 64");
+  Write("heavy.yaml", heavy_scene);
+  std::string long_job = Write("long.yaml", "name: long\nscene: heavy.yaml\nframes: 1-200\n");
+  submit = Tessera({"submit", long_job, "--server", server});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  std::string long_id = Trim(submit.out);
+  RunResult cancel = Tessera({"cancel", long_id, "--server", server});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  wait = Tessera({"wait", long_id, "--timeout", "60", "--server", server}, seconds(90));
+  EXPECT_NE(wait.exit_code, 0);
+  EXPECT_NE(wait.err.find("canceled"), std::string::npos) << wait.err;
+  status = ParseJson(Tessera({"status", long_id, "--json", "--server", server}));
+  EXPECT_EQ(status["job"].value("state", ""), "canceled") << status.dump(2);
+
+  // Ctrl-C stops the workers, then the scheduler, and `up` exits 0 leaving nothing behind.
+  ASSERT_EQ(kill(up.pid(), SIGINT), 0);
+  std::optional<int> code = up.Wait(seconds(40));
+  ASSERT_TRUE(code.has_value()) << "tessera up did not exit after SIGINT";
+  EXPECT_EQ(*code, 0);
+  for (pid_t child : children) EXPECT_FALSE(ProcessAlive(child)) << "pid " << child;
+  for (const char* log : {"scheduler.log", "worker-1.log", "worker-2.log"}) {
+    EXPECT_TRUE(fs::exists(fs::path(data) / "logs" / log)) << log;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::e2e

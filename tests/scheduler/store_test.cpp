@@ -1,0 +1,227 @@
+#include "scheduler/store/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "scheduler/assembler/assembler.h"
+#include "shared/image_io.h"
+
+namespace tessera::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/store-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    auto s = Store::Open(dir_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+
+  JobRecord Submit(int frames, int chunk = 1, int retries = 3) {
+    spec::JobSpec spec;
+    spec.name = "shot";
+    spec.scene_yaml = "width: 8\n";
+    spec.frame_start = 1;
+    spec.frame_end = frames;
+    spec.chunk_size = chunk;
+    spec.max_retries = retries;
+    auto job = store_->CreateJob(spec, "name: shot\n",
+                                 [&](int64_t id) -> StatusOr<std::string> {
+                                   return dir_ + "/out/" + std::to_string(id);
+                                 });
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return *job;
+  }
+
+  int64_t Worker(const std::string& name) {
+    protocol::Register reg;
+    reg.name = name;
+    reg.hostname = "host-" + name;
+    reg.cpu_cores = 2;
+    reg.backends = {"cpu"};
+    auto id = store_->UpsertWorker(reg);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return *id;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, MigratesToCurrentSchemaAndReopens) {
+  EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
+  Submit(3);
+  store_.reset();
+  auto again = Store::Open(dir_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->schema_version(), Store::kSchemaVersion);
+  EXPECT_EQ((*again)->ListJobs(std::nullopt, 10)->size(), 1u);
+
+  // WAL mode and user_version are really set on the file.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, RefusesDatabaseFromNewerVersion) {
+  store_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto s = Store::Open(dir_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("newer"), std::string::npos);
+}
+
+TEST_F(StoreTest, CreatesJobAndTasksTogether) {
+  JobRecord job = Submit(10, 4);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.tasks.total, 3);
+  EXPECT_EQ(job.tasks.queued, 3);
+  EXPECT_EQ(job.output_dir, dir_ + "/out/" + std::to_string(job.id));
+  EXPECT_EQ(job.output_pattern, "shot.####");
+  auto tasks = store_->ListTasks(job.id);
+  ASSERT_TRUE(tasks.ok());
+  ASSERT_EQ(tasks->size(), 3u);
+  EXPECT_EQ((*tasks)[2].frame_start, 9);
+  EXPECT_EQ((*tasks)[2].frame_end, 10);
+  EXPECT_EQ(*store_->JobScene(job.id), "width: 8\n");
+}
+
+TEST_F(StoreTest, FailedOutputDirectoryStoresNothing) {
+  spec::JobSpec spec;
+  spec.name = "x";
+  spec.scene_yaml = "w";
+  spec.frame_start = spec.frame_end = 1;
+  auto job = store_->CreateJob(spec, "", [](int64_t) -> StatusOr<std::string> {
+    return Status::InvalidArgument("output.directory: nope");
+  });
+  ASSERT_FALSE(job.ok());
+  EXPECT_TRUE(store_->ListJobs(std::nullopt, 10)->empty());
+  EXPECT_EQ(store_->Summary()->tasks.total, 0);
+}
+
+TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
+  JobRecord job = Submit(2);
+  int64_t w = Worker("w1");
+  auto tasks = *store_->ListTasks(job.id);
+  int64_t t0 = tasks[0].id, t1 = tasks[1].id;
+
+  ASSERT_TRUE(store_->StartTask(t0, 1, w).ok());
+  EXPECT_FALSE(store_->StartTask(t0, 1, w).ok()) << "a running task cannot be leased twice";
+  EXPECT_EQ(store_->GetJob(job.id)->state, JobState::kRunning);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks.running, 1);
+
+  // Worker lost: requeued without charging the retry budget; attempt 1 is now stale.
+  ASSERT_TRUE(store_->RequeueTask(t0, 1, "worker lost", false).ok());
+  EXPECT_EQ(store_->GetTask(t0)->failures, 0);
+  ASSERT_TRUE(store_->StartTask(t0, 2, w).ok());
+  Status stale = store_->FinishTask(t0, 1);
+  EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->SetTaskProgress(t0, 2, 0.5).ok());
+  EXPECT_DOUBLE_EQ(store_->GetTask(t0)->progress, 0.5);
+  ASSERT_TRUE(store_->FinishTask(t0, 2).ok());
+  EXPECT_EQ(store_->GetTask(t0)->state, TaskState::kDone);
+  EXPECT_EQ(store_->GetTask(t0)->worker_name, "w1");
+
+  ASSERT_TRUE(store_->StartTask(t1, 1, w).ok());
+  ASSERT_TRUE(store_->FailTask(t1, 1, "out of memory").ok());
+  JobRecord after = *store_->GetJob(job.id);
+  EXPECT_EQ(after.state, JobState::kFailed);
+  EXPECT_EQ(after.tasks.done, 1);
+  EXPECT_EQ(after.tasks.failed, 1);
+  EXPECT_EQ(after.tasks.running + after.tasks.queued, 0);
+  ASSERT_TRUE(after.error.has_value());
+  EXPECT_NE(after.error->find("out of memory"), std::string::npos);
+  EXPECT_TRUE(after.finished_at_ms.has_value());
+}
+
+TEST_F(StoreTest, RestartRequeuesRunningTasks) {
+  JobRecord job = Submit(3);
+  int64_t w = Worker("w1");
+  auto tasks = *store_->ListTasks(job.id);
+  ASSERT_TRUE(store_->StartTask(tasks[0].id, 1, w).ok());
+  ASSERT_TRUE(store_->StartTask(tasks[1].id, 1, w).ok());
+  ASSERT_TRUE(store_->FinishTask(tasks[1].id, 1).ok());
+  store_.reset();
+
+  auto reopened = Store::Open(dir_);
+  ASSERT_TRUE(reopened.ok());
+  auto unfinished = (*reopened)->LoadUnfinishedTasks(std::nullopt);
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), 2u);
+  for (const TaskRecord& t : *unfinished) EXPECT_EQ(t.state, TaskState::kQueued);
+  EXPECT_EQ((*unfinished)[0].attempt, 1) << "the next lease is attempt 2, fencing the old one";
+  JobRecord j = *(*reopened)->GetJob(job.id);
+  EXPECT_EQ(j.tasks.queued, 2);
+  EXPECT_EQ(j.tasks.running, 0);
+  EXPECT_EQ(j.tasks.done, 1);
+}
+
+TEST_F(StoreTest, CancelReturnsRunningLeases) {
+  JobRecord job = Submit(4);
+  int64_t w = Worker("w1");
+  auto tasks = *store_->ListTasks(job.id);
+  ASSERT_TRUE(store_->StartTask(tasks[0].id, 1, w).ok());
+  auto leases = store_->CancelJob(job.id);
+  ASSERT_TRUE(leases.ok());
+  ASSERT_EQ(leases->size(), 1u);
+  EXPECT_EQ((*leases)[0].task_id, tasks[0].id);
+  EXPECT_EQ((*leases)[0].worker_id, w);
+  JobRecord j = *store_->GetJob(job.id);
+  EXPECT_EQ(j.state, JobState::kCanceled);
+  EXPECT_EQ(j.tasks.canceled, 4);
+  EXPECT_EQ(store_->CancelJob(job.id).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->CancelJob(999).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(store_->FinishTask(tasks[0].id, 1).ok()) << "a canceled lease cannot complete";
+}
+
+TEST_F(StoreTest, WorkersUpsertByNameAndSummaryCounts) {
+  int64_t a = Worker("a");
+  int64_t b = Worker("b");
+  EXPECT_EQ(Worker("a"), a) << "re-registration keeps the worker's id";
+  ASSERT_TRUE(store_->SetWorkerState(b, WorkerState::kOffline).ok());
+  Submit(5);
+  auto sum = store_->Summary();
+  ASSERT_TRUE(sum.ok());
+  EXPECT_EQ(sum->tasks.total, 5);
+  EXPECT_EQ(sum->tasks.queued, 5);
+  auto workers = *store_->ListWorkers();
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].state, WorkerState::kIdle);
+  EXPECT_EQ(workers[1].state, WorkerState::kOffline);
+  EXPECT_EQ(workers[0].backends, (std::vector<std::string>{"cpu"}));
+}
+
+TEST(AssemblerTest, WritesEveryRequestedFormatWithPaddedNames) {
+  assembler::FrameJob job;
+  job.frame = 7;
+  job.output_dir = ::testing::TempDir() + "/assembled/sub";
+  job.pattern = "beauty.####";
+  job.formats = {"exr", "png"};
+  job.image = {2, 2, 4, std::vector<float>(16, 0.5f)};
+  assembler::FrameWritten w = assembler::Assembler::WriteFrame(job);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  ASSERT_EQ(w.files.size(), 2u);
+  EXPECT_TRUE(fs::exists(job.output_dir + "/beauty.0007.exr"));
+  EXPECT_TRUE(fs::exists(job.output_dir + "/beauty.0007.png"));
+  auto back = image::Read(job.output_dir + "/beauty.0007.exr");
+  ASSERT_TRUE(back.ok());
+  EXPECT_FLOAT_EQ(back->pixels[0], 0.5f);
+}
+
+}  // namespace
+}  // namespace tessera::store

@@ -1,0 +1,55 @@
+#include "shared/image_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace tessera::image {
+namespace {
+
+TEST(ImageIoTest, WritesAndReadsExrAndPng) {
+  ImageBuffer img{3, 2, 4, {}};
+  for (int i = 0; i < 6; ++i) {
+    img.pixels.insert(img.pixels.end(), {0.1f * i, 0.5f, 2.0f, 1.0f});
+  }
+  std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(WriteExr(dir + "/t.exr", img, /*half=*/false).ok());
+  ASSERT_TRUE(WritePngPreview(dir + "/t.png", img).ok());
+
+  auto exr = Read(dir + "/t.exr");
+  ASSERT_TRUE(exr.ok()) << exr.status().ToString();
+  EXPECT_EQ(exr->width, 3);
+  EXPECT_EQ(exr->height, 2);
+  EXPECT_EQ(exr->channels, 4);
+  EXPECT_FLOAT_EQ(exr->pixels[4 * 5], 0.5f);
+  EXPECT_FLOAT_EQ(exr->pixels[2], 2.0f) << "EXR keeps linear values above 1";
+
+  auto png = Read(dir + "/t.png");
+  ASSERT_TRUE(png.ok());
+  EXPECT_EQ(png->channels, 3);
+  EXPECT_FLOAT_EQ(png->pixels[2], 1.0f) << "PNG preview clamps";
+  EXPECT_NEAR(png->pixels[1], LinearToSrgb(0.5f), 1.0 / 255);
+  // No temporary files are left behind.
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+TEST(ImageIoTest, RejectsInconsistentBuffersAndBadPaths) {
+  ImageBuffer img{4, 4, 4, std::vector<float>(10)};
+  EXPECT_FALSE(WriteExr(::testing::TempDir() + "/bad.exr", img).ok());
+  ImageBuffer ok{1, 1, 4, {1, 1, 1, 1}};
+  EXPECT_FALSE(WriteExr("/nonexistent-dir/x.exr", ok).ok());
+  EXPECT_FALSE(Read("/nonexistent-dir/x.exr").ok());
+}
+
+TEST(ImageIoTest, SrgbTransfer) {
+  EXPECT_FLOAT_EQ(LinearToSrgb(0.0f), 0.0f);
+  EXPECT_FLOAT_EQ(LinearToSrgb(1.0f), 1.0f);
+  EXPECT_NEAR(LinearToSrgb(0.18f), 0.4614f, 1e-3);
+  EXPECT_FLOAT_EQ(LinearToSrgb(NAN), 0.0f);
+}
+
+}  // namespace
+}  // namespace tessera::image

@@ -1,0 +1,113 @@
+#include "shared/job_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::spec {
+namespace {
+
+StatusOr<JobSpec> Parse(const std::string& extra, const std::string& frames = "1-12") {
+  return ParseJobYaml("name: shot_010\nscene: scene.yaml\nframes: " + frames + "\n" + extra);
+}
+
+void ExpectError(const StatusOr<JobSpec>& job, const std::string& field) {
+  ASSERT_FALSE(job.ok()) << "expected an error naming " << field;
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message().rfind(field, 0), 0u)
+      << "'" << job.status().message() << "' should start with " << field;
+}
+
+TEST(JobSpecTest, ParsesDefaults) {
+  auto job = Parse("");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->name, "shot_010");
+  EXPECT_EQ(job->scene_path, "scene.yaml");
+  EXPECT_EQ(job->frame_start, 1);
+  EXPECT_EQ(job->frame_end, 12);
+  EXPECT_EQ(job->chunk_size, 1);
+  EXPECT_EQ(job->priority, 50);
+  EXPECT_EQ(job->max_retries, 3);
+  EXPECT_EQ(job->output.formats, (std::vector<std::string>{"exr", "png"}));
+  EXPECT_EQ(EffectivePattern(*job), "shot_010.####");
+}
+
+TEST(JobSpecTest, ParsesEveryField) {
+  auto job = Parse(
+      "chunk_size: 5\npriority: 90\nmax_retries: 0\noutput:\n  directory: shots/a\n"
+      "  pattern: beauty.######\n  formats: [png]\n",
+      "-3--1");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->frame_start, -3);
+  EXPECT_EQ(job->frame_end, -1);
+  EXPECT_EQ(job->chunk_size, 5);
+  EXPECT_EQ(job->priority, 90);
+  EXPECT_EQ(job->max_retries, 0);
+  EXPECT_EQ(job->output.directory, "shots/a");
+  EXPECT_EQ(OutputFileName(job->output.pattern, 42, "png"), "beauty.000042.png");
+}
+
+TEST(JobSpecTest, SingleFrameAndInlineScene) {
+  auto job = ParseJobYaml("name: a\nframes: 7\nscene:\n  width: 4\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->frame_start, 7);
+  EXPECT_EQ(job->frame_end, 7);
+  EXPECT_TRUE(job->scene_path.empty());
+  EXPECT_NE(job->scene_yaml.find("width: 4"), std::string::npos);
+}
+
+TEST(JobSpecTest, RejectsBadInputNamingTheField) {
+  ExpectError(Parse("colour: red\n"), "colour");
+  ExpectError(Parse("", "12-1"), "frames");
+  ExpectError(Parse("", "1-100001"), "frames");
+  ExpectError(Parse("", "a-b"), "frames");
+  ExpectError(Parse("", "99999999999"), "frames");
+  ExpectError(Parse("chunk_size: 0\n"), "chunk_size");
+  ExpectError(Parse("chunk_size: two\n"), "chunk_size");
+  ExpectError(Parse("priority: 101\n"), "priority");
+  ExpectError(Parse("max_retries: -1\n"), "max_retries");
+  ExpectError(Parse("output:\n  directory: ../up\n"), "output.directory");
+  ExpectError(Parse("output:\n  directory: /abs\n"), "output.directory");
+  ExpectError(Parse("output:\n  pattern: a/b.####\n"), "output.pattern");
+  ExpectError(Parse("output:\n  pattern: nohash\n"), "output.pattern");
+  ExpectError(Parse("output:\n  pattern: a##b##\n"), "output.pattern");
+  ExpectError(Parse("output:\n  formats: [gif]\n"), "output.formats[0]");
+  ExpectError(Parse("output:\n  bogus: 1\n"), "output.bogus");
+  ExpectError(ParseJobYaml("scene: s.yaml\nframes: 1\n"), "name");
+  ExpectError(ParseJobYaml("name: a b\nscene: s.yaml\nframes: 1\n"), "name");
+  ExpectError(ParseJobYaml("name: a\nframes: 1\n"), "scene");
+  ExpectError(ParseJobYaml("name: a\nscene: s\n"), "frames");
+  ExpectError(ParseJobYaml("- just a list"), "job");
+  ExpectError(ParseJobYaml("name: [unclosed"), "job");
+}
+
+TEST(JobSpecTest, ExpandsFramesIntoChunks) {
+  JobSpec job;
+  job.frame_start = 1;
+  job.frame_end = 10;
+  job.chunk_size = 4;
+  auto chunks = ExpandFrames(job);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0].frame_start, 1);
+  EXPECT_EQ(chunks[0].frame_end, 4);
+  EXPECT_EQ(chunks[2].index, 2);
+  EXPECT_EQ(chunks[2].frame_start, 9);
+  EXPECT_EQ(chunks[2].frame_end, 10);
+
+  job.frame_start = job.frame_end = 5;
+  job.chunk_size = 1;
+  ASSERT_EQ(ExpandFrames(job).size(), 1u);
+
+  job.frame_start = 1;
+  job.frame_end = static_cast<int>(kMaxFramesPerJob);
+  auto all = ExpandFrames(job);
+  ASSERT_EQ(all.size(), static_cast<size_t>(kMaxFramesPerJob));
+  EXPECT_EQ(all.back().frame_end, kMaxFramesPerJob);
+}
+
+TEST(JobSpecTest, OutputFileNamesPadFrames) {
+  EXPECT_EQ(OutputFileName("a.####", 7, "exr"), "a.0007.exr");
+  EXPECT_EQ(OutputFileName("a.#", 123, "png"), "a.123.png");
+  EXPECT_EQ(OutputFileName("v2_##_final", 3, "exr"), "v2_03_final.exr");
+}
+
+}  // namespace
+}  // namespace tessera::spec

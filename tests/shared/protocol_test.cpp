@@ -1,0 +1,79 @@
+#include "shared/protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::protocol {
+namespace {
+
+TEST(ProtocolTest, RoundTripsTypedMessagesWithPayload) {
+  FrameResult r{12, 3, 7, 2, 1, 4, 0.5, "cpu"};
+  std::vector<float> pixels(8, 0.25f);
+  auto frames = Encode(MessageType::kFrameResult, r,
+                       zmq::message_t(pixels.data(), pixels.size() * sizeof(float)));
+  ASSERT_EQ(frames.size(), 3u);
+  auto env = Decode(frames);
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->type, MessageType::kFrameResult);
+  auto back = env->As<FrameResult>();
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->task_id, 12);
+  EXPECT_EQ(back->attempt, 3);
+  EXPECT_EQ(back->frame, 7);
+  EXPECT_EQ(back->backend, "cpu");
+  ASSERT_EQ(env->payload.size(), pixels.size() * sizeof(float));
+  EXPECT_EQ(static_cast<const float*>(env->payload.data())[5], 0.25f);
+}
+
+TEST(ProtocolTest, RegisterCarriesCapabilities) {
+  Register reg;
+  reg.name = "gpu-07";
+  reg.cpu_cores = 32;
+  reg.gpus = {{0, "NVIDIA H200", 143771, 9, 0}};
+  reg.backends = {"cpu", "cuda"};
+  auto frames = Encode(MessageType::kRegister, reg);
+  auto env = Decode(frames);
+  ASSERT_TRUE(env.ok());
+  auto back = env->As<Register>();
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "gpu-07");
+  ASSERT_EQ(back->gpus.size(), 1u);
+  EXPECT_EQ(back->gpus[0].compute_major, 9);
+  EXPECT_EQ(back->backends[1], "cuda");
+}
+
+TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
+  std::vector<zmq::message_t> one;
+  one.emplace_back("TS", 2);
+  EXPECT_FALSE(Decode(one).ok());
+
+  std::vector<zmq::message_t> bad_magic;
+  bad_magic.emplace_back("XX\x01\x02", 4);
+  bad_magic.emplace_back("\x80", 1);
+  EXPECT_FALSE(Decode(bad_magic).ok());
+
+  std::vector<zmq::message_t> bad_version;
+  bad_version.emplace_back("TS\x09\x02", 4);
+  bad_version.emplace_back("\x80", 1);
+  auto v = Decode(bad_version);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("version"), std::string::npos);
+
+  std::vector<zmq::message_t> bad_type;
+  bad_type.emplace_back("TS\x01\x30", 4);
+  bad_type.emplace_back("\x80", 1);
+  EXPECT_FALSE(Decode(bad_type).ok());
+
+  std::vector<zmq::message_t> garbage_body;
+  garbage_body.emplace_back("TS\x01\x02", 4);
+  garbage_body.emplace_back("\xc1\xc1\xc1", 3);
+  EXPECT_FALSE(Decode(garbage_body).ok());
+
+  // A well-formed map with a mistyped field is rejected when read as the typed struct.
+  auto frames = Encode(MessageType::kTaskDone, nlohmann::json{{"task_id", "seven"}});
+  auto env = Decode(frames);
+  ASSERT_TRUE(env.ok());
+  EXPECT_FALSE(env->As<TaskDone>().ok());
+}
+
+}  // namespace
+}  // namespace tessera::protocol

@@ -1,0 +1,81 @@
+// The tessera-worker binary as operators run it: config errors exit 2 naming the field, and
+// SIGTERM makes a registered worker say goodbye and exit 0 promptly.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "tests/worker/fake_scheduler.h"
+
+extern char** environ;
+
+namespace tessera::worker {
+namespace {
+
+using protocol::MessageType;
+using namespace std::chrono_literals;
+
+const std::string kBinary = std::string(TSR_BIN_DIR) + "/tessera-worker";
+
+// Runs the binary through the shell; returns its exit code and fills *output (stdout + stderr).
+int RunCapture(const std::string& args, std::string* output) {
+  FILE* pipe = popen((kBinary + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) *output += buf;
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(WorkerBinary, BadConfigExitsTwoNamingTheField) {
+  std::string out;
+  EXPECT_EQ(RunCapture("--backend gpu", &out), 2);
+  EXPECT_THAT(out, ::testing::HasSubstr("worker.backend"));
+  out.clear();
+  EXPECT_EQ(RunCapture("--config /nonexistent/worker.yaml", &out), 2);
+  EXPECT_THAT(out, ::testing::HasSubstr("/nonexistent/worker.yaml"));
+}
+
+TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
+  testing::FakeScheduler scheduler;
+  std::vector<std::string> args = {kBinary, "--scheduler", scheduler.endpoint(), "--name",
+                                   "bin-test", "--backend", "cpu", "--log-level", "warn"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, kBinary.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+
+  std::optional<testing::Received> reg = scheduler.WaitFor(MessageType::kRegister, 10s);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->env.body.value("name", ""), "bin-test");
+  scheduler.Send(reg->identity, MessageType::kWelcome, protocol::Welcome{1, 100, 50});
+  ASSERT_TRUE(scheduler.WaitFor(MessageType::kHeartbeat, 2s).has_value());
+
+  const auto signalled_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_TRUE(scheduler.WaitFor(MessageType::kGoodbye, 2s).has_value());
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - signalled_at > 5s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "tessera-worker did not exit within 5 s of SIGTERM";
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled_at, 2s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace tessera::worker

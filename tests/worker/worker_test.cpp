@@ -1,0 +1,352 @@
+// Worker agent tests: hardware probe, config layering, and the real Agent (real renderer, real
+// ZeroMQ over TCP loopback) against a scheduler played by the test.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "tests/worker/fake_scheduler.h"
+#include "worker/agent.h"
+#include "worker/hardware_probe.h"
+#include "worker/worker_config.h"
+
+namespace tessera::worker {
+namespace {
+
+using protocol::MessageType;
+using testing::FakeScheduler;
+using testing::Received;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// ---- hardware probe ---------------------------------------------------------------------------
+
+TEST(HardwareProbe, ReportsSaneValuesWithOrWithoutGpu) {
+  HardwareInfo hw = ProbeHardware();
+  EXPECT_FALSE(hw.hostname.empty());
+  EXPECT_GE(hw.cpu_cores, 1);
+  EXPECT_GT(hw.ram_mb, 0);
+  ASSERT_FALSE(hw.backends.empty());
+  EXPECT_EQ(hw.backends[0], "cpu");
+  const bool offers_cuda = std::count(hw.backends.begin(), hw.backends.end(), "cuda") == 1;
+  EXPECT_EQ(offers_cuda, !hw.gpus.empty());  // no driver here: zero GPUs, cpu only
+  for (const protocol::GpuInfo& gpu : hw.gpus) {
+    EXPECT_FALSE(gpu.name.empty());
+    EXPECT_GT(gpu.memory_mb, 0);
+  }
+}
+
+// ---- config -----------------------------------------------------------------------------------
+
+StatusOr<WorkerConfig> ParseText(const std::string& text) {
+  return ParseWorkerConfig(YAML::Load(text), "host-a");
+}
+
+TEST(WorkerConfig, DefaultsWhenEmpty) {
+  StatusOr<WorkerConfig> c = ParseText("{}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->scheduler_address, "tcp://127.0.0.1:8471");
+  EXPECT_EQ(c->name, "host-a");
+  EXPECT_EQ(c->backend, "auto");
+  EXPECT_EQ(c->threads, 0);
+  EXPECT_EQ(c->slots, 1);
+  EXPECT_EQ(c->heartbeat_interval_ms, 1000);
+  EXPECT_EQ(c->heartbeat_liveness, 5);
+  EXPECT_EQ(c->log_level, "info");
+}
+
+TEST(WorkerConfig, ExampleConfigParses) {
+  ConfigFlags flags;
+  flags.config_path = std::string(TSR_SOURCE_DIR) + "/deploy/examples/worker.yaml";
+  char* env[] = {nullptr};
+  StatusOr<WorkerConfig> c = LoadWorkerConfig(flags, env, "host-a");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->name, "host-a");
+  EXPECT_EQ(c->slots, 1);
+}
+
+TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
+  std::string path = ::testing::TempDir() + "/worker_env.yaml";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("worker:\n  name: from-file\n  slots: 2\n  threads: 3\n", f);
+    std::fclose(f);
+  }
+  std::string a = "TESSERA_SCHEDULER_ADDRESS=tcp://farm.example:9000";
+  std::string b = "TESSERA_WORKER_SLOTS=4";
+  std::string c = "TESSERA_WORKER_BACKEND=cpu";
+  std::string d = "PATH=/usr/bin";
+  char* env[] = {a.data(), b.data(), c.data(), d.data(), nullptr};
+  ConfigFlags flags;
+  flags.config_path = path;
+  flags.backend = "auto";
+  StatusOr<WorkerConfig> cfg = LoadWorkerConfig(flags, env, "host-a");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->scheduler_address, "tcp://farm.example:9000");
+  EXPECT_EQ(cfg->name, "from-file");
+  EXPECT_EQ(cfg->slots, 4);        // env beats file
+  EXPECT_EQ(cfg->threads, 3);      // file beats default
+  EXPECT_EQ(cfg->backend, "auto"); // flag beats env
+}
+
+TEST(WorkerConfig, UnknownKeyIsAnErrorNamingIt) {
+  StatusOr<WorkerConfig> c = ParseText("worker:\n  foo: 1\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("worker.foo"));
+  StatusOr<WorkerConfig> d = ParseText("workers: {}\n");
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("workers"));
+}
+
+TEST(WorkerConfig, BadValuesNameTheField) {
+  auto message = [](const std::string& text) { return ParseText(text).status().message(); };
+  EXPECT_THAT(message("worker: {backend: gpu}"), HasSubstr("worker.backend"));
+  EXPECT_THAT(message("worker: {slots: 0}"), HasSubstr("worker.slots"));
+  EXPECT_THAT(message("worker: {threads: many}"), HasSubstr("worker.threads"));
+  EXPECT_THAT(message("scheduler: {address: localhost}"), HasSubstr("scheduler.address"));
+  EXPECT_THAT(message("scheduler: {address: 'tcp://h:99999'}"), HasSubstr("scheduler.address"));
+  EXPECT_THAT(message("heartbeat: {liveness: 0}"), HasSubstr("heartbeat.liveness"));
+  EXPECT_THAT(message("log: {level: loud}"), HasSubstr("log.level"));
+  EXPECT_THAT(message("worker: 5"), HasSubstr("worker"));
+}
+
+TEST(WorkerConfig, MissingExplicitFileIsAnError) {
+  ConfigFlags flags;
+  flags.config_path = "/nonexistent/worker.yaml";
+  char* env[] = {nullptr};
+  StatusOr<WorkerConfig> c = LoadWorkerConfig(flags, env, "h");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("/nonexistent/worker.yaml"));
+}
+
+TEST(WorkerConfig, CudaBackendNeedsAGpu) {
+  WorkerConfig config;
+  config.backend = "cuda";
+  HardwareInfo no_gpu;
+  no_gpu.backends = {"cpu"};
+  StatusOr<AgentOptions> o = MakeAgentOptions(config, no_gpu);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.status().message(), HasSubstr("worker.backend"));
+}
+
+// ---- agent against a scheduler played by the test ---------------------------------------------
+
+std::string Scene(int width, int height, int samples) {
+  return "width: " + std::to_string(width) + "\nheight: " + std::to_string(height) +
+         "\nsamples: " + std::to_string(samples) + R"(
+max_depth: 4
+background: {top: [0.5, 0.7, 1.0], bottom: [1, 1, 1]}
+camera:
+  keyframes:
+    - {frame: 1, position: [0, 1, 5], look_at: [0, 1, 0], fov: 40}
+materials:
+  ground: {type: diffuse, color: [0.5, 0.5, 0.5]}
+  ball: {type: metal, color: [0.9, 0.9, 0.9], roughness: 0.1}
+objects:
+  - {type: sphere, center: [0, 1, 0], radius: 1, material: ball}
+  - {type: quad, corner: [-50, 0, -50], u: [100, 0, 0], v: [0, 0, 100], material: ground}
+)";
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void StartAgent() {
+    WorkerConfig config;
+    config.scheduler_address = scheduler_.endpoint();
+    config.name = "test-worker";
+    config.backend = "cpu";
+    config.threads = 1;  // the test machine is small and shared
+    StatusOr<AgentOptions> options = MakeAgentOptions(config, ProbeHardware());
+    ASSERT_TRUE(options.ok()) << options.status().ToString();
+    options->reconnect_min = 20ms;
+    agent_ = std::make_unique<Agent>(std::move(*options));
+    thread_ = std::thread([this] { run_status_ = agent_->Run(); });
+  }
+
+  // Waits for kRegister and welcomes the worker; returns its routing identity.
+  std::string Welcome(int heartbeat_ms = 50, int liveness = 100) {
+    std::optional<Received> reg = scheduler_.WaitFor(MessageType::kRegister);
+    EXPECT_TRUE(reg.has_value());
+    if (!reg) return "";
+    scheduler_.Send(reg->identity, MessageType::kWelcome,
+                    protocol::Welcome{42, heartbeat_ms, liveness});
+    return reg->identity;
+  }
+
+  void TearDown() override {
+    if (!agent_) return;
+    agent_->Stop();
+    thread_.join();
+  }
+
+  // Messages about `ref` until kTaskDone/kTaskFailed (inclusive), or until the timeout.
+  std::vector<protocol::Envelope> CollectTask(const protocol::TaskRef& ref,
+                                              std::chrono::milliseconds timeout = 20s) {
+    std::vector<protocol::Envelope> out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::optional<Received> r = scheduler_.Next(100ms);
+      if (!r || r->env.type == MessageType::kHeartbeat) continue;
+      const auto& body = r->env.body;
+      if (body.value("task_id", int64_t{0}) != ref.task_id ||
+          body.value("attempt", 0) != ref.attempt) {
+        continue;
+      }
+      MessageType type = r->env.type;
+      out.push_back(std::move(r->env));
+      if (type == MessageType::kTaskDone || type == MessageType::kTaskFailed) break;
+    }
+    return out;
+  }
+
+  FakeScheduler scheduler_;
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+  Status run_status_;
+};
+
+TEST_F(AgentTest, RegistersHeartbeatsAndRendersATask) {
+  StartAgent();
+  std::optional<Received> reg = scheduler_.WaitFor(MessageType::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  StatusOr<protocol::Register> r = reg->env.As<protocol::Register>();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->name, "test-worker");
+  EXPECT_FALSE(r->hostname.empty());
+  EXPECT_FALSE(r->version.empty());
+  EXPECT_GE(r->cpu_cores, 1);
+  EXPECT_GT(r->ram_mb, 0);
+  EXPECT_EQ(r->backends, std::vector<std::string>{"cpu"});
+  EXPECT_EQ(r->slots, 1);
+  scheduler_.Send(reg->identity, MessageType::kWelcome, protocol::Welcome{42, 50, 100});
+
+  // Heartbeats flow at the welcome's pace, and garbage from the scheduler is shrugged off.
+  ASSERT_TRUE(scheduler_.WaitFor(MessageType::kHeartbeat, 1s).has_value());
+  std::vector<zmq::message_t> garbage;
+  garbage.emplace_back(std::string("not a tessera message"));
+  scheduler_.SendRaw(reg->identity, std::move(garbage));
+  scheduler_.SendRaw(reg->identity,
+                     protocol::Encode(MessageType::kAssign, nlohmann::json{{"task_id", "x"}}));
+  ASSERT_TRUE(scheduler_.WaitFor(MessageType::kHeartbeat, 1s).has_value());
+  EXPECT_EQ(agent_->worker_id(), 42);
+
+  protocol::Assign assign{11, 2, 3, 1, 2, Scene(32, 24, 2)};
+  scheduler_.Send(reg->identity, MessageType::kAssign, assign);
+  std::vector<protocol::Envelope> msgs = CollectTask({11, 2});
+  ASSERT_FALSE(msgs.empty());
+  ASSERT_EQ(msgs.back().type, MessageType::kTaskDone) << msgs.back().body.dump();
+  std::vector<int> frames;
+  for (const protocol::Envelope& env : msgs) {
+    if (env.type != MessageType::kFrameResult) continue;
+    StatusOr<protocol::FrameResult> fr = env.As<protocol::FrameResult>();
+    ASSERT_TRUE(fr.ok());
+    frames.push_back(fr->frame);
+    EXPECT_EQ(fr->width, 32);
+    EXPECT_EQ(fr->height, 24);
+    EXPECT_EQ(fr->channels, 4);
+    EXPECT_EQ(env.payload.size(), size_t{32} * 24 * 4 * sizeof(float));
+    EXPECT_THAT(fr->backend, HasSubstr("cpu"));
+  }
+  EXPECT_EQ(frames, (std::vector<int>{1, 2}));
+}
+
+TEST_F(AgentTest, BadSceneFailsTheTaskWithTheParserMessage) {
+  StartAgent();
+  std::string id = Welcome();
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{5, 1, 1, 1, 1, Scene(0, 24, 2)});
+  std::vector<protocol::Envelope> msgs = CollectTask({5, 1});
+  ASSERT_FALSE(msgs.empty());
+  ASSERT_EQ(msgs.back().type, MessageType::kTaskFailed);
+  EXPECT_THAT(msgs.back().body.value("message", ""), HasSubstr("width"));
+  // The worker lives on and takes the next task.
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{6, 1, 1, 1, 1, Scene(8, 8, 1)});
+  msgs = CollectTask({6, 1});
+  ASSERT_FALSE(msgs.empty());
+  EXPECT_EQ(msgs.back().type, MessageType::kTaskDone);
+}
+
+TEST_F(AgentTest, CancelStopsALongRenderAndBusyWorkerRefuses) {
+  StartAgent();
+  std::string id = Welcome();
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{7, 1, 1, 1, 3, Scene(64, 48, 65536)});
+  ASSERT_TRUE(scheduler_.WaitFor(MessageType::kProgress, 2s).has_value());
+
+  // One slot: a second task is refused so the scheduler can requeue it.
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{8, 1, 1, 1, 1, Scene(8, 8, 1)});
+  std::vector<protocol::Envelope> refused = CollectTask({8, 1}, 2s);
+  ASSERT_FALSE(refused.empty());
+  EXPECT_EQ(refused.back().type, MessageType::kTaskFailed);
+  EXPECT_EQ(refused.back().body.value("message", ""), "worker busy");
+
+  // A cancel for another attempt of the task changes nothing.
+  scheduler_.Send(id, MessageType::kCancel, protocol::Cancel{7, 2});
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(agent_->running_tasks(), 1);
+
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  scheduler_.Send(id, MessageType::kCancel, protocol::Cancel{7, 1});
+  while (agent_->running_tasks() != 0 && std::chrono::steady_clock::now() - cancelled_at < 5s) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(agent_->running_tasks(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, 2s);
+
+  // Nothing more for the cancelled attempt: no frame, no done, no failure.
+  std::vector<protocol::Envelope> after = CollectTask({7, 1}, 500ms);
+  for (const protocol::Envelope& env : after) {
+    EXPECT_EQ(env.type, MessageType::kProgress) << protocol::MessageTypeName(env.type);
+  }
+}
+
+TEST_F(AgentTest, UnknownWorkerMakesItRegisterAgain) {
+  StartAgent();
+  std::string id = Welcome();
+  ASSERT_TRUE(scheduler_.WaitFor(MessageType::kHeartbeat, 1s).has_value());
+  scheduler_.Send(id, MessageType::kUnknownWorker, nlohmann::json::object());
+  std::optional<Received> again = scheduler_.WaitFor(MessageType::kRegister, 3s);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_NE(again->identity, id);  // a fresh socket
+  scheduler_.Send(again->identity, MessageType::kWelcome, protocol::Welcome{43, 50, 100});
+  std::optional<Received> hb = scheduler_.WaitFor(MessageType::kHeartbeat, 1s);
+  ASSERT_TRUE(hb.has_value());
+  EXPECT_EQ(hb->identity, again->identity);
+}
+
+TEST_F(AgentTest, SilentSchedulerMakesItReconnectWithoutDroppingTheRender) {
+  StartAgent();
+  std::string id = Welcome(/*heartbeat_ms=*/50, /*liveness=*/4);  // never acked: 200 ms
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{9, 1, 1, 1, 1, Scene(64, 48, 200)});
+  std::optional<Received> again = scheduler_.WaitFor(MessageType::kRegister, 3s);
+  ASSERT_TRUE(again.has_value());
+  scheduler_.Send(again->identity, MessageType::kWelcome, protocol::Welcome{42, 50, 100});
+  std::vector<protocol::Envelope> msgs = CollectTask({9, 1}, 30s);
+  ASSERT_FALSE(msgs.empty());
+  EXPECT_EQ(msgs.back().type, MessageType::kTaskDone);
+}
+
+TEST_F(AgentTest, StopSaysGoodbye) {
+  StartAgent();
+  Welcome();
+  agent_->Stop();
+  EXPECT_TRUE(scheduler_.WaitFor(MessageType::kGoodbye, 2s).has_value());
+  thread_.join();
+  agent_.reset();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+}
+
+TEST_F(AgentTest, RejectEndsRunWithTheReason) {
+  StartAgent();
+  std::optional<Received> reg = scheduler_.WaitFor(MessageType::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  scheduler_.Send(reg->identity, MessageType::kReject, protocol::Reject{"not on the allow-list"});
+  thread_.join();
+  agent_.reset();
+  EXPECT_EQ(run_status_.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run_status_.message(), HasSubstr("not on the allow-list"));
+}
+
+}  // namespace
+}  // namespace tessera::worker

@@ -1,0 +1,31 @@
+#pragma once
+// What this machine offers, reported to the scheduler in kRegister. No GPU (or no CUDA driver)
+// is not an error: the worker then offers the "cpu" backend only.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shared/protocol.h"
+
+namespace tessera::worker {
+
+struct HardwareInfo {
+  std::string hostname;
+  int cpu_cores = 1;
+  int64_t ram_mb = 0;
+  std::vector<protocol::GpuInfo> gpus;
+  std::vector<std::string> backends;  // "cpu", plus "cuda" when at least one GPU was found
+};
+
+// The machine's hostname ("localhost" if it cannot be read).
+std::string Hostname();
+
+// Probes CPU, memory and CUDA devices. Never fails; a CUDA error means zero GPUs (logged once).
+HardwareInfo ProbeHardware();
+
+// CUDA devices via the CUDA runtime; empty when this build has no CUDA or no usable driver.
+// Implemented in gpu_probe.cpp, the only file of the worker that talks to CUDA.
+std::vector<protocol::GpuInfo> ProbeGpus();
+
+}  // namespace tessera::worker

@@ -1,0 +1,164 @@
+#include "worker/task_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+namespace tessera::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// 8 bytes task_id, 4 bytes attempt, 1 byte last; host byte order (it never leaves the process).
+constexpr size_t kTagSize = 13;
+
+}  // namespace
+
+zmq::message_t EncodeOutboxTag(const OutboxTag& tag) {
+  zmq::message_t frame(kTagSize);
+  auto* p = static_cast<char*>(frame.data());
+  int32_t attempt = tag.ref.attempt;
+  std::memcpy(p, &tag.ref.task_id, 8);
+  std::memcpy(p + 8, &attempt, 4);
+  p[12] = tag.last ? 1 : 0;
+  return frame;
+}
+
+std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame) {
+  if (frame.size() != kTagSize) return std::nullopt;
+  const auto* p = static_cast<const char*>(frame.data());
+  OutboxTag tag;
+  int32_t attempt = 0;
+  std::memcpy(&tag.ref.task_id, p, 8);
+  std::memcpy(&attempt, p + 8, 4);
+  tag.ref.attempt = attempt;
+  tag.last = p[12] != 0;
+  return tag;
+}
+
+TaskRunner::TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
+                       RenderSettings settings)
+    : context_(context),
+      outbox_(std::move(outbox)),
+      assign_(std::move(assign)),
+      ref_{assign_.task_id, assign_.attempt},
+      settings_(std::move(settings)),
+      current_frame_(assign_.frame_start),
+      thread_([this] { Run(); }) {}
+
+TaskRunner::~TaskRunner() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames) {
+  frames.insert(frames.begin(), EncodeOutboxTag({ref_, last}));
+  // Blocking send: the agent drains its outbox until it has seen every runner's `last`.
+  zmq::send_multipart(out, frames);
+}
+
+void TaskRunner::Run() {
+  const auto start = Clock::now();
+  const std::string who = "task " + std::to_string(ref_.task_id) + " attempt " +
+                          std::to_string(ref_.attempt) + " job " + std::to_string(assign_.job_id);
+  zmq::socket_t out(context_, zmq::socket_type::push);
+  out.set(zmq::sockopt::linger, -1);  // inproc: the agent reads everything before it exits
+  out.connect(outbox_);
+  spdlog::info("{}: started, frames {}..{}", who, assign_.frame_start, assign_.frame_end);
+
+  int frames_done = 0;
+  Status status;
+  try {
+    status = RenderAll(out, &frames_done);
+  } catch (const std::exception& e) {
+    // The renderer (or an allocation for a huge image) threw: fail the task, keep the worker.
+    status = Status::Internal(std::string("render failed: ") + e.what());
+  }
+
+  if (status.ok()) {
+    spdlog::info("{}: done, {} frame(s) in {:.2f} s", who, frames_done, SecondsSince(start));
+    Send(out, true, protocol::Encode(protocol::MessageType::kTaskDone,
+                                     protocol::TaskDone{ref_.task_id, ref_.attempt}));
+  } else if (cancel_.load()) {
+    // The scheduler (or shutdown) cancelled this attempt: nothing more goes out for it.
+    spdlog::info("{}: cancelled after {} frame(s), {:.2f} s", who, frames_done,
+                 SecondsSince(start));
+    Send(out, true, {});
+  } else {
+    spdlog::warn("{}: failed after {} frame(s), {:.2f} s: {}", who, frames_done,
+                 SecondsSince(start), status.message());
+    Send(out, true,
+         protocol::Encode(protocol::MessageType::kTaskFailed,
+                          protocol::TaskFailed{ref_.task_id, ref_.attempt, status.message()}));
+  }
+}
+
+Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
+  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml);
+  if (!scene.ok()) return scene.status().WithContext("scene");
+
+  const int frame_count = assign_.frame_end - assign_.frame_start + 1;
+  for (int frame = assign_.frame_start; frame <= assign_.frame_end; ++frame) {
+    if (cancel_.load()) return Status::Cancelled("cancelled");
+    const int index = frame - assign_.frame_start;
+    current_frame_.store(frame);
+
+    pathtracer::RenderRequest request;
+    request.frame = frame;
+    request.backend = settings_.backend;
+    request.cpu_threads = settings_.cpu_threads;
+    request.cancel = &cancel_;
+    request.on_progress = [this, index, frame_count](double fraction) {
+      progress_.store((index + std::clamp(fraction, 0.0, 1.0)) / frame_count);
+    };
+
+    const auto frame_start = Clock::now();
+    StatusOr<pathtracer::RenderedImage> image = settings_.render(*scene, request);
+    if (!image.ok()) return image.status().WithContext("frame " + std::to_string(frame));
+    const double seconds = SecondsSince(frame_start);
+
+    const size_t expected =
+        static_cast<size_t>(image->width) * image->height * static_cast<size_t>(image->channels);
+    if (image->width <= 0 || image->height <= 0 || image->channels <= 0 ||
+        image->pixels.size() != expected) {
+      return Status::Internal("frame " + std::to_string(frame) + ": renderer returned " +
+                              std::to_string(image->pixels.size()) + " floats for a " +
+                              std::to_string(image->width) + "x" + std::to_string(image->height) +
+                              "x" + std::to_string(image->channels) + " image");
+    }
+    const size_t bytes = expected * sizeof(float);
+    if (static_cast<int64_t>(bytes) > protocol::kMaxMessageBytes - 65536) {
+      return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
+                                       std::to_string(bytes) +
+                                       " bytes exceed the protocol's message limit; split the "
+                                       "job into tiles");
+    }
+
+    protocol::FrameResult result;
+    result.task_id = ref_.task_id;
+    result.attempt = ref_.attempt;
+    result.frame = frame;
+    result.width = image->width;
+    result.height = image->height;
+    result.channels = image->channels;
+    result.render_seconds = seconds;
+    result.backend = image->backend;
+    zmq::message_t payload(image->pixels.data(), bytes);
+    Send(out, false,
+         protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
+    progress_.store(static_cast<double>(index + 1) / frame_count);
+    ++*frames_done;
+    spdlog::debug("task {} attempt {}: frame {} rendered in {:.2f} s on {}", ref_.task_id,
+                  ref_.attempt, frame, seconds, image->backend);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,81 @@
+#pragma once
+// One assigned task rendered on its own thread.
+//
+// The render thread never touches the agent's DEALER. It owns a PUSH socket connected to the
+// agent's inproc "outbox" PULL and sends every message it produces there, already encoded for the
+// scheduler and preceded by one internal tag frame (task_id, attempt, last). The agent's I/O
+// thread forwards those frames to the scheduler unchanged (or drops them once the attempt was
+// cancelled). The message tagged `last` is the runner's final one; after it the thread only
+// closes its socket, so the I/O thread can join it without waiting.
+//
+// Progress is not sent by the render thread: the renderer's callback may run on any of its
+// threads, so it only stores the fraction in an atomic, which the I/O thread samples (and
+// throttles) itself.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "plugins/pathtracer/renderer.h"
+#include "shared/protocol.h"
+
+namespace tessera::worker {
+
+using RenderFn = std::function<StatusOr<pathtracer::RenderedImage>(
+    const spec::SceneSpec&, const pathtracer::RenderRequest&)>;
+
+// The internal frame in front of every outbox message.
+struct OutboxTag {
+  protocol::TaskRef ref;
+  bool last = false;
+};
+zmq::message_t EncodeOutboxTag(const OutboxTag& tag);
+std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
+
+struct RenderSettings {
+  pathtracer::Backend backend = pathtracer::Backend::kAuto;
+  int cpu_threads = 0;
+  RenderFn render;  // pathtracer::RenderFrame in production
+};
+
+class TaskRunner {
+ public:
+  // Starts the render thread at once. `context` must outlive the runner; `outbox` is the inproc
+  // endpoint the agent has bound its PULL to.
+  TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
+             RenderSettings settings);
+  ~TaskRunner();  // joins the render thread
+  TaskRunner(const TaskRunner&) = delete;
+  TaskRunner& operator=(const TaskRunner&) = delete;
+
+  // Any thread. The renderer polls the flag and stops; the runner then sends only its `last` tag.
+  void Cancel() { cancel_.store(true); }
+  // Any thread: fraction of the whole task done (0..1) and the frame being rendered.
+  double progress() const { return progress_.load(); }
+  int current_frame() const { return current_frame_.load(); }
+
+  const protocol::TaskRef& ref() const { return ref_; }
+  const protocol::Assign& assign() const { return assign_; }
+
+ private:
+  void Run();                                 // the render thread
+  Status RenderAll(zmq::socket_t& out, int* frames_done);
+  void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
+
+  zmq::context_t& context_;
+  const std::string outbox_;
+  const protocol::Assign assign_;
+  const protocol::TaskRef ref_;
+  const RenderSettings settings_;
+  std::atomic<bool> cancel_{false};
+  std::atomic<double> progress_{0.0};
+  std::atomic<int> current_frame_{0};
+  std::thread thread_;  // last: starts after every member above is ready
+};
+
+}  // namespace tessera::worker

@@ -1,0 +1,117 @@
+#include "worker/worker_config.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "shared/config.h"
+#include "shared/yaml_util.h"
+
+namespace tessera::worker {
+namespace {
+
+Status CheckAddress(const std::string& address) {
+  const std::string field = "scheduler.address";
+  if (address.rfind("tcp://", 0) == 0) {
+    std::string host;
+    int port = 0;
+    TSR_RETURN_IF_ERROR(config::ParseHostPort(address.substr(6), field, &host, &port));
+    if (port == 0) return Status::InvalidArgument(field + ": port 0 cannot be connected to");
+    return Status::Ok();
+  }
+  if (address.rfind("ipc://", 0) == 0 && address.size() > 6) return Status::Ok();
+  return Status::InvalidArgument(field + ": expected tcp://HOST:PORT or ipc://PATH, got '" +
+                                 address + "'");
+}
+
+Status CheckRange(const std::string& field, int value, int lo, int hi) {
+  if (value < lo || value > hi) {
+    return Status::InvalidArgument(field + ": " + std::to_string(value) + " is not in " +
+                                   std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return Status::Ok();
+}
+
+Status CheckOneOf(const std::string& field, const std::string& value,
+                  std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return Status::Ok();
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  }
+  return Status::InvalidArgument(field + ": '" + value + "' is not one of " + list);
+}
+
+// An absent section reads as an empty map. (yaml-cpp hands back an "invalid" node for a missing
+// key, which MapReader cannot take: assigning over it throws YAML::InvalidNode.)
+YAML::Node Section(yaml::MapReader& top, const char* key) {
+  YAML::Node child = top.Child(key);
+  if (child.IsDefined()) return child;
+  return YAML::Node(YAML::NodeType::Map);
+}
+
+}  // namespace
+
+StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::string& default_name) {
+  WorkerConfig c;
+  yaml::MapReader top(root, "");
+  {
+    yaml::MapReader r(Section(top, "scheduler"), "scheduler");
+    r.Optional("address", &c.scheduler_address);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    yaml::MapReader r(Section(top, "worker"), "worker");
+    r.Optional("name", &c.name)
+        .Optional("backend", &c.backend)
+        .Optional("threads", &c.threads)
+        .Optional("slots", &c.slots);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    yaml::MapReader r(Section(top, "heartbeat"), "heartbeat");
+    r.Optional("interval_ms", &c.heartbeat_interval_ms).Optional("liveness", &c.heartbeat_liveness);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    yaml::MapReader r(Section(top, "log"), "log");
+    r.Optional("level", &c.log_level);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  TSR_RETURN_IF_ERROR(top.Finish());
+
+  TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
+  TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));
+  TSR_RETURN_IF_ERROR(CheckRange("worker.threads", c.threads, 0, 4096));
+  TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 1, kMaxSlots));
+  TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
+  TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));
+  TSR_RETURN_IF_ERROR(
+      CheckOneOf("log.level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}));
+  if (c.name.empty()) c.name = default_name;
+  return c;
+}
+
+StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ_vars,
+                                        const std::string& default_name) {
+  std::string path = flags.config_path;
+  if (path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(kDefaultConfigPath, ec)) path = kDefaultConfigPath;
+  }
+  TSR_ASSIGN_OR_RETURN(
+      YAML::Node root,
+      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "log"}, environ_vars));
+  // Flags go into the document so the same reader validates them and names the same fields.
+  try {
+    if (!flags.scheduler.empty()) root["scheduler"]["address"] = flags.scheduler;
+    if (!flags.name.empty()) root["worker"]["name"] = flags.name;
+    if (!flags.backend.empty()) root["worker"]["backend"] = flags.backend;
+    if (flags.threads >= 0) root["worker"]["threads"] = flags.threads;
+    if (!flags.log_level.empty()) root["log"]["level"] = flags.log_level;
+  } catch (const YAML::Exception&) {
+    // A section that is not a map cannot take the flag; the reader below names that section.
+  }
+  return ParseWorkerConfig(root, default_name);
+}
+
+}  // namespace tessera::worker
