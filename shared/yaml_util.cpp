@@ -131,8 +131,13 @@ YAML::Node MapReader::Take(const char* key) {
 
 Status MapReader::Finish() const {
   if (!status_.ok()) return status_;
+  std::set<std::string> seen;
   for (const auto& kv : node_) {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+    // yaml-cpp keeps duplicate keys; silently picking one of them would hide a user's mistake.
+    if (!seen.insert(key).second) {
+      return Status::InvalidArgument(PathOf(key) + ": field is given more than once");
+    }
     if (!known_.count(key)) {
       std::string known_list;
       for (const auto& k : known_) known_list += (known_list.empty() ? "" : ", ") + k;

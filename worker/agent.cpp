@@ -1,10 +1,10 @@
 #include "worker/agent.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
-
-#include <spdlog/spdlog.h>
 #include <zmq_addon.hpp>
 
 namespace tessera::worker {
@@ -36,7 +36,6 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.liveness = config.heartbeat_liveness;
   o.hardware = hardware;
   o.render.cpu_threads = config.threads;
-  o.render.render = pathtracer::RenderFrame;
   const bool has_cuda = std::find(hardware.backends.begin(), hardware.backends.end(), "cuda") !=
                         hardware.backends.end();
   if (config.backend == "cpu") {
@@ -273,8 +272,8 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
                 std::to_string(a->frame_end));
   }
   Slot slot;
-  slot.runner = std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a),
-                                             options_.render);
+  slot.runner =
+      std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a), options_.render);
   slots_.push_back(std::move(slot));
   running_tasks_.store(static_cast<int>(slots_.size()));
 }

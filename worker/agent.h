@@ -29,7 +29,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "shared/protocol.h"
@@ -45,7 +44,7 @@ struct AgentOptions {
   int slots = 1;
   int heartbeat_ms = 1000;  // until kWelcome says otherwise
   int liveness = 5;
-  HardwareInfo hardware;    // reported in kRegister
+  HardwareInfo hardware;              // reported in kRegister
   std::vector<std::string> backends;  // offered in kRegister
   RenderSettings render;
   std::chrono::milliseconds reconnect_min{100};
@@ -104,9 +103,9 @@ class Agent {
   const AgentOptions options_;
   zmq::context_t context_;  // first: every socket below and in the runners lives in it
   const std::string outbox_endpoint_ = "inproc://tessera-worker-outbox";
-  std::unique_ptr<zmq::socket_t> dealer_;  // I/O thread only; null while disconnected
-  std::unique_ptr<zmq::socket_t> outbox_;  // I/O thread only
-  std::vector<Slot> slots_;                // I/O thread only
+  std::unique_ptr<zmq::socket_t> dealer_;            // I/O thread only; null while disconnected
+  std::unique_ptr<zmq::socket_t> outbox_;            // I/O thread only
+  std::vector<Slot> slots_;                          // I/O thread only
   std::deque<std::vector<zmq::message_t>> pending_;  // I/O thread only
 
   LinkState state_ = LinkState::kDisconnected;

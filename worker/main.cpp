@@ -1,11 +1,12 @@
 // tessera-worker: registers this machine with the scheduler and renders what it is given.
 // Exit codes: 0 clean stop (SIGINT/SIGTERM), 1 rejected or failed at run time, 2 bad config/flags.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "shared/logging.h"
 #include "worker/agent.h"
@@ -38,13 +39,13 @@ int main(int argc, char** argv) {
   tessera::worker::ConfigFlags flags;
   CLI::App app{"Tessera worker agent: renders tasks from a tessera-scheduler"};
   app.add_option("--config", flags.config_path,
-                 std::string("YAML config file (default ") +
-                     tessera::worker::kDefaultConfigPath + " if it exists)");
+                 std::string("YAML config file (default ") + tessera::worker::kDefaultConfigPath +
+                     " if it exists)");
   app.add_option("--scheduler", flags.scheduler, "scheduler address, tcp://HOST:PORT");
   app.add_option("--name", flags.name, "worker name (default: the hostname)");
   app.add_option("--backend", flags.backend, "render backend: auto, cpu or cuda");
-  app.add_option("--threads", flags.threads, "CPU render threads, 0 = all")->check(
-      CLI::NonNegativeNumber);
+  app.add_option("--threads", flags.threads, "CPU render threads, 0 = all")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error or off");
   try {
     app.parse(argc, argv);
@@ -72,9 +73,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: %s\n", options.status().message().c_str());
     return 2;
   }
-  spdlog::info("tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
-               TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb,
-               hardware.gpus.size(), fmt::join(options->backends, ", "), config->slots);
+  spdlog::info(
+      "tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
+      TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb, hardware.gpus.size(),
+      fmt::join(options->backends, ", "), config->slots);
 
   sigset_t signals;
   sigemptyset(&signals);

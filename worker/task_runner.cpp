@@ -1,11 +1,11 @@
 #include "worker/task_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
-
-#include <spdlog/spdlog.h>
 #include <zmq_addon.hpp>
 
 namespace tessera::worker {
@@ -84,8 +84,9 @@ void TaskRunner::Run() {
 
   if (status.ok()) {
     spdlog::info("{}: done, {} frame(s) in {:.2f} s", who, frames_done, SecondsSince(start));
-    Send(out, true, protocol::Encode(protocol::MessageType::kTaskDone,
-                                     protocol::TaskDone{ref_.task_id, ref_.attempt}));
+    Send(out, true,
+         protocol::Encode(protocol::MessageType::kTaskDone,
+                          protocol::TaskDone{ref_.task_id, ref_.attempt}));
   } else if (cancel_.load()) {
     // The scheduler (or shutdown) cancelled this attempt: nothing more goes out for it.
     spdlog::info("{}: cancelled after {} frame(s), {:.2f} s", who, frames_done,

@@ -18,7 +18,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-
 #include <zmq.hpp>
 
 #include "plugins/pathtracer/renderer.h"
@@ -40,7 +39,7 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 struct RenderSettings {
   pathtracer::Backend backend = pathtracer::Backend::kAuto;
   int cpu_threads = 0;
-  RenderFn render;  // pathtracer::RenderFrame in production
+  RenderFn render = pathtracer::RenderFrame;  // tests may substitute a fake
 };
 
 class TaskRunner {
@@ -63,7 +62,7 @@ class TaskRunner {
   const protocol::Assign& assign() const { return assign_; }
 
  private:
-  void Run();                                 // the render thread
+  void Run();  // the render thread
   Status RenderAll(zmq::socket_t& out, int* frames_done);
   void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
 

@@ -3,7 +3,8 @@
 // commented copy):
 //
 //   scheduler:
-//     address: tcp://127.0.0.1:8471   # the scheduler's worker ROUTER (tcp://HOST:PORT or ipc://PATH)
+//     address: tcp://127.0.0.1:8471   # the scheduler's worker ROUTER (tcp://HOST:PORT or
+//     ipc://PATH)
 //   worker:
 //     name: <hostname>                # shown in the dashboard; empty means the hostname
 //     backend: auto                   # auto | cpu | cuda
@@ -18,9 +19,9 @@
 // Layering (lowest first): the YAML file, environment variables TESSERA_<SECTION>_<KEY>
 // (e.g. TESSERA_WORKER_SLOTS=2), command-line flags. Unknown keys are errors naming the field.
 
-#include <string>
-
 #include <yaml-cpp/yaml.h>
+
+#include <string>
 
 #include "shared/status.h"
 

@@ -132,11 +132,17 @@ TEST(FarmTest, KilledWorkerTaskIsRequeuedAndJobCompletes) {
   EXPECT_EQ(task["worker_name"], "rescuer");
   EXPECT_TRUE(fs::exists(job["output_dir"].get<std::string>() + "/slow.0002.exr"));
 
-  bool victim_offline = false;
-  for (const auto& w : farm.Get("/api/v1/workers")["workers"]) {
-    if (w["name"] == "victim") victim_offline = w["state"] == "offline";
-  }
-  EXPECT_TRUE(victim_offline);
+  nlohmann::json workers;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        workers = farm.Get("/api/v1/workers")["workers"];
+        for (const auto& w : workers) {
+          if (w["name"] == "victim") return w["state"] == "offline";
+        }
+        return false;
+      },
+      5s))
+      << "the killed worker must be shown offline: " << workers.dump(2);
 }
 
 TEST(FarmTest, SchedulerKilledMidJobRestartsAndFinishesTheJob) {
@@ -204,7 +210,8 @@ TEST(FarmTest, BadSubmissionsAreRejectedAndStoreNothing) {
       {JobYaml("x", "1-200000"), scene, "frames"},
       {JobYaml("x", "1-2") + "colour: red\n", scene, "colour"},
       {"name: x\nscene: s.yaml\n", scene, "frames"},
-      {JobYaml("x", "1-2") + "chunk_size: abc\n", scene, "chunk_size"},
+      {"name: x\nscene: s.yaml\nframes: 1-2\nchunk_size: abc\n", scene, "chunk_size"},
+      {JobYaml("x", "1-2") + "chunk_size: 2\n", scene, "chunk_size"},  // duplicate key
       {JobYaml("x", "1-2") + "output:\n  directory: ../../etc\n", scene, "output.directory"},
       {JobYaml("x", "1-2") + "output:\n  directory: /etc\n", scene, "output.directory"},
       {JobYaml("x", "1-2"), TinySceneYaml(0, 48, 4), "width"},

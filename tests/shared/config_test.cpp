@@ -69,3 +69,16 @@ TEST(YamlUtilTest, MapReaderReportsPathsOfBadFields) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+TEST(YamlUtilTest, DuplicateKeysAreErrors) {
+  auto root = yaml::Parse("a: 1\nb: 2\na: 3\n", "doc");
+  ASSERT_TRUE(root.ok());
+  yaml::MapReader r(*root, "top");
+  int a = 0, b = 0;
+  r.Optional("a", &a).Optional("b", &b);
+  EXPECT_EQ(r.Finish().message(), "top.a: field is given more than once");
+}
+}  // namespace
+}  // namespace tessera

@@ -2,12 +2,12 @@
 // A scheduler stand-in for worker tests: a real ROUTER bound to a free loopback port that records
 // every message it receives and lets a test answer the worker that sent it.
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 

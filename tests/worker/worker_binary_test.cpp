@@ -1,12 +1,11 @@
 // The tessera-worker binary as operators run it: config errors exit 2 naming the field, and
 // SIGTERM makes a registered worker say goodbye and exit 0 promptly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
@@ -46,8 +45,9 @@ TEST(WorkerBinary, BadConfigExitsTwoNamingTheField) {
 
 TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   testing::FakeScheduler scheduler;
-  std::vector<std::string> args = {kBinary, "--scheduler", scheduler.endpoint(), "--name",
-                                   "bin-test", "--backend", "cpu", "--log-level", "warn"};
+  std::vector<std::string> args = {kBinary,  "--scheduler", scheduler.endpoint(),
+                                   "--name", "bin-test",    "--backend",
+                                   "cpu",    "--log-level", "warn"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -17,8 +17,8 @@ namespace {
 
 using protocol::MessageType;
 using testing::FakeScheduler;
-using testing::Received;
 using ::testing::HasSubstr;
+using testing::Received;
 using namespace std::chrono_literals;
 
 // ---- hardware probe ---------------------------------------------------------------------------
@@ -87,9 +87,9 @@ TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->scheduler_address, "tcp://farm.example:9000");
   EXPECT_EQ(cfg->name, "from-file");
-  EXPECT_EQ(cfg->slots, 4);        // env beats file
-  EXPECT_EQ(cfg->threads, 3);      // file beats default
-  EXPECT_EQ(cfg->backend, "auto"); // flag beats env
+  EXPECT_EQ(cfg->slots, 4);         // env beats file
+  EXPECT_EQ(cfg->threads, 3);       // file beats default
+  EXPECT_EQ(cfg->backend, "auto");  // flag beats env
 }
 
 TEST(WorkerConfig, UnknownKeyIsAnErrorNamingIt) {
@@ -318,13 +318,18 @@ TEST_F(AgentTest, UnknownWorkerMakesItRegisterAgain) {
 TEST_F(AgentTest, SilentSchedulerMakesItReconnectWithoutDroppingTheRender) {
   StartAgent();
   std::string id = Welcome(/*heartbeat_ms=*/50, /*liveness=*/4);  // never acked: 200 ms
-  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{9, 1, 1, 1, 1, Scene(64, 48, 200)});
+  scheduler_.Send(id, MessageType::kAssign, protocol::Assign{9, 1, 1, 1, 1, Scene(64, 48, 65536)});
   std::optional<Received> again = scheduler_.WaitFor(MessageType::kRegister, 3s);
   ASSERT_TRUE(again.has_value());
+  EXPECT_NE(again->identity, id);
   scheduler_.Send(again->identity, MessageType::kWelcome, protocol::Welcome{42, 50, 100});
-  std::vector<protocol::Envelope> msgs = CollectTask({9, 1}, 30s);
-  ASSERT_FALSE(msgs.empty());
-  EXPECT_EQ(msgs.back().type, MessageType::kTaskDone);
+  // The first heartbeat on the new link still lists the render: the reconnect did not drop it.
+  std::optional<Received> hb = scheduler_.WaitFor(MessageType::kHeartbeat, 1s);
+  ASSERT_TRUE(hb.has_value());
+  StatusOr<protocol::Heartbeat> beat = hb->env.As<protocol::Heartbeat>();
+  ASSERT_TRUE(beat.ok());
+  EXPECT_EQ(beat->running, (std::vector<protocol::TaskRef>{{9, 1}}));
+  EXPECT_EQ(agent_->running_tasks(), 1);
 }
 
 TEST_F(AgentTest, StopSaysGoodbye) {
