@@ -6,9 +6,9 @@
 namespace tessera::scheduler {
 
 StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root,
-                       config::LoadLayered(path, {"storage", "api", "broker", "assembler", "log"},
-                                           environ_vars));
+  TSR_ASSIGN_OR_RETURN(
+      YAML::Node root,
+      config::LoadLayered(path, {"storage", "api", "broker", "assembler", "log"}, environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
   yaml::MapReader storage(top.Child("storage"), "storage");

@@ -11,8 +11,8 @@ namespace tessera::scheduler {
 struct SchedulerConfig {
   // storage:
   std::string data_dir = "./tessera-data";
-  std::string output_root;            // empty: <data_dir>/outputs
-  std::string synchronous = "normal"; // SQLite synchronous: normal (crash-safe) or full
+  std::string output_root;             // empty: <data_dir>/outputs
+  std::string synchronous = "normal";  // SQLite synchronous: normal (crash-safe) or full
   // api:
   std::string api_listen = "127.0.0.1:8470";
   int api_threads = 8;

@@ -1,15 +1,14 @@
 // tessera-scheduler: the farm's central daemon (store + broker + assembler + HTTP API).
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "scheduler/api/http_api.h"
 #include "scheduler/broker/broker.h"
@@ -86,8 +85,8 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(cfg.data_dir, ec);
   std::string data = fs::absolute(cfg.data_dir).lexically_normal().string();
-  std::string output_root = cfg.output_root.empty() ? data + "/outputs"
-                                                    : fs::absolute(cfg.output_root).string();
+  std::string output_root =
+      cfg.output_root.empty() ? data + "/outputs" : fs::absolute(cfg.output_root).string();
   fs::create_directories(output_root, ec);
   if (ec) return Fail(Status::Internal("cannot create output root " + output_root));
   fs::remove(fs::path(data) / "scheduler.json", ec);

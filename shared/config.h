@@ -4,10 +4,10 @@
 // parses the merged document into its own plain struct with yaml::MapReader, so unknown keys are
 // errors there. Command-line flags override both.
 
+#include <yaml-cpp/yaml.h>
+
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "shared/status.h"
 

@@ -1,6 +1,7 @@
 #include "shared/image_io.h"
 
 #include <OpenImageIO/imageio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <unistd.h>
 
 namespace tessera::image {
 

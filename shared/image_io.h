@@ -12,8 +12,8 @@ namespace tessera::image {
 struct ImageBuffer {
   int width = 0;
   int height = 0;
-  int channels = 0;            // interleaved float channels per pixel
-  std::vector<float> pixels;   // row-major, top row first, linear
+  int channels = 0;           // interleaved float channels per pixel
+  std::vector<float> pixels;  // row-major, top row first, linear
 };
 
 // Linear EXR; half float by default (float when `half` is false). Channels named R,G,B[,A].

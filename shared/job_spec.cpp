@@ -62,8 +62,10 @@ Status ValidateRelativePath(const std::string& path, const std::string& field) {
     if (next == std::string::npos) next = path.size();
     std::string part = path.substr(pos, next - pos);
     if (part == "..") {
-      return Status::InvalidArgument(field + ": '..' is not allowed (the path must stay inside "
-                                     "the output root), got '" + path + "'");
+      return Status::InvalidArgument(field +
+                                     ": '..' is not allowed (the path must stay inside "
+                                     "the output root), got '" +
+                                     path + "'");
     }
     for (char c : part) {
       if (static_cast<unsigned char>(c) < 0x20) {
@@ -131,8 +133,9 @@ Status ValidateJob(const JobSpec& job) {
     }
     size_t first = pattern.find('#');
     if (first == std::string::npos) {
-      return Status::InvalidArgument("output.pattern: needs a run of '#' for the frame number, "
-                                     "e.g. 'beauty.####'");
+      return Status::InvalidArgument(
+          "output.pattern: needs a run of '#' for the frame number, "
+          "e.g. 'beauty.####'");
     }
     size_t last = pattern.find_last_of('#');
     if (pattern.find_first_not_of('#', first) < last) {

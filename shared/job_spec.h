@@ -34,17 +34,17 @@ inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
 
 struct OutputSpec {
-  std::string directory;                       // relative; empty = "<name>-<job id>"
-  std::string pattern;                         // empty = "<name>.####"
+  std::string directory;  // relative; empty = "<name>-<job id>"
+  std::string pattern;    // empty = "<name>.####"
   std::vector<std::string> formats = {"exr", "png"};
 };
 
 struct JobSpec {
   std::string name;
-  std::string scene_path;   // set when `scene:` is a path (resolved by the CLI)
-  std::string scene_yaml;   // set when `scene:` is inline, or filled in by the CLI/API
+  std::string scene_path;  // set when `scene:` is a path (resolved by the CLI)
+  std::string scene_yaml;  // set when `scene:` is inline, or filled in by the CLI/API
   int frame_start = 0;
-  int frame_end = 0;        // inclusive
+  int frame_end = 0;  // inclusive
   int chunk_size = 1;
   int priority = 50;
   int max_retries = 3;

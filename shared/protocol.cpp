@@ -6,19 +6,32 @@ namespace tessera::protocol {
 
 const char* MessageTypeName(MessageType type) {
   switch (type) {
-    case MessageType::kRegister: return "REGISTER";
-    case MessageType::kHeartbeat: return "HEARTBEAT";
-    case MessageType::kProgress: return "PROGRESS";
-    case MessageType::kFrameResult: return "FRAME_RESULT";
-    case MessageType::kTaskDone: return "TASK_DONE";
-    case MessageType::kTaskFailed: return "TASK_FAILED";
-    case MessageType::kGoodbye: return "GOODBYE";
-    case MessageType::kWelcome: return "WELCOME";
-    case MessageType::kReject: return "REJECT";
-    case MessageType::kHeartbeatAck: return "HEARTBEAT_ACK";
-    case MessageType::kAssign: return "ASSIGN";
-    case MessageType::kCancel: return "CANCEL";
-    case MessageType::kUnknownWorker: return "UNKNOWN_WORKER";
+    case MessageType::kRegister:
+      return "REGISTER";
+    case MessageType::kHeartbeat:
+      return "HEARTBEAT";
+    case MessageType::kProgress:
+      return "PROGRESS";
+    case MessageType::kFrameResult:
+      return "FRAME_RESULT";
+    case MessageType::kTaskDone:
+      return "TASK_DONE";
+    case MessageType::kTaskFailed:
+      return "TASK_FAILED";
+    case MessageType::kGoodbye:
+      return "GOODBYE";
+    case MessageType::kWelcome:
+      return "WELCOME";
+    case MessageType::kReject:
+      return "REJECT";
+    case MessageType::kHeartbeatAck:
+      return "HEARTBEAT_ACK";
+    case MessageType::kAssign:
+      return "ASSIGN";
+    case MessageType::kCancel:
+      return "CANCEL";
+    case MessageType::kUnknownWorker:
+      return "UNKNOWN_WORKER";
   }
   return "UNKNOWN_TYPE";
 }

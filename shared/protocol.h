@@ -26,12 +26,11 @@
 // tasks are requeued; a worker that hears nothing from the scheduler for as long reconnects.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "shared/status.h"
@@ -72,20 +71,20 @@ struct GpuInfo {
 };
 
 struct Register {
-  std::string name;      // operator-chosen worker name (defaults to the hostname)
+  std::string name;  // operator-chosen worker name (defaults to the hostname)
   std::string hostname;
-  std::string version;   // tessera version of the worker
+  std::string version;  // tessera version of the worker
   int cpu_cores = 0;
   int64_t ram_mb = 0;
   std::vector<GpuInfo> gpus;
   std::vector<std::string> backends;  // render backends this worker can run: "cpu", "cuda"
-  int slots = 1;         // tasks it runs at once
+  int slots = 1;                      // tasks it runs at once
 };
 
 struct Welcome {
   int64_t worker_id = 0;
   int heartbeat_ms = 1000;
-  int liveness = 5;      // missed heartbeats before a peer is considered gone
+  int liveness = 5;  // missed heartbeats before a peer is considered gone
 };
 
 struct Reject {
@@ -107,14 +106,14 @@ struct Assign {
   int attempt = 0;
   int64_t job_id = 0;
   int frame_start = 0;
-  int frame_end = 0;     // inclusive
+  int frame_end = 0;  // inclusive
   std::string scene_yaml;
 };
 
 struct Progress {
   int64_t task_id = 0;
   int attempt = 0;
-  double fraction = 0;   // 0..1 over the whole task
+  double fraction = 0;  // 0..1 over the whole task
   std::string message;
 };
 
@@ -124,9 +123,9 @@ struct FrameResult {
   int frame = 0;
   int width = 0;
   int height = 0;
-  int channels = 0;      // float32 channels per pixel in the payload (RGBA = 4)
+  int channels = 0;  // float32 channels per pixel in the payload (RGBA = 4)
   double render_seconds = 0;
-  std::string backend;   // "cpu" or "cuda:N"
+  std::string backend;  // "cpu" or "cuda:N"
 };
 
 struct TaskDone {
@@ -172,8 +171,8 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
                                                 compute_minor)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores, ram_mb,
-                                                gpus, backends, slots)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
+                                                ram_mb, gpus, backends, slots)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)

@@ -14,11 +14,11 @@ namespace tessera {
 
 enum class StatusCode {
   kOk,
-  kInvalidArgument,    // the caller sent something malformed; message names the field
-  kNotFound,           // an id that does not exist
+  kInvalidArgument,  // the caller sent something malformed; message names the field
+  kNotFound,         // an id that does not exist
   kAlreadyExists,
-  kFailedPrecondition, // valid request, wrong state (e.g. cancel a finished job)
-  kUnavailable,        // a peer or service could not be reached
+  kFailedPrecondition,  // valid request, wrong state (e.g. cancel a finished job)
+  kUnavailable,         // a peer or service could not be reached
   kCancelled,
   kResourceExhausted,  // a documented limit was exceeded
   kInternal,           // I/O failures and everything unexpected
@@ -32,7 +32,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status FailedPrecondition(std::string m) {
@@ -62,7 +64,7 @@ template <typename T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(Status status) : value_(std::move(status)) {}  // NOLINT: implicit by design
-  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(value_); }
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(value_); }
@@ -86,10 +88,10 @@ class [[nodiscard]] StatusOr {
 #define TSR_CONCAT_INNER(a, b) a##b
 #define TSR_CONCAT(a, b) TSR_CONCAT_INNER(a, b)
 
-#define TSR_RETURN_IF_ERROR(expr)                     \
-  do {                                                \
-    ::tessera::Status tsr_status_ = (expr);           \
-    if (!tsr_status_.ok()) return tsr_status_;        \
+#define TSR_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::tessera::Status tsr_status_ = (expr);    \
+    if (!tsr_status_.ok()) return tsr_status_; \
   } while (0)
 
 #define TSR_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
@@ -101,7 +103,7 @@ class [[nodiscard]] StatusOr {
   TSR_ASSIGN_OR_RETURN_IMPL(TSR_CONCAT(tsr_statusor_, __LINE__), lhs, expr)
 
 // Programmer-bug assertion; never use for user input.
-#define TSR_CHECK(cond) \
-  do {                  \
+#define TSR_CHECK(cond)                                             \
+  do {                                                              \
     if (!(cond)) ::tessera::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (0)

@@ -18,11 +18,16 @@ StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what) {
 std::string KindName(const YAML::Node& node) {
   if (!node.IsDefined()) return "nothing";
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    default: return "an undefined value";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "an undefined value";
   }
 }
 
@@ -92,12 +97,10 @@ Status ConvertScalar(const YAML::Node& node, const std::string& path, std::strin
   return Status::Ok();
 }
 
-Status ConvertScalar(const YAML::Node& node, const std::string& path,
-                     std::array<double, 3>* out) {
+Status ConvertScalar(const YAML::Node& node, const std::string& path, std::array<double, 3>* out) {
   if (!node.IsSequence() || node.size() != 3) return Expected(path, "a list of 3 numbers", node);
   for (size_t i = 0; i < 3; ++i) {
-    TSR_RETURN_IF_ERROR(
-        ConvertScalar(node[i], path + "[" + std::to_string(i) + "]", &(*out)[i]));
+    TSR_RETURN_IF_ERROR(ConvertScalar(node[i], path + "[" + std::to_string(i) + "]", &(*out)[i]));
   }
   return Status::Ok();
 }
@@ -141,8 +144,8 @@ Status MapReader::Finish() const {
     if (!known_.count(key)) {
       std::string known_list;
       for (const auto& k : known_) known_list += (known_list.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(PathOf(key) + ": unknown field (known fields: " +
-                                     known_list + ")");
+      return Status::InvalidArgument(PathOf(key) + ": unknown field (known fields: " + known_list +
+                                     ")");
     }
   }
   return Status::Ok();

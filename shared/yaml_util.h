@@ -2,13 +2,13 @@
 // Strict YAML reading for specs and configs: unknown keys are errors, wrong types are errors, and
 // every error names the full path of the field ("scene.camera.fov: expected a number").
 
+#include <yaml-cpp/yaml.h>
+
 #include <array>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "shared/status.h"
 

@@ -12,7 +12,9 @@
 //    welcomed, with kWelcome's timings.
 //  - Nothing heard for heartbeat_ms * liveness, or kUnknownWorker: the DEALER is closed
 //    (linger 0), recreated after a capped exponential backoff and registers again. Running renders
-//    carry on; their results wait in memory until the next kWelcome, then go out in order.
+//    carry on; results produced while unwelcomed wait in memory until the next kWelcome, then go
+//    out in order. (Messages already queued in a DEALER that is then closed are lost: the protocol
+//    has no result acknowledgement, so the scheduler's requeue is the recovery.)
 //  - kAssign beyond `slots` running tasks: kTaskFailed "worker busy" (the scheduler requeues).
 //    A repeated kAssign for an attempt already running is ignored.
 //  - kCancel(task_id, attempt) for a running attempt stops its render; NOTHING more is sent for

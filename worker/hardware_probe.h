@@ -25,7 +25,7 @@ std::string Hostname();
 HardwareInfo ProbeHardware();
 
 // CUDA devices via the CUDA runtime; empty when this build has no CUDA or no usable driver.
-// Implemented in gpu_probe.cpp, the only file of the worker that talks to CUDA.
+// Implemented in gpu_probe.cpp, through the path tracer (the only component that touches CUDA).
 std::vector<protocol::GpuInfo> ProbeGpus();
 
 }  // namespace tessera::worker

@@ -93,6 +93,30 @@ int CudaDeviceCount() {
   return count;
 }
 
+std::vector<CudaDevice> ListCudaDevices(std::string* why) {
+  std::vector<CudaDevice> devices;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = cudaGetErrorString(err);
+    return devices;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    err = cudaGetDeviceProperties(&prop, i);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      if (why) *why = "device " + std::to_string(i) + ": " + cudaGetErrorString(err);
+      continue;
+    }
+    devices.push_back(
+        {i, prop.name, static_cast<int64_t>(prop.totalGlobalMem >> 20), prop.major, prop.minor});
+  }
+  if (devices.empty() && why && why->empty()) *why = "no CUDA devices";
+  return devices;
+}
+
 StatusOr<RenderedImage> RenderCuda(const FlatScene& scene, int frame,
                                    const RenderRequest& request) {
   TSR_CUDA_RETURN_IF_ERROR(cudaSetDevice(request.gpu_index));

@@ -8,6 +8,11 @@ namespace tessera::pathtracer {
 #if !defined(TSR_HAVE_CUDA)
 int CudaDeviceCount() { return 0; }
 
+std::vector<CudaDevice> ListCudaDevices(std::string* why) {
+  if (why) *why = "built without CUDA";
+  return {};
+}
+
 StatusOr<RenderedImage> RenderCuda(const FlatScene&, int, const RenderRequest&) {
   return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");
 }

@@ -1,10 +1,10 @@
 #include "scheduler/api/http_api.h"
 
-#include <filesystem>
-
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "scheduler/api/dashboard.h"
 #include "scheduler/api/views.h"
@@ -20,15 +20,22 @@ namespace {
 
 int HttpCode(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kNotFound: return 404;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
     case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition: return 409;
-    case StatusCode::kResourceExhausted: return 413;
-    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kFailedPrecondition:
+      return 409;
+    case StatusCode::kResourceExhausted:
+      return 413;
+    case StatusCode::kUnavailable:
+      return 503;
     case StatusCode::kCancelled:
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -57,8 +64,9 @@ StatusOr<int64_t> ParseId(const std::string& text) {
 StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml) {
   json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object()) {
-    return Status::InvalidArgument("body: expected a JSON object {\"job_yaml\": ..., "
-                                   "\"scene_yaml\": ...}");
+    return Status::InvalidArgument(
+        "body: expected a JSON object {\"job_yaml\": ..., "
+        "\"scene_yaml\": ...}");
   }
   for (const auto& [key, value] : req.items()) {
     if (key != "job_yaml" && key != "scene_yaml") {
@@ -133,18 +141,18 @@ void HttpApi::Stop() {
 void HttpApi::Routes() {
   httplib::Server& s = *server_;
 
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                             std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("API handler error: {}", what);
-    ReplyError(res, Status::Internal(what));
-  });
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        spdlog::error("API handler error: {}", what);
+        ReplyError(res, Status::Internal(what));
+      });
 
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     Reply(res, 200, {{"status", "ok"}});
@@ -253,15 +261,15 @@ void HttpApi::Routes() {
     // the same JSON error shape as the handlers' own.
     if (!res.body.empty()) return;
     if (res.status == 404) {
-      Reply(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path},
-                       {"code", "not_found"}});
+      Reply(res, 404,
+            {{"error", "no such endpoint: " + req.method + " " + req.path}, {"code", "not_found"}});
     } else if (res.status == 413) {
-      Reply(res, 413, {{"error", "request body is larger than the limit"},
-                       {"code", "resource_exhausted"}});
+      Reply(res, 413,
+            {{"error", "request body is larger than the limit"}, {"code", "resource_exhausted"}});
     } else {
-      Reply(res, res.status, {{"error", "malformed HTTP request (HTTP " +
-                                            std::to_string(res.status) + ")"},
-                              {"code", "invalid_argument"}});
+      Reply(res, res.status,
+            {{"error", "malformed HTTP request (HTTP " + std::to_string(res.status) + ")"},
+             {"code", "invalid_argument"}});
     }
   });
 }

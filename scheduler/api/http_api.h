@@ -30,8 +30,8 @@ namespace tessera::api {
 
 struct ApiOptions {
   std::string host = "127.0.0.1";
-  int port = 8470;                 // 0 picks a free port
-  std::string output_root;         // absolute; every job's output directory lies inside it
+  int port = 8470;          // 0 picks a free port
+  std::string output_root;  // absolute; every job's output directory lies inside it
   int threads = 8;
 };
 

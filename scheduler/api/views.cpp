@@ -9,8 +9,8 @@ nlohmann::json OptTime(const std::optional<int64_t>& ms) {
   return ms ? nlohmann::json(IsoTime(*ms)) : nlohmann::json(nullptr);
 }
 nlohmann::json CountsView(const store::TaskCounts& c) {
-  return {{"total", c.total},   {"queued", c.queued}, {"running", c.running},
-          {"done", c.done},     {"failed", c.failed}, {"canceled", c.canceled}};
+  return {{"total", c.total}, {"queued", c.queued}, {"running", c.running},
+          {"done", c.done},   {"failed", c.failed}, {"canceled", c.canceled}};
 }
 }  // namespace
 
@@ -77,8 +77,8 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
 }
 
 nlohmann::json SummaryView(const store::FarmSummary& s) {
-  nlohmann::json jobs = {{"queued", 0}, {"running", 0}, {"done", 0}, {"failed", 0},
-                         {"canceled", 0}};
+  nlohmann::json jobs = {
+      {"queued", 0}, {"running", 0}, {"done", 0}, {"failed", 0}, {"canceled", 0}};
   int64_t total = 0;
   for (const auto& [state, n] : s.jobs_by_state) {
     jobs[state] = n;
@@ -92,7 +92,9 @@ nlohmann::json SummaryView(const store::FarmSummary& s) {
     total += n;
   }
   workers["total"] = total;
-  return {{"jobs", jobs}, {"tasks", CountsView(s.tasks)}, {"workers", workers},
+  return {{"jobs", jobs},
+          {"tasks", CountsView(s.tasks)},
+          {"workers", workers},
           {"version", TESSERA_VERSION}};
 }
 

@@ -51,9 +51,9 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
     return done;
   }
   for (const std::string& format : job.formats) {
-    std::string path =
-        (std::filesystem::path(job.output_dir) / spec::OutputFileName(job.pattern, job.frame, format))
-            .string();
+    std::string path = (std::filesystem::path(job.output_dir) /
+                        spec::OutputFileName(job.pattern, job.frame, format))
+                           .string();
     Status s = format == "exr" ? image::WriteExr(path, job.image)
                                : image::WritePngPreview(path, job.image);
     if (!s.ok()) {

@@ -24,8 +24,8 @@ struct FrameJob {
   int attempt = 0;
   int frame = 0;
   std::string output_dir;
-  std::string pattern;                 // "name.####"
-  std::vector<std::string> formats;    // "exr", "png"
+  std::string pattern;               // "name.####"
+  std::vector<std::string> formats;  // "exr", "png"
   image::ImageBuffer image;
 };
 
@@ -34,7 +34,7 @@ struct FrameWritten {
   int64_t task_id = 0;
   int attempt = 0;
   int frame = 0;
-  Status status;                       // ok, or why the frame could not be written
+  Status status;  // ok, or why the frame could not be written
   std::vector<std::string> files;
 };
 

@@ -1,12 +1,11 @@
 #include "scheduler/broker/broker.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 #include <zmq_addon.hpp>
 
 namespace tessera::broker {
@@ -73,8 +72,8 @@ Status Broker::CancelJob(int64_t job_id) {
       if (it == tasks_.end()) continue;
       LiveTask& task = it->second;
       if (task.running && task.attempt == lease.attempt) {
-        Send(task.worker, protocol::Encode(MessageType::kCancel,
-                                           protocol::Cancel{task.task_id, task.attempt}));
+        Send(task.worker,
+             protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
         ReleaseFromWorker(task);
       }
     }
@@ -101,8 +100,9 @@ Status Broker::LoadJob(int64_t job_id) {
   if (jobs_.count(job_id)) return Status::Ok();
   TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
   TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
-  jobs_[job_id] = JobInfo{job.priority, job.max_retries, job.output_dir, job.output_pattern,
-                          job.output_formats, std::make_shared<const std::string>(scene)};
+  jobs_[job_id] =
+      JobInfo{job.priority,       job.max_retries,    job.output_dir,
+              job.output_pattern, job.output_formats, std::make_shared<const std::string>(scene)};
   return Status::Ok();
 }
 
@@ -155,8 +155,8 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     endpoint = router_->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     router_.reset();
-    started.set_value(Status::Unavailable("cannot bind broker at " + options_.bind_endpoint +
-                                          ": " + e.what()));
+    started.set_value(
+        Status::Unavailable("cannot bind broker at " + options_.bind_endpoint + ": " + e.what()));
     return;
   }
   if (Status s = store_.MarkAllWorkersOffline(); !s.ok()) {
@@ -298,7 +298,8 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     reg = Status::InvalidArgument("name: must be 1..128 characters");
   }
   if (!reg.ok()) {
-    Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reg.status().message()}));
+    Send(identity,
+         protocol::Encode(MessageType::kReject, protocol::Reject{reg.status().message()}));
     return;
   }
   // The same worker coming back (new connection or restart): its old leases are void.
@@ -311,8 +312,8 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   StatusOr<int64_t> id = store_.UpsertWorker(*reg);
   if (!id.ok()) {
     spdlog::error("cannot record worker {}: {}", reg->name, id.status().ToString());
-    Send(identity, protocol::Encode(MessageType::kReject,
-                                    protocol::Reject{"scheduler storage error"}));
+    Send(identity,
+         protocol::Encode(MessageType::kReject, protocol::Reject{"scheduler storage error"}));
     return;
   }
   WorkerConn conn;
@@ -324,8 +325,9 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
   spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
                reg->cpu_cores, reg->gpus.size(), nlohmann::json(reg->backends).dump());
-  Send(identity, protocol::Encode(MessageType::kWelcome,
-                                  protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
+  Send(identity,
+       protocol::Encode(MessageType::kWelcome,
+                        protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
   Dispatch();
 }
 
@@ -369,8 +371,8 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   if (!problem.empty()) {
     spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, task->attempt,
                  worker.name, problem);
-    Send(identity, protocol::Encode(MessageType::kCancel,
-                                    protocol::Cancel{task->task_id, task->attempt}));
+    Send(identity,
+         protocol::Encode(MessageType::kCancel, protocol::Cancel{task->task_id, task->attempt}));
     ReleaseFromWorker(*task);
     Requeue(*task, "bad frame result: " + problem, /*count_failure=*/true);
     return;
@@ -404,8 +406,8 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());
     if (task.running) {
-      Send(task.worker, protocol::Encode(MessageType::kCancel,
-                                         protocol::Cancel{task.task_id, task.attempt}));
+      Send(task.worker,
+           protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
       ReleaseFromWorker(task);
     }
     Requeue(task, "output write failed: " + written.status.message(), /*count_failure=*/true);
@@ -513,8 +515,8 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   }
   (void)store_.SetWorkerState(worker.id, store::WorkerState::kOffline);
   (void)store_.AddEvent(std::nullopt, std::nullopt, worker.id, "worker_lost", reason);
-  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.name, worker.id,
-               reason, worker.tasks.size());
+  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.name, worker.id, reason,
+               worker.tasks.size());
 }
 
 void Broker::OnTimer() {

@@ -23,7 +23,6 @@
 #include <tuple>
 #include <unordered_map>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "scheduler/assembler/assembler.h"
@@ -36,9 +35,9 @@ namespace tessera::broker {
 struct BrokerOptions {
   std::string bind_endpoint = "tcp://127.0.0.1:8471";  // port 0 or '*' picks a free port
   int heartbeat_ms = 1000;
-  int liveness = 5;               // missed heartbeats before a worker is declared dead
+  int liveness = 5;  // missed heartbeats before a worker is declared dead
   int assembler_threads = 2;
-  int max_image_side = 16384;     // frame results larger than this are rejected
+  int max_image_side = 16384;  // frame results larger than this are rejected
 };
 
 class Broker {
@@ -73,13 +72,13 @@ class Broker {
     int64_t job_id = 0;
     int index = 0;
     int frame_start = 0, frame_end = 0;
-    int attempt = 0;             // current lease's attempt (0: never leased)
+    int attempt = 0;  // current lease's attempt (0: never leased)
     int failures = 0;
     bool running = false;
-    std::string worker;          // routing identity of the lease holder
+    std::string worker;  // routing identity of the lease holder
     std::set<int> frames_written;
-    int frames_in_flight = 0;    // handed to the assembler, not yet written
-    bool worker_done = false;    // the worker reported kTaskDone for this attempt
+    int frames_in_flight = 0;  // handed to the assembler, not yet written
+    bool worker_done = false;  // the worker reported kTaskDone for this attempt
   };
   struct WorkerConn {
     int64_t id = 0;
@@ -98,8 +97,7 @@ class Broker {
   void OnRegister(const std::string& identity, const protocol::Envelope& env);
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
-  void OnTaskFailed(const std::string& identity, WorkerConn& worker,
-                    const protocol::TaskFailed& m);
+  void OnTaskFailed(const std::string& identity, WorkerConn& worker, const protocol::TaskFailed& m);
   void OnFrameWritten(const assembler::FrameWritten& written);
   void OnTimer();
   void Dispatch();
@@ -130,7 +128,7 @@ class Broker {
   zmq::context_t context_;
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<assembler::Assembler> assembler_;
-  std::unordered_map<std::string, WorkerConn> workers_;   // by routing identity
+  std::unordered_map<std::string, WorkerConn> workers_;  // by routing identity
   std::unordered_map<int64_t, LiveTask> tasks_;          // unfinished tasks by id
   std::unordered_map<int64_t, JobInfo> jobs_;            // jobs with unfinished tasks
   std::set<QueueKey> queue_;

@@ -23,8 +23,7 @@ StatusOr<bool> Stmt::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return Status::Internal(std::string("sqlite step: ") +
-                          sqlite3_errmsg(sqlite3_db_handle(stmt_)));
+  return Status::Internal(std::string("sqlite step: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_)));
 }
 
 Status Stmt::Run() {

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 namespace tessera::store {
@@ -271,18 +270,16 @@ StatusOr<JobRecord> Store::CreateJob(
     TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());
 
     for (const spec::FrameChunk& c : chunks) {
-      TSR_ASSIGN_OR_RETURN(Stmt task, writer_->Prepare(
-                                     "INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
-                                     "state) VALUES (?, ?, ?, ?, 'queued')"));
+      TSR_ASSIGN_OR_RETURN(
+          Stmt task, writer_->Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
+                                      "state) VALUES (?, ?, ?, ?, 'queued')"));
       TSR_RETURN_IF_ERROR(
           task.Bind(1, job_id).Bind(2, c.index).Bind(3, c.frame_start).Bind(4, c.frame_end).Run());
     }
-    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare(
-                                      "INSERT INTO events (at, job_id, kind, message) "
-                                      "VALUES (?, ?, 'job_submitted', ?)"));
-    TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id)
-                            .Bind(3, std::to_string(chunks.size()) + " tasks")
-                            .Run());
+    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                   "VALUES (?, ?, 'job_submitted', ?)"));
+    TSR_RETURN_IF_ERROR(
+        ev.Bind(1, now).Bind(2, job_id).Bind(3, std::to_string(chunks.size()) + " tasks").Run());
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   return GetJob(job_id);
@@ -302,9 +299,8 @@ StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
                                       JobStateName(state));
   }
   std::vector<Lease> leases;
-  TSR_ASSIGN_OR_RETURN(Stmt run, writer_->Prepare(
-                                     "SELECT id, attempt, worker_id FROM tasks "
-                                     "WHERE job_id = ? AND state = 'running'"));
+  TSR_ASSIGN_OR_RETURN(Stmt run, writer_->Prepare("SELECT id, attempt, worker_id FROM tasks "
+                                                  "WHERE job_id = ? AND state = 'running'"));
   run.Bind(1, job_id);
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, run.Step());
@@ -312,19 +308,18 @@ StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
     leases.push_back({run.Int(0), static_cast<int>(run.Int(1)), run.OptInt(2)});
   }
   int64_t now = NowMs();
-  TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare(
-                                     "UPDATE tasks SET state = 'canceled', finished_at = ? "
-                                     "WHERE job_id = ? AND state IN ('queued', 'running')"));
+  TSR_ASSIGN_OR_RETURN(Stmt upd,
+                       writer_->Prepare("UPDATE tasks SET state = 'canceled', finished_at = ? "
+                                        "WHERE job_id = ? AND state IN ('queued', 'running')"));
   TSR_RETURN_IF_ERROR(upd.Bind(1, now).Bind(2, job_id).Run());
-  TSR_ASSIGN_OR_RETURN(Stmt job, writer_->Prepare(
-                                     "UPDATE jobs SET state = 'canceled', finished_at = ?, "
-                                     "tasks_canceled = tasks_canceled + tasks_queued + "
-                                     "tasks_running, tasks_queued = 0, tasks_running = 0 "
-                                     "WHERE id = ?"));
+  TSR_ASSIGN_OR_RETURN(Stmt job,
+                       writer_->Prepare("UPDATE jobs SET state = 'canceled', finished_at = ?, "
+                                        "tasks_canceled = tasks_canceled + tasks_queued + "
+                                        "tasks_running, tasks_queued = 0, tasks_running = 0 "
+                                        "WHERE id = ?"));
   TSR_RETURN_IF_ERROR(job.Bind(1, now).Bind(2, job_id).Run());
-  TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare(
-                                    "INSERT INTO events (at, job_id, kind, message) "
-                                    "VALUES (?, ?, 'job_canceled', '')"));
+  TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                 "VALUES (?, ?, 'job_canceled', '')"));
   TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id).Run());
   TSR_RETURN_IF_ERROR(tx.Commit());
   return leases;
@@ -341,9 +336,9 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
     TSR_RETURN_IF_ERROR(writer_->Exec(
         "UPDATE jobs SET tasks_queued = tasks_queued + tasks_running, tasks_running = 0 "
         "WHERE tasks_running > 0"));
-    TSR_RETURN_IF_ERROR(writer_->Exec(
-        "UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
-        "message = 'requeued: scheduler restarted' WHERE state = 'running'"));
+    TSR_RETURN_IF_ERROR(
+        writer_->Exec("UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
+                      "message = 'requeued: scheduler restarted' WHERE state = 'running'"));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   std::string sql = std::string("SELECT ") + kTaskColumns +
@@ -371,11 +366,10 @@ StatusOr<std::string> Store::JobScene(int64_t job_id) {
   return s.Text(0);
 }
 
-Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to,
-                             const std::string& message, bool count_failure,
-                             std::optional<int64_t> worker_id) {
-  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(
-                                   "SELECT state, attempt, job_id FROM tasks WHERE id = ?"));
+Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
+                             bool count_failure, std::optional<int64_t> worker_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q,
+                       writer_->Prepare("SELECT state, attempt, job_id FROM tasks WHERE id = ?"));
   q.Bind(1, task_id);
   TSR_ASSIGN_OR_RETURN(bool found, q.Step());
   if (!found) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
@@ -412,30 +406,29 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to,
     TSR_RETURN_IF_ERROR(c.Bind(1, job_id).Run());
   }
   if (to == TaskState::kFailed) {
-    TSR_ASSIGN_OR_RETURN(Stmt e, writer_->Prepare(
-                                     "UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
-    TSR_RETURN_IF_ERROR(e.Bind(1, "task " + std::to_string(task_id) + " failed: " + message)
-                            .Bind(2, job_id)
-                            .Run());
+    TSR_ASSIGN_OR_RETURN(
+        Stmt e, writer_->Prepare("UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(
+        e.Bind(1, "task " + std::to_string(task_id) + " failed: " + message).Bind(2, job_id).Run());
   }
   return RefreshJobState(job_id);
 }
 
 Status Store::RefreshJobState(int64_t job_id) {
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(
-                  "UPDATE jobs SET "
-                  "state = CASE WHEN state = 'canceled' THEN 'canceled' "
-                  "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
-                  "    CASE WHEN tasks_failed > 0 THEN 'failed' ELSE 'done' END "
-                  "  WHEN tasks_running + tasks_done + tasks_failed > 0 THEN 'running' "
-                  "  ELSE 'queued' END, "
-                  "started_at = CASE WHEN started_at IS NULL AND tasks_running > 0 THEN ?1 "
-                  "  ELSE started_at END, "
-                  "finished_at = CASE WHEN state = 'canceled' THEN finished_at "
-                  "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
-                  "    COALESCE(finished_at, ?1) ELSE NULL END "
-                  "WHERE id = ?2"));
+      Stmt s,
+      writer_->Prepare("UPDATE jobs SET "
+                       "state = CASE WHEN state = 'canceled' THEN 'canceled' "
+                       "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
+                       "    CASE WHEN tasks_failed > 0 THEN 'failed' ELSE 'done' END "
+                       "  WHEN tasks_running + tasks_done + tasks_failed > 0 THEN 'running' "
+                       "  ELSE 'queued' END, "
+                       "started_at = CASE WHEN started_at IS NULL AND tasks_running > 0 THEN ?1 "
+                       "  ELSE started_at END, "
+                       "finished_at = CASE WHEN state = 'canceled' THEN finished_at "
+                       "  WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN "
+                       "    COALESCE(finished_at, ?1) ELSE NULL END "
+                       "WHERE id = ?2"));
   return s.Bind(1, NowMs()).Bind(2, job_id).Run();
 }
 
@@ -486,9 +479,9 @@ Status Store::FailTask(int64_t task_id, int attempt, const std::string& message)
 
 Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
   std::lock_guard<std::mutex> lock(write_mu_);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
-                                   "UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
-                                   "AND state = 'running'"));
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare("UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
+                               "AND state = 'running'"));
   return s.Bind(1, progress).Bind(2, task_id).Bind(3, attempt).Run();
 }
 
@@ -498,13 +491,13 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
   std::lock_guard<std::mutex> lock(write_mu_);
   int64_t now = NowMs();
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(
-                  "INSERT INTO workers (name, hostname, state, cpu_cores, ram_mb, gpus_json, "
-                  "backends_json, version, registered_at, last_seen) "
-                  "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
-                  "ON CONFLICT(name) DO UPDATE SET hostname = ?2, state = 'idle', "
-                  "cpu_cores = ?3, ram_mb = ?4, gpus_json = ?5, backends_json = ?6, "
-                  "version = ?7, registered_at = ?8, last_seen = ?8 RETURNING id"));
+      Stmt s,
+      writer_->Prepare("INSERT INTO workers (name, hostname, state, cpu_cores, ram_mb, gpus_json, "
+                       "backends_json, version, registered_at, last_seen) "
+                       "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
+                       "ON CONFLICT(name) DO UPDATE SET hostname = ?2, state = 'idle', "
+                       "cpu_cores = ?3, ram_mb = ?4, gpus_json = ?5, backends_json = ?6, "
+                       "version = ?7, registered_at = ?8, last_seen = ?8 RETURNING id"));
   s.Bind(1, reg.name).Bind(2, reg.hostname).Bind(3, reg.cpu_cores).Bind(4, reg.ram_mb);
   s.Bind(5, nlohmann::json(reg.gpus).dump()).Bind(6, nlohmann::json(reg.backends).dump());
   s.Bind(7, reg.version).Bind(8, now);
@@ -517,8 +510,8 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
 
 Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
   std::lock_guard<std::mutex> lock(write_mu_);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
-                                   "UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare("UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
   return s.Bind(1, WorkerStateName(state)).Bind(2, NowMs()).Bind(3, worker_id).Run();
 }
 
@@ -527,8 +520,8 @@ Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_an
   std::lock_guard<std::mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     for (const auto& [id, seen] : id_and_last_seen_ms) {
-      TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
-                                       "UPDATE workers SET last_seen = ? WHERE id = ?"));
+      TSR_ASSIGN_OR_RETURN(Stmt s,
+                           writer_->Prepare("UPDATE workers SET last_seen = ? WHERE id = ?"));
       TSR_RETURN_IF_ERROR(s.Bind(1, seen).Bind(2, id).Run());
     }
     return Status::Ok();
@@ -544,10 +537,14 @@ Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> tas
                        std::optional<int64_t> worker_id, const std::string& kind,
                        const std::string& message) {
   std::lock_guard<std::mutex> lock(write_mu_);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(
-                                   "INSERT INTO events (at, job_id, task_id, worker_id, kind, "
-                                   "message) VALUES (?, ?, ?, ?, ?, ?)"));
-  return s.Bind(1, NowMs()).Bind(2, job_id).Bind(3, task_id).Bind(4, worker_id).Bind(5, kind)
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       writer_->Prepare("INSERT INTO events (at, job_id, task_id, worker_id, kind, "
+                                        "message) VALUES (?, ?, ?, ?, ?, ?)"));
+  return s.Bind(1, NowMs())
+      .Bind(2, job_id)
+      .Bind(3, task_id)
+      .Bind(4, worker_id)
+      .Bind(5, kind)
       .Bind(6, message)
       .Run();
 }
@@ -573,8 +570,8 @@ StatusOr<std::vector<JobRecord>> Store::ListJobs(std::optional<JobState> state, 
 
 StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kJobColumns +
-                                          " FROM jobs WHERE id = ?"));
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, r->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?"));
   s.Bind(1, job_id);
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
@@ -610,13 +607,13 @@ StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {
 
 StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(
-                                   "SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
-                                   "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
-                                   "w.registered_at, w.last_seen, "
-                                   "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
-                                   "w.id AND t.state = 'running') "
-                                   "FROM workers w ORDER BY w.id"));
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       r->Prepare("SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
+                                  "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
+                                  "w.registered_at, w.last_seen, "
+                                  "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
+                                  "w.id AND t.state = 'running') "
+                                  "FROM workers w ORDER BY w.id"));
   std::vector<WorkerRecord> out;
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -654,10 +651,10 @@ StatusOr<FarmSummary> Store::Summary() {
     if (!row) break;
     sum.jobs_by_state.emplace_back(j.Text(0), j.Int(1));
   }
-  TSR_ASSIGN_OR_RETURN(Stmt t, r->Prepare(
-                                   "SELECT total(tasks_total), total(tasks_queued), "
-                                   "total(tasks_running), total(tasks_done), total(tasks_failed), "
-                                   "total(tasks_canceled) FROM jobs"));
+  TSR_ASSIGN_OR_RETURN(Stmt t,
+                       r->Prepare("SELECT total(tasks_total), total(tasks_queued), "
+                                  "total(tasks_running), total(tasks_done), total(tasks_failed), "
+                                  "total(tasks_canceled) FROM jobs"));
   TSR_ASSIGN_OR_RETURN(bool trow, t.Step());
   if (trow) {
     sum.tasks = {static_cast<int64_t>(t.Double(0)), static_cast<int64_t>(t.Double(1)),

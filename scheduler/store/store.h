@@ -41,8 +41,8 @@ struct JobRecord {
   JobState state = JobState::kQueued;
   int priority = 50;
   int frame_start = 0, frame_end = 0, chunk_size = 1, max_retries = 3;
-  std::string output_dir;       // absolute
-  std::string output_pattern;   // "name.####"
+  std::string output_dir;      // absolute
+  std::string output_pattern;  // "name.####"
   std::vector<std::string> output_formats;
   TaskCounts tasks;
   std::optional<std::string> error;
@@ -56,8 +56,8 @@ struct TaskRecord {
   int index = 0;
   int frame_start = 0, frame_end = 0;
   TaskState state = TaskState::kQueued;
-  int attempt = 0;              // attempts started so far; the current lease's fencing number
-  int failures = 0;             // render failures counted against max_retries
+  int attempt = 0;   // attempts started so far; the current lease's fencing number
+  int failures = 0;  // render failures counted against max_retries
   std::optional<int64_t> worker_id;
   std::optional<std::string> worker_name;
   double progress = 0;
@@ -105,8 +105,9 @@ class Store {
   // ---- jobs (HTTP threads) ---------------------------------------------------------------
   // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
   // new job id to its absolute output directory (it may create it; an error aborts the submit).
-  StatusOr<JobRecord> CreateJob(const spec::JobSpec& spec, const std::string& job_yaml,
-                                const std::function<StatusOr<std::string>(int64_t)>& output_dir_for);
+  StatusOr<JobRecord> CreateJob(
+      const spec::JobSpec& spec, const std::string& job_yaml,
+      const std::function<StatusOr<std::string>(int64_t)>& output_dir_for);
   // Marks the job and its unfinished tasks canceled; returns the leases that were running.
   StatusOr<std::vector<Lease>> CancelJob(int64_t job_id);
 

@@ -1,6 +1,8 @@
 // Integration tests: a real tessera-scheduler and real tessera-worker processes on loopback,
 // a real SQLite file, real image files.
 
+#include "tests/support/farm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <set>
 
 #include "shared/image_io.h"
-#include "tests/support/farm.h"
 
 namespace tessera::testing {
 namespace {
@@ -221,8 +222,8 @@ TEST(FarmTest, BadSubmissionsAreRejectedAndStoreNothing) {
   for (const Case& c : cases) {
     std::string error;
     EXPECT_EQ(farm.Submit(c.job, c.scene, &error), -1) << c.job;
-    EXPECT_NE(error.find(c.field), std::string::npos) << "error '" << error << "' should name "
-                                                      << c.field;
+    EXPECT_NE(error.find(c.field), std::string::npos)
+        << "error '" << error << "' should name " << c.field;
   }
   int status = 0;
   farm.Post("/api/v1/jobs", "not an object", &status);

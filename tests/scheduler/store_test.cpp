@@ -32,10 +32,9 @@ class StoreTest : public ::testing::Test {
     spec.frame_end = frames;
     spec.chunk_size = chunk;
     spec.max_retries = retries;
-    auto job = store_->CreateJob(spec, "name: shot\n",
-                                 [&](int64_t id) -> StatusOr<std::string> {
-                                   return dir_ + "/out/" + std::to_string(id);
-                                 });
+    auto job = store_->CreateJob(spec, "name: shot\n", [&](int64_t id) -> StatusOr<std::string> {
+      return dir_ + "/out/" + std::to_string(id);
+    });
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return *job;
   }

@@ -1,8 +1,8 @@
 #include "tests/support/farm.h"
 
-#include <filesystem>
-
 #include <httplib.h>
+
+#include <filesystem>
 
 namespace tessera::testing {
 
@@ -29,13 +29,13 @@ bool LocalFarm::StartScheduler(bool reuse_ports) {
     api = api_url_.substr(std::string("http://").size());
     broker = broker_endpoint_;
   }
-  scheduler_ = Process::Start({Bin("tessera-scheduler"), "--config", dir_ + "/scheduler.yaml",
-                               "--data", dir_ + "/data", "--api", api, "--broker", broker,
-                               "--log-level", "debug"},
-                              dir_ + "/scheduler.log");
-  bool ready = WaitFor([&] { return fs::exists(dir_ + "/data/scheduler.json") ||
-                                    !scheduler_.running(); },
-                       std::chrono::seconds(15));
+  scheduler_ =
+      Process::Start({Bin("tessera-scheduler"), "--config", dir_ + "/scheduler.yaml", "--data",
+                      dir_ + "/data", "--api", api, "--broker", broker, "--log-level", "debug"},
+                     dir_ + "/scheduler.log");
+  bool ready =
+      WaitFor([&] { return fs::exists(dir_ + "/data/scheduler.json") || !scheduler_.running(); },
+              std::chrono::seconds(15));
   if (!ready || !scheduler_.running()) return false;
   auto info = nlohmann::json::parse(ReadFile(dir_ + "/data/scheduler.json"));
   api_url_ = info["api_url"].get<std::string>();
@@ -50,10 +50,10 @@ void LocalFarm::KillScheduler(int sig) {
 
 bool LocalFarm::StartWorker(const std::string& name, int threads) {
   workers_.erase(name);
-  workers_.emplace(name, Process::Start({Bin("tessera-worker"), "--scheduler", broker_endpoint_,
-                                         "--name", name, "--backend", "cpu", "--threads",
-                                         std::to_string(threads)},
-                                        dir_ + "/worker-" + name + ".log"));
+  workers_.emplace(
+      name, Process::Start({Bin("tessera-worker"), "--scheduler", broker_endpoint_, "--name", name,
+                            "--backend", "cpu", "--threads", std::to_string(threads)},
+                           dir_ + "/worker-" + name + ".log"));
   return workers_.at(name).running();
 }
 
@@ -80,8 +80,8 @@ nlohmann::json LocalFarm::Post(const std::string& path, const nlohmann::json& bo
 int64_t LocalFarm::Submit(const std::string& job_yaml, const std::string& scene_yaml,
                           std::string* error) {
   int status = 0;
-  nlohmann::json res = Post("/api/v1/jobs", {{"job_yaml", job_yaml}, {"scene_yaml", scene_yaml}},
-                            &status);
+  nlohmann::json res =
+      Post("/api/v1/jobs", {{"job_yaml", job_yaml}, {"scene_yaml", scene_yaml}}, &status);
   if (status != 201) {
     if (error) *error = res.is_object() ? res.value("error", res.dump()) : "no response";
     return -1;

@@ -6,9 +6,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/support/process.h"
 
