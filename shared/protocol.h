@@ -98,6 +98,8 @@ struct TaskRef {
 };
 
 struct Heartbeat {
+  // Every task occupying a slot, including cancelled ones whose render is still stopping: the
+  // scheduler keeps a cancelled task's slot reserved until it disappears from this list.
   std::vector<TaskRef> running;
 };
 
@@ -137,6 +139,9 @@ struct TaskFailed {
   int64_t task_id = 0;
   int attempt = 0;
   std::string message;
+  // Whether the failure counts against the task's retry budget. False when the task is not at
+  // fault (the worker had no free slot); the scheduler requeues it uncharged.
+  bool charge = true;
 };
 
 struct Cancel {
@@ -183,7 +188,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, frac
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
 
 template <typename T>

@@ -148,9 +148,7 @@ void Agent::OnTimers(Clock::time_point now) {
   if (state_ != LinkState::kReady) return;
   if (now >= next_heartbeat_) {
     protocol::Heartbeat hb;
-    for (const Slot& slot : slots_) {
-      if (!slot.cancelled) hb.running.push_back(slot.runner->ref());
-    }
+    for (const Slot& slot : slots_) hb.running.push_back(slot.runner->ref());
     std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
     TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
     next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_ms_);
@@ -257,16 +255,17 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
     return;
   }
   const protocol::TaskRef ref{a->task_id, a->attempt};
-  auto fail = [&](const std::string& message) {
+  auto fail = [&](const std::string& message, bool charge = true) {
     spdlog::info("{} job {}: refused: {}", RefName(ref), a->job_id, message);
-    SendTaskMessage(protocol::Encode(MessageType::kTaskFailed,
-                                     protocol::TaskFailed{ref.task_id, ref.attempt, message}));
+    SendTaskMessage(protocol::Encode(
+        MessageType::kTaskFailed, protocol::TaskFailed{ref.task_id, ref.attempt, message, charge}));
   };
   if (FindSlot(ref) != nullptr) {
     spdlog::debug("{}: repeated ASSIGN ignored, it is already running", RefName(ref));
     return;
   }
-  if (static_cast<int>(slots_.size()) >= options_.slots) return fail("worker busy");
+  if (static_cast<int>(slots_.size()) >= options_.slots)
+    return fail("worker busy", /*charge=*/false);
   if (a->frame_end < a->frame_start) {
     return fail("invalid frame range " + std::to_string(a->frame_start) + ".." +
                 std::to_string(a->frame_end));

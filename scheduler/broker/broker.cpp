@@ -72,9 +72,7 @@ Status Broker::CancelJob(int64_t job_id) {
       if (it == tasks_.end()) continue;
       LiveTask& task = it->second;
       if (task.running && task.attempt == lease.attempt) {
-        Send(task.worker,
-             protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
-        ReleaseFromWorker(task);
+        CancelLease(task);
       }
     }
     // Drop every queued or running task of the job from memory.
@@ -258,9 +256,12 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
   WorkerConn& worker = wit->second;
   worker.last_heard = Clock::now();
   switch (env.type) {
-    case MessageType::kHeartbeat:
+    case MessageType::kHeartbeat: {
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
+      auto beat = env.As<protocol::Heartbeat>();
+      if (beat.ok()) OnHeartbeat(worker, *beat);
       break;
+    }
     case MessageType::kProgress: {
       auto m = env.As<protocol::Progress>();
       if (!m.ok()) break;
@@ -371,9 +372,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   if (!problem.empty()) {
     spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, task->attempt,
                  worker.name, problem);
-    Send(identity,
-         protocol::Encode(MessageType::kCancel, protocol::Cancel{task->task_id, task->attempt}));
-    ReleaseFromWorker(*task);
+    CancelLease(*task);
     Requeue(*task, "bad frame result: " + problem, /*count_failure=*/true);
     return;
   }
@@ -406,9 +405,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());
     if (task.running) {
-      Send(task.worker,
-           protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
-      ReleaseFromWorker(task);
+      CancelLease(task);
     }
     Requeue(task, "output write failed: " + written.status.message(), /*count_failure=*/true);
     Dispatch();
@@ -465,19 +462,40 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id,
                task->attempt, worker.name, m.message);
   ReleaseFromWorker(*task);
-  Requeue(*task, m.message, /*count_failure=*/true);
+  Requeue(*task, m.message, /*count_failure=*/m.charge);
 }
 
 void Broker::ReleaseFromWorker(LiveTask& task) {
   auto wit = workers_.find(task.worker);
   if (wit != workers_.end()) {
-    wit->second.tasks.erase(task.task_id);
-    if (wit->second.tasks.empty()) {
-      (void)store_.SetWorkerState(wit->second.id, store::WorkerState::kIdle);
+    WorkerConn& worker = wit->second;
+    worker.tasks.erase(task.task_id);
+    if (worker.tasks.empty() && worker.stopping.empty()) {
+      (void)store_.SetWorkerState(worker.id, store::WorkerState::kIdle);
     }
   }
   task.running = false;
   task.worker.clear();
+}
+
+void Broker::CancelLease(LiveTask& task) {
+  Send(task.worker,
+       protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
+  auto wit = workers_.find(task.worker);
+  if (wit != workers_.end()) wit->second.stopping.insert(task.task_id);
+  ReleaseFromWorker(task);
+}
+
+void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
+  if (worker.stopping.empty()) return;
+  for (auto it = worker.stopping.begin(); it != worker.stopping.end();) {
+    bool still_running = std::any_of(beat.running.begin(), beat.running.end(),
+                                     [&](const protocol::TaskRef& r) { return r.task_id == *it; });
+    it = still_running ? std::next(it) : worker.stopping.erase(it);
+  }
+  if (worker.tasks.empty() && worker.stopping.empty()) {
+    (void)store_.SetWorkerState(worker.id, store::WorkerState::kIdle);
+  }
 }
 
 void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
@@ -543,7 +561,7 @@ void Broker::OnTimer() {
 void Broker::Dispatch() {
   if (queue_.empty()) return;
   for (auto& [identity, worker] : workers_) {
-    while (static_cast<int>(worker.tasks.size()) < worker.slots && !queue_.empty()) {
+    while (worker.free_slots() > 0 && !queue_.empty()) {
       QueueKey key = *queue_.begin();
       queue_.erase(queue_.begin());
       auto it = tasks_.find(std::get<3>(key));
@@ -561,7 +579,9 @@ void Broker::Dispatch() {
       task.worker = identity;
       task.worker_done = false;
       task.frames_written.clear();
-      if (worker.tasks.empty()) (void)store_.SetWorkerState(worker.id, store::WorkerState::kBusy);
+      if (worker.tasks.empty() && worker.stopping.empty()) {
+        (void)store_.SetWorkerState(worker.id, store::WorkerState::kBusy);
+      }
       worker.tasks.insert(task.task_id);
       protocol::Assign assign{task.task_id,     attempt,        task.job_id,
                               task.frame_start, task.frame_end, *job.scene_yaml};

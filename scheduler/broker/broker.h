@@ -84,7 +84,11 @@ class Broker {
     int64_t id = 0;
     std::string name;
     int slots = 1;
-    std::set<int64_t> tasks;
+    std::set<int64_t> tasks;  // current leases
+    // Cancelled leases whose render may still be stopping. They keep their slot until a
+    // heartbeat no longer lists them, so the worker is never sent more than it can hold.
+    std::set<int64_t> stopping;
+    int free_slots() const { return slots - static_cast<int>(tasks.size() + stopping.size()); }
     std::chrono::steady_clock::time_point last_heard;
   };
   // Queue order: higher priority first, then older job, then frame order.
@@ -105,6 +109,9 @@ class Broker {
   // Lease bookkeeping.
   LiveTask* FindLease(const std::string& identity, int64_t task_id, int attempt, const char* what);
   void ReleaseFromWorker(LiveTask& task);
+  // Tells the lease holder to stop; the slot stays reserved until its heartbeat confirms.
+  void CancelLease(LiveTask& task);
+  void OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat);
   void Requeue(LiveTask& task, const std::string& reason, bool count_failure);
   void MaybeComplete(LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).

@@ -148,6 +148,18 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   return t;
 }
 
+// Steps `s` to the end, converting every row with `read`.
+template <typename T>
+StatusOr<std::vector<T>> CollectRows(Stmt& s, StatusOr<T> (*read)(const Stmt&)) {
+  std::vector<T> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    TSR_ASSIGN_OR_RETURN(T value, read(s));
+    out.push_back(std::move(value));
+  }
+}
+
 }  // namespace
 
 int64_t NowMs() {
@@ -347,14 +359,7 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
                     (job_id ? " AND t.job_id = ?" : "") + " ORDER BY t.job_id, t.idx";
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
   if (job_id) s.Bind(1, *job_id);
-  std::vector<TaskRecord> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    TSR_ASSIGN_OR_RETURN(TaskRecord t, ReadTask(s));
-    out.push_back(std::move(t));
-  }
-  return out;
+  return CollectRows(s, &ReadTask);
 }
 
 StatusOr<std::string> Store::JobScene(int64_t job_id) {
@@ -558,14 +563,7 @@ StatusOr<std::vector<JobRecord>> Store::ListJobs(std::optional<JobState> state, 
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(sql));
   if (state) s.Bind(1, JobStateName(*state));
   s.Bind(2, limit);
-  std::vector<JobRecord> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    TSR_ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
-    out.push_back(std::move(j));
-  }
-  return out;
+  return CollectRows(s, &ReadJob);
 }
 
 StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
@@ -584,14 +582,7 @@ StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
                                           " FROM tasks t LEFT JOIN workers w ON w.id = "
                                           "t.worker_id WHERE t.job_id = ? ORDER BY t.idx"));
   s.Bind(1, job_id);
-  std::vector<TaskRecord> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    TSR_ASSIGN_OR_RETURN(TaskRecord t, ReadTask(s));
-    out.push_back(std::move(t));
-  }
-  return out;
+  return CollectRows(s, &ReadTask);
 }
 
 StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {

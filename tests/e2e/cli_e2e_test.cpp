@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/e2e/subprocess.h"
+#include "tests/support/scenes.h"
 
 namespace tessera::e2e {
 namespace {
@@ -30,21 +31,7 @@ const std::string kBinDir = TSR_BIN_DIR;
 const std::string kTessera = kBinDir + "/tessera";
 
 // A scene small enough to render in milliseconds on one CPU thread.
-constexpr char kTinyScene[] = R"(width: 64
-height: 48
-samples: 4
-max_depth: 4
-background: {top: [0.5, 0.7, 1.0], bottom: [1, 1, 1]}
-camera:
-  keyframes:
-    - {frame: 1, position: [0, 1, 5], look_at: [0, 1, 0], fov: 40}
-materials:
-  ground: {type: diffuse, color: [0.5, 0.5, 0.5]}
-  ball: {type: metal, color: [0.9, 0.8, 0.7], roughness: 0.2}
-objects:
-  - {type: quad, corner: [-50, 0, -50], u: [100, 0, 0], v: [0, 0, 100], material: ground}
-  - {type: sphere, center: [0, 1, 0], radius: 1, material: ball}
-)";
+const std::string kTinyScene = tessera::testing::TinySceneYaml();
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();

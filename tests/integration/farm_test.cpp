@@ -194,6 +194,10 @@ TEST(FarmTest, CancelStopsRunningTasksAndFreesTheWorker) {
   int64_t next = farm.Submit(JobYaml("next", "1"), TinySceneYaml(32, 24, 2), &error);
   ASSERT_GT(next, 0) << error;
   EXPECT_EQ(farm.WaitForJob(next, 30s)["state"], "done") << farm.SchedulerLog();
+  // The canceled render held its slot until the worker's heartbeat showed it stopped, so the
+  // new task was never bounced off a busy worker (which would have cost it a retry).
+  EXPECT_EQ(Tasks(farm, next)[0]["attempt"], 1);
+  EXPECT_EQ(Tasks(farm, next)[0]["failures"], 0);
 
   farm.Post("/api/v1/jobs/" + std::to_string(long_job) + "/cancel", nlohmann::json::object(),
             &status);

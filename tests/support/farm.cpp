@@ -117,24 +117,4 @@ bool LocalFarm::WaitForWorkers(size_t n, std::chrono::seconds timeout) {
 
 std::string LocalFarm::SchedulerLog() const { return ReadFile(dir_ + "/scheduler.log"); }
 
-std::string TinySceneYaml(int width, int height, int samples) {
-  return "width: " + std::to_string(width) + "\nheight: " + std::to_string(height) +
-         "\nsamples: " + std::to_string(samples) + R"(
-max_depth: 4
-background:
-  top: [0.5, 0.7, 1.0]
-  bottom: [1.0, 1.0, 1.0]
-camera:
-  keyframes:
-    - {frame: 1, position: [0, 1, 5], look_at: [0, 0.5, 0], fov: 40}
-    - {frame: 100, position: [3, 1.5, 4], look_at: [0, 0.5, 0], fov: 40}
-materials:
-  ground: {type: diffuse, color: [0.6, 0.6, 0.6]}
-  red: {type: diffuse, color: [0.8, 0.2, 0.1]}
-objects:
-  - {type: quad, corner: [-10, 0, -10], u: [0, 0, 20], v: [20, 0, 0], material: ground}
-  - {type: sphere, center: [0, 0.5, 0], radius: 0.5, material: red}
-)";
-}
-
 }  // namespace tessera::testing

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tests/support/process.h"
+#include "tests/support/scenes.h"
 
 namespace tessera::testing {
 
@@ -48,8 +49,5 @@ class LocalFarm {
   Process scheduler_;
   std::map<std::string, Process> workers_;
 };
-
-// A tiny, fast scene (a few milliseconds per frame on one core) with an animated camera.
-std::string TinySceneYaml(int width = 64, int height = 48, int samples = 4);
 
 }  // namespace tessera::testing

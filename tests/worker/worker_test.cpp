@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/support/scenes.h"
 #include "tests/worker/fake_scheduler.h"
 #include "worker/agent.h"
 #include "worker/hardware_probe.h"
@@ -135,20 +136,7 @@ TEST(WorkerConfig, CudaBackendNeedsAGpu) {
 // ---- agent against a scheduler played by the test ---------------------------------------------
 
 std::string Scene(int width, int height, int samples) {
-  return "width: " + std::to_string(width) + "\nheight: " + std::to_string(height) +
-         "\nsamples: " + std::to_string(samples) + R"(
-max_depth: 4
-background: {top: [0.5, 0.7, 1.0], bottom: [1, 1, 1]}
-camera:
-  keyframes:
-    - {frame: 1, position: [0, 1, 5], look_at: [0, 1, 0], fov: 40}
-materials:
-  ground: {type: diffuse, color: [0.5, 0.5, 0.5]}
-  ball: {type: metal, color: [0.9, 0.9, 0.9], roughness: 0.1}
-objects:
-  - {type: sphere, center: [0, 1, 0], radius: 1, material: ball}
-  - {type: quad, corner: [-50, 0, -50], u: [100, 0, 0], v: [0, 0, 100], material: ground}
-)";
+  return tessera::testing::TinySceneYaml(width, height, samples);
 }
 
 class AgentTest : public ::testing::Test {
