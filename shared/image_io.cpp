@@ -63,7 +63,20 @@ Status WriteExr(const std::string& path, const ImageBuffer& image, bool half) {
   OIIO::ImageSpec spec(image.width, image.height, image.channels,
                        half ? OIIO::TypeDesc::HALF : OIIO::TypeDesc::FLOAT);
   spec.attribute("compression", "zip");
-  if (image.channels == 4) spec.alpha_channel = 3;
+  if (!image.channel_names.empty()) {
+    if (image.channel_names.size() != static_cast<size_t>(image.channels)) {
+      return Status::InvalidArgument(path + ": " + std::to_string(image.channel_names.size()) +
+                                     " channel names for " + std::to_string(image.channels) +
+                                     " channels");
+    }
+    spec.channelnames = image.channel_names;
+    spec.alpha_channel = -1;
+    for (int c = 0; c < image.channels; ++c) {
+      if (image.channel_names[c] == "A") spec.alpha_channel = c;
+    }
+  } else if (image.channels == 4) {
+    spec.alpha_channel = 3;
+  }
   return WriteAtomically(path, spec, OIIO::TypeDesc::FLOAT, image.pixels.data());
 }
 
@@ -89,6 +102,7 @@ StatusOr<ImageBuffer> Read(const std::string& path) {
   image.width = spec.width;
   image.height = spec.height;
   image.channels = spec.nchannels;
+  image.channel_names = spec.channelnames;
   image.pixels.resize(static_cast<size_t>(spec.width) * spec.height * spec.nchannels);
   if (!in->read_image(0, 0, 0, spec.nchannels, OIIO::TypeDesc::FLOAT, image.pixels.data())) {
     return Status::Internal(path + ": read failed: " + in->geterror());

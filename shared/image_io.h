@@ -14,6 +14,8 @@ struct ImageBuffer {
   int height = 0;
   int channels = 0;           // interleaved float channels per pixel
   std::vector<float> pixels;  // row-major, top row first, linear
+  // Names for EXR channels, beauty (R, G, B[, A]) first; empty: R, G, B, A by position.
+  std::vector<std::string> channel_names;
 };
 
 // Linear EXR; half float by default (float when `half` is false). Channels named R,G,B[,A].

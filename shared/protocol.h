@@ -41,6 +41,8 @@ inline constexpr uint8_t kVersion = 1;
 // Largest message the scheduler accepts from a worker (ZMQ_MAXMSGSIZE). A 4096x4096 RGBA float
 // frame is 256 MiB; larger images must be split into tiles.
 inline constexpr int64_t kMaxMessageBytes = 268435456 + 65536;
+// Most channels a frame result may carry (beauty plus AOVs).
+inline constexpr int kMaxChannels = 32;
 
 enum class MessageType : uint8_t {
   // worker -> scheduler
@@ -125,9 +127,12 @@ struct FrameResult {
   int frame = 0;
   int width = 0;
   int height = 0;
-  int channels = 0;  // float32 channels per pixel in the payload (RGBA = 4)
+  int channels = 0;  // float32 channels per pixel in the payload, 1..kMaxChannels
   double render_seconds = 0;
   std::string backend;  // "cpu" or "cuda:N"
+  // EXR channel names, beauty first ("R", "G", "B", "A", "albedo.R", ..., "Z"); empty means
+  // R, G, B, A.
+  std::vector<std::string> channel_names;
 };
 
 struct TaskDone {
@@ -186,7 +191,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id
                                                 frame_end, scene_yaml)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
-                                                channels, render_seconds, backend)
+                                                channels, render_seconds, backend, channel_names)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)

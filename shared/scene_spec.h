@@ -8,10 +8,17 @@
 //   height: 270                 # required, 1..16384 pixels
 //   samples: 32                 # required, samples per pixel, 1..65536
 //   max_depth: 8                # required, max bounces (scattering events) per path, 1..64
+//   aovs: [albedo, normal, depth]  # [[]] extra channels after RGBA, any of these three, each
+//                               #   at most once; they are stored in this order whatever the
+//                               #   list's: albedo.R/G/B, N.X/Y/Z (first-hit shading normal),
+//                               #   Z (first-hit distance along the ray; 0 where rays miss)
 //   background:                 # required: radiance of escaping rays, >= 0; a vertical
 //     top: [0.5, 0.7, 1.0]      #   gradient over the ray direction's y (top = straight up,
 //     bottom: [1, 1, 1]         #   bottom = straight down). [bottom = top]. Or
-//                               #   `color: [r, g, b]` for a constant.
+//                               #   `color: [r, g, b]` for a constant. Or an HDR lat-long
+//                               #   map: `{environment: sky.exr, strength: 1}` (strength [1]
+//                               #   >= 0; +y up, the map's centre column looks down -z),
+//                               #   importance sampled.
 //   camera:                     # required
 //     keyframes:                # required, at least one, frames strictly increasing; linear
 //       - frame: 1              #   interpolation between keys, clamped outside their range
@@ -26,6 +33,13 @@
 //     chrome: {type: metal, color: [0.9, 0.9, 0.9], roughness: 0.1}  # roughness [0] in [0, 1]
 //     crystal: {type: glass, ior: 1.5}                               # ior in (0, 10]
 //     lamp: {type: emissive, color: [1, 0.9, 0.8], strength: 4}     # color >= 0; strength [1] >= 0
+//     plastic: {type: principled, base_color: [0.8, 0.2, 0.2], roughness: 0.3, metallic: 0}
+//                               # base_color in [0, 1]; roughness [0.5], metallic [0] in [0, 1]
+//     wood: {type: diffuse, color: [1, 1, 1], texture: wood.png}
+//                               # texture [none] on diffuse and principled: an image file
+//                               #   multiplied into color / base_color, looked up by the
+//                               #   surface's UVs (meshes: from the file; quads: (a, 1 - b);
+//                               #   spheres: longitude, latitude)
 //   objects:                    # required, a list (may be empty)
 //     - {type: sphere, center: [0, 1, 0], radius: 1, material: crystal}   # radius > 0
 //     - type: sphere            # an animated sphere: `keyframes` instead of `center`,
@@ -35,11 +49,25 @@
 //     - {type: quad, corner: [-50, 0, -50], u: [100, 0, 0], v: [0, 0, 100], material: ground}
 //                               # a parallelogram corner + a*u + b*v, a, b in [0, 1]; u, v
 //                               #   non-zero and not parallel
+//     - type: mesh              # triangles from a Wavefront OBJ file (normals and UVs used
+//       file: bunny.obj         #   when present); relative paths are resolved against the
+//       material: clay          #   scene's asset directory. The same file used by several
+//       transform:              #   objects is loaded once: instances. [identity]; applied as
+//         translate: [0, 0, 0]  #   scale, then rotation about x, y, z (degrees), then
+//         rotate_deg: [0, 45, 0]#   translation; scale is a number or [sx, sy, sz], non-zero.
+//         scale: 1              # Or `keyframes: [{frame: 1, translate: .., rotate_deg: ..,
+//                               #   scale: ..}, ...]` instead of `transform`: linear
+//                               #   interpolation of each part, clamped outside the keys.
+//
+// Asset files (meshes, textures, environment maps) are read when a frame is rendered; a missing
+// or unreadable file, an empty mesh or one whose triangles all have zero area fails the render
+// with an error naming the object and the path. Non-finite numbers (.nan, .inf) are rejected.
 //
 // Unknown keys, wrong types, missing required fields, out-of-range values and references to
 // undefined materials are all InvalidArgument errors.
 
 #include <array>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +89,11 @@ using Vec3 = std::array<double, 3>;
 struct BackgroundSpec {
   Vec3 top{0.0, 0.0, 0.0};
   Vec3 bottom{0.0, 0.0, 0.0};
+  std::string environment;  // an HDR lat-long map file; empty: the gradient above
+  double strength = 1.0;    // multiplies the map
 };
+
+enum class Aov { kAlbedo, kNormal, kDepth };
 
 struct CameraKeyframe {
   int frame = 1;
@@ -77,15 +109,17 @@ struct CameraSpec {
   std::vector<CameraKeyframe> keyframes;  // at least one, frames strictly increasing
 };
 
-enum class MaterialType { kDiffuse, kMetal, kGlass, kEmissive };
+enum class MaterialType { kDiffuse, kMetal, kGlass, kEmissive, kPrincipled };
 
 struct MaterialSpec {
   std::string name;
   MaterialType type = MaterialType::kDiffuse;
-  Vec3 color{0.8, 0.8, 0.8};  // albedo (diffuse, metal) or emitted colour (emissive)
-  double roughness = 0.0;     // metal
+  Vec3 color{0.8, 0.8, 0.8};  // albedo (diffuse, metal), base_color (principled) or emitted
+  double roughness = 0.0;     // metal, principled
   double ior = 1.5;           // glass
   double strength = 1.0;      // emissive: radiance = color * strength
+  double metallic = 0.0;      // principled
+  std::string texture;        // diffuse, principled: image file; empty for none
 };
 
 struct CenterKeyframe {
@@ -109,6 +143,38 @@ struct QuadSpec {
   int material_index = 0;
 };
 
+struct TransformSpec {
+  Vec3 translate{0.0, 0.0, 0.0};
+  Vec3 rotate_deg{0.0, 0.0, 0.0};  // about x, then y, then z
+  Vec3 scale{1.0, 1.0, 1.0};
+};
+
+struct TransformKeyframe {
+  int frame = 1;
+  TransformSpec transform;
+};
+
+// Triangle geometry given in code rather than a file (benchmarks, generated scenes). Indices are
+// per corner, 3 per triangle; normal/uv index lists are empty or as long as `indices`.
+struct MeshData {
+  std::vector<float> positions;  // xyz per vertex
+  std::vector<float> normals;    // xyz per normal
+  std::vector<float> uvs;        // uv per texture coordinate
+  std::vector<int> indices;
+  std::vector<int> normal_indices;
+  std::vector<int> uv_indices;
+};
+
+struct MeshSpec {
+  std::string file;                           // OBJ path (relative: to SceneSpec::asset_dir)
+  std::shared_ptr<const MeshData> data;       // used instead of `file` when set (code only)
+  TransformSpec transform;                    // used when keyframes is empty
+  std::vector<TransformKeyframe> keyframes;   // frames strictly increasing
+  std::string material;
+  int material_index = 0;
+  int object_index = 0;  // position in the document's `objects`, for error messages
+};
+
 struct SceneSpec {
   int width = 0;
   int height = 0;
@@ -119,10 +185,18 @@ struct SceneSpec {
   std::vector<MaterialSpec> materials;  // in document order
   std::vector<SphereSpec> spheres;      // objects of type sphere, in document order
   std::vector<QuadSpec> quads;          // objects of type quad, in document order
+  std::vector<MeshSpec> meshes;         // objects of type mesh, in document order
+  std::vector<Aov> aovs;                // sorted, unique
+  std::string asset_dir;                // relative asset paths are resolved against this
 };
 
-// Parses and validates a scene document.
-StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text);
+// Parses and validates a scene document. Relative asset paths (meshes, textures, environment)
+// are resolved against `asset_dir` when a frame is rendered (empty: the working directory).
+StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text, const std::string& asset_dir = "");
+
+// An asset path as the renderer opens it: `file` when absolute or asset_dir is empty, else
+// asset_dir/file.
+std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file);
 
 // Checks a SceneSpec built or modified in code (e.g. a job overriding the resolution) with the
 // same rules as the parser, and resolves material names to indices.
@@ -134,5 +208,8 @@ CameraKeyframe InterpolateCamera(const CameraSpec& camera, double frame);
 
 // The sphere's center at `frame` (its static center when it has no keyframes).
 Vec3 SphereCenterAt(const SphereSpec& sphere, double frame);
+
+// The mesh's transform at `frame` (its static transform when it has no keyframes).
+TransformSpec MeshTransformAt(const MeshSpec& mesh, double frame);
 
 }  // namespace tessera::spec

@@ -360,7 +360,10 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   if (m->frame < task->frame_start || m->frame > task->frame_end) {
     problem = "frame " + std::to_string(m->frame) + " is not part of the task";
   } else if (m->width <= 0 || m->height <= 0 || m->width > options_.max_image_side ||
-             m->height > options_.max_image_side || m->channels < 1 || m->channels > 4) {
+             m->height > options_.max_image_side || m->channels < 1 ||
+             m->channels > protocol::kMaxChannels ||
+             (!m->channel_names.empty() &&
+              m->channel_names.size() != static_cast<size_t>(m->channels))) {
     problem = "image size " + std::to_string(m->width) + "x" + std::to_string(m->height) + "x" +
               std::to_string(m->channels) + " is out of range";
   } else if (env.payload.size() != expected) {
@@ -388,6 +391,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image.width = m->width;
   out.image.height = m->height;
   out.image.channels = m->channels;
+  out.image.channel_names = m->channel_names;
   out.image.pixels.resize(expected / sizeof(float));
   std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
   ++task->frames_in_flight;

@@ -53,3 +53,22 @@ TEST(ImageIoTest, SrgbTransfer) {
 
 }  // namespace
 }  // namespace tessera::image
+
+namespace tessera::image {
+namespace {
+TEST(ImageIoTest, WritesNamedAovChannelsIntoOneExr) {
+  ImageBuffer img{2, 1, 5, {1, 2, 3, 1, 10, 4, 5, 6, 1, 20}, {"R", "G", "B", "A", "Z"}};
+  std::string path = ::testing::TempDir() + "/aov.exr";
+  ASSERT_TRUE(WriteExr(path, img, /*half=*/false).ok());
+  auto back = Read(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->channels, 5);
+  EXPECT_EQ(back->channel_names, (std::vector<std::string>{"R", "G", "B", "A", "Z"}));
+  EXPECT_FLOAT_EQ(back->pixels[4], 10.0f);
+  EXPECT_FLOAT_EQ(back->pixels[9], 20.0f);
+
+  img.channel_names = {"R", "G"};
+  EXPECT_FALSE(WriteExr(path, img).ok()) << "names must match the channel count";
+}
+}  // namespace
+}  // namespace tessera::image

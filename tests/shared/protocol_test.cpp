@@ -6,7 +6,7 @@ namespace tessera::protocol {
 namespace {
 
 TEST(ProtocolTest, RoundTripsTypedMessagesWithPayload) {
-  FrameResult r{12, 3, 7, 2, 1, 4, 0.5, "cpu"};
+  FrameResult r{12, 3, 7, 2, 1, 4, 0.5, "cpu", {}};
   std::vector<float> pixels(8, 0.25f);
   auto frames = Encode(MessageType::kFrameResult, r,
                        zmq::message_t(pixels.data(), pixels.size() * sizeof(float)));
