@@ -242,6 +242,68 @@ void HttpApi::Routes() {
            Reply(res, 200, {{"job", JobView(*job)}});
          });
 
+  // Job operations. Each answers with the job as it now stands.
+  auto job_reply = [this](httplib::Response& res, int64_t id, const Status& st,
+                          json extra = json::object()) {
+    if (!st.ok()) return ReplyError(res, st);
+    auto job = store_.GetJob(id);
+    if (!job.ok()) return ReplyError(res, job.status());
+    extra["job"] = JobView(*job);
+    Reply(res, 200, extra);
+  };
+  auto with_job = [](auto handler) {
+    return [handler](const httplib::Request& req, httplib::Response& res) {
+      auto id = ParseId(req.matches[1]);
+      if (!id.ok()) return ReplyError(res, id.status());
+      handler(req, res, *id);
+    };
+  };
+  s.Post(R"(/api/v1/jobs/([^/]+)/pause)",
+         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
+           job_reply(res, id, broker_.SetJobPaused(id, true));
+         }));
+  s.Post(R"(/api/v1/jobs/([^/]+)/resume)",
+         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
+           job_reply(res, id, broker_.SetJobPaused(id, false));
+         }));
+  s.Post(
+      R"(/api/v1/jobs/([^/]+)/priority)",
+      with_job([this, job_reply](const httplib::Request& req, httplib::Response& res, int64_t id) {
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("priority") ||
+            !body["priority"].is_number_integer()) {
+          return ReplyError(
+              res, Status::InvalidArgument("priority: expected a body {\"priority\": 0..100}"));
+        }
+        job_reply(res, id, broker_.SetJobPriority(id, body["priority"].get<int>()));
+      }));
+  s.Post(R"(/api/v1/jobs/([^/]+)/retry)",
+         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
+           StatusOr<int> moved = broker_.RequeueFinished(id, std::nullopt);
+           job_reply(res, id, moved.status(), {{"tasks_requeued", moved.ok() ? *moved : 0}});
+         }));
+  s.Post(
+      R"(/api/v1/jobs/([^/]+)/rerender)",
+      with_job([this, job_reply](const httplib::Request& req, httplib::Response& res, int64_t id) {
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("frames") || !body["frames"].is_string()) {
+          return ReplyError(
+              res, Status::InvalidArgument("frames: expected a body {\"frames\": \"A-B\"}"));
+        }
+        int first = 0, last = 0;
+        if (Status st = spec::ParseFrameRange(body["frames"], &first, &last); !st.ok()) {
+          return ReplyError(res, st);
+        }
+        StatusOr<int> moved = broker_.RequeueFinished(id, std::make_pair(first, last));
+        job_reply(res, id, moved.status(), {{"tasks_requeued", moved.ok() ? *moved : 0}});
+      }));
+  s.Delete(R"(/api/v1/jobs/([^/]+))",
+           with_job([this](const httplib::Request&, httplib::Response& res, int64_t id) {
+             if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
+             spdlog::info("job {} deleted", id);
+             Reply(res, 200, {{"deleted", id}});
+           }));
+
   s.Get("/api/v1/workers", [this](const httplib::Request&, httplib::Response& res) {
     auto workers = store_.ListWorkers();
     if (!workers.ok()) return ReplyError(res, workers.status());

@@ -8,6 +8,10 @@
 //   GET  /api/v1/jobs/{id}                                                    -> {"job": JOB}
 //   GET  /api/v1/jobs/{id}/tasks                                              -> {"tasks": [...]}
 //   POST /api/v1/jobs/{id}/cancel                                             -> {"job": JOB}
+//   POST /api/v1/jobs/{id}/pause | /resume | /retry                           -> {"job": JOB}
+//   POST /api/v1/jobs/{id}/priority {"priority": 0..100}                      -> {"job": JOB}
+//   POST /api/v1/jobs/{id}/rerender {"frames": "A-B"}   -> {"job": JOB, "tasks_requeued": N}
+//   DELETE /api/v1/jobs/{id}    (finished jobs; output files stay)            -> {"deleted": id}
 //   GET  /api/v1/workers                                                      -> {"workers": [...]}
 //   GET  /api/v1/summary                                                      -> farm counters
 //   GET  /healthz                                                             -> {"status": "ok"}

@@ -1,5 +1,6 @@
 #include "scheduler/api/views.h"
 
+#include <cstdio>
 #include <ctime>
 
 namespace tessera::api {
@@ -18,8 +19,10 @@ std::string IsoTime(int64_t unix_ms) {
   std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  // Milliseconds matter on a farm: tasks start and finish many times a second.
+  char buf[40];
+  size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
   return buf;
 }
 
@@ -27,7 +30,9 @@ nlohmann::json JobView(const store::JobRecord& j) {
   double progress = j.tasks.total ? static_cast<double>(j.tasks.done) / j.tasks.total : 0.0;
   return {{"id", j.id},
           {"name", j.name},
-          {"state", store::JobStateName(j.state)},
+          // A paused job that is not finished reads "paused"; `paused` keeps the flag either way.
+          {"state", j.paused && !j.terminal() ? "paused" : store::JobStateName(j.state)},
+          {"paused", j.paused},
           {"priority", j.priority},
           {"frame_start", j.frame_start},
           {"frame_end", j.frame_end},

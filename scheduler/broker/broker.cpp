@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <zmq_addon.hpp>
 
@@ -58,38 +59,90 @@ void Broker::JobSubmitted(int64_t job_id) {
   Post([this, job_id] { LoadTasks(job_id); });
 }
 
-Status Broker::CancelJob(int64_t job_id) {
-  auto done = std::make_shared<std::promise<Status>>();
+StatusOr<int> Broker::OnBrokerThread(std::function<StatusOr<int>()> fn) {
+  auto done = std::make_shared<std::promise<StatusOr<int>>>();
   auto result = done->get_future();
-  Post([this, job_id, done] {
-    StatusOr<std::vector<store::Lease>> leases = store_.CancelJob(job_id);
-    if (!leases.ok()) {
-      done->set_value(leases.status());
-      return;
-    }
-    for (const store::Lease& lease : *leases) {
-      auto it = tasks_.find(lease.task_id);
-      if (it == tasks_.end()) continue;
-      LiveTask& task = it->second;
-      if (task.running && task.attempt == lease.attempt) {
-        CancelLease(task);
-      }
-    }
-    // Drop every queued or running task of the job from memory.
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (it->second.job_id == job_id) {
-        queue_.erase({-jobs_[job_id].priority, job_id, it->second.index, it->first});
-        it = tasks_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    jobs_.erase(job_id);
-    spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases->size());
-    done->set_value(Status::Ok());
+  Post([this, fn = std::move(fn), done] {
+    done->set_value(fn());
     Dispatch();
   });
   return result.get();
+}
+
+Status Broker::CancelJob(int64_t job_id) {
+  return OnBrokerThread([this, job_id]() -> StatusOr<int> {
+           TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
+           for (const store::Lease& lease : leases) {
+             auto it = tasks_.find(lease.task_id);
+             if (it != tasks_.end() && it->second.running && it->second.attempt == lease.attempt) {
+               CancelLease(it->second);
+             }
+           }
+           DropQueued(job_id);
+           for (auto it = tasks_.begin(); it != tasks_.end();) {
+             it = it->second.job_id == job_id ? tasks_.erase(it) : std::next(it);
+           }
+           jobs_.erase(job_id);
+           spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
+           return static_cast<int>(leases.size());
+         })
+      .status();
+}
+
+Status Broker::SetJobPriority(int64_t job_id, int priority) {
+  return OnBrokerThread([this, job_id, priority]() -> StatusOr<int> {
+           TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
+           auto it = jobs_.find(job_id);
+           if (it != jobs_.end()) {
+             DropQueued(job_id);
+             it->second.priority = priority;
+             EnqueueJob(job_id);
+           }
+           spdlog::info("job {} priority set to {}", job_id, priority);
+           return 0;
+         })
+      .status();
+}
+
+Status Broker::SetJobPaused(int64_t job_id, bool paused) {
+  return OnBrokerThread([this, job_id, paused]() -> StatusOr<int> {
+           TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
+           auto it = jobs_.find(job_id);
+           if (it != jobs_.end()) {
+             it->second.paused = paused;
+             if (paused) {
+               DropQueued(job_id);
+             } else {
+               EnqueueJob(job_id);
+             }
+           }
+           spdlog::info("job {} {}", job_id, paused ? "paused" : "resumed");
+           return 0;
+         })
+      .status();
+}
+
+StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
+  return OnBrokerThread([this, job_id, frames]() -> StatusOr<int> {
+    TSR_ASSIGN_OR_RETURN(int moved,
+                         frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
+                                : store_.RetryFailedTasks(job_id));
+    if (moved > 0) LoadTasks(job_id);
+    spdlog::info("job {}: {} task(s) requeued by request", job_id, moved);
+    return moved;
+  });
+}
+
+void Broker::DropQueued(int64_t job_id) {
+  auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
+  auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});
+  queue_.erase(first, last);
+}
+
+void Broker::EnqueueJob(int64_t job_id) {
+  for (const auto& [id, task] : tasks_) {
+    if (task.job_id == job_id && !task.running) Enqueue(task);
+  }
 }
 
 // ---- loading from the store -----------------------------------------------------------------
@@ -100,7 +153,8 @@ Status Broker::LoadJob(int64_t job_id) {
   TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
   jobs_[job_id] =
       JobInfo{job.priority,       job.max_retries,    job.output_dir,
-              job.output_pattern, job.output_formats, std::make_shared<const std::string>(scene)};
+              job.output_pattern, job.output_formats, std::make_shared<const std::string>(scene),
+              job.paused};
   return Status::Ok();
 }
 
@@ -137,7 +191,8 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
 }
 
 void Broker::Enqueue(const LiveTask& task) {
-  queue_.insert({-jobs_[task.job_id].priority, task.job_id, task.index, task.task_id});
+  const JobInfo& job = jobs_[task.job_id];
+  if (!job.paused) queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
 }
 
 // ---- the poll loop --------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -57,6 +58,12 @@ class Broker {
   void JobSubmitted(int64_t job_id);
   // Cancels the job in the store and tells workers running its tasks to stop.
   Status CancelJob(int64_t job_id);
+  // Job operations: the store changes first (durably), then the in-memory queue follows.
+  Status SetJobPriority(int64_t job_id, int priority);
+  Status SetJobPaused(int64_t job_id, bool paused);
+  // Retry failed tasks (no frames) or re-render the finished tasks holding frames [first, last].
+  // Returns how many tasks went back to the queue.
+  StatusOr<int> RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames);
 
  private:
   struct JobInfo {
@@ -66,6 +73,7 @@ class Broker {
     std::string pattern;
     std::vector<std::string> formats;
     std::shared_ptr<const std::string> scene_yaml;
+    bool paused = false;  // its queued tasks stay out of queue_ until resumed
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -95,6 +103,10 @@ class Broker {
   using QueueKey = std::tuple<int, int64_t, int, int64_t>;  // (-priority, job, index, task)
 
   void Post(std::function<void()> fn);
+  // Runs `fn` on the broker thread, waits for its result, then dispatches.
+  StatusOr<int> OnBrokerThread(std::function<StatusOr<int>()> fn);
+  void DropQueued(int64_t job_id);  // takes the job's tasks out of the dispatch queue
+  void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
   void Run(std::promise<StatusOr<std::string>> started);
   void DrainInbox();
   void HandleMessage(std::vector<zmq::message_t>& frames);

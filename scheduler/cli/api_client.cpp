@@ -77,6 +77,15 @@ StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {
   return Decode("POST", path, result->status, result->body);
 }
 
+StatusOr<json> ApiClient::Delete(const std::string& path) {
+  if (!http_->is_valid()) {
+    return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");
+  }
+  httplib::Result result = http_->Delete(path);
+  if (!result) return Status::Unavailable(TransportReason(result.error()));
+  return Decode("DELETE", path, result->status, result->body);
+}
+
 StatusOr<json> ApiClient::Decode(const std::string& method, const std::string& path,
                                  int http_status, const std::string& body) const {
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);

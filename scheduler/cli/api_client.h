@@ -39,6 +39,7 @@ class ApiClient {
 
   StatusOr<json> Get(const std::string& path);
   StatusOr<json> Post(const std::string& path, const json& body);
+  StatusOr<json> Delete(const std::string& path);
 
  private:
   StatusOr<json> Decode(const std::string& method, const std::string& path, int http_status,

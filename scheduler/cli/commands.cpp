@@ -1,4 +1,4 @@
-// Read and control commands: jobs, status, workers, cancel.
+// Read and control commands: jobs, status, workers, and the job operations.
 
 #include "scheduler/cli/commands.h"
 
@@ -154,16 +154,27 @@ int RunWorkers(const ClientOptions& options) {
   return kExitOk;
 }
 
-int RunCancel(const ClientOptions& options, int64_t job_id) {
+int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,
+                 const json& body) {
   ApiClient client(options.server);
-  StatusOr<json> reply = client.Post(JobPath(job_id) + "/cancel", json::object());
+  StatusOr<json> reply = action == "delete" ? client.Delete(JobPath(job_id))
+                                            : client.Post(JobPath(job_id) + "/" + action, body);
   if (!reply.ok()) return ReportError(client.server_url(), reply.status());
   if (options.json) {
     std::cout << reply->dump(2) << "\n";
     return kExitOk;
   }
+  if (action == "delete") {
+    std::cout << "job " << job_id << " deleted (its output files are kept)\n";
+    return kExitOk;
+  }
   const json& job = Member(*reply, "job");
-  std::cout << "job " << job_id << " (" << Str(job, "name") << "): " << Str(job, "state") << "\n";
+  std::cout << "job " << job_id << " (" << Str(job, "name") << "): " << Str(job, "state");
+  if (reply->contains("tasks_requeued")) {
+    std::cout << ", " << Int(*reply, "tasks_requeued") << " task(s) requeued";
+  }
+  if (action == "priority") std::cout << ", priority " << Int(job, "priority");
+  std::cout << "\n";
   return kExitOk;
 }
 

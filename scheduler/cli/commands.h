@@ -9,6 +9,7 @@
 // Errors go to stderr as one line starting with "error: ".
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "shared/status.h"
@@ -31,7 +32,10 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file);
 int RunJobs(const ClientOptions& options, const std::string& state, int limit);
 int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks);
 int RunWorkers(const ClientOptions& options);
-int RunCancel(const ClientOptions& options, int64_t job_id);
+// Job operations: action is cancel, pause, resume, retry, rerender (body {"frames": "A-B"}),
+// priority (body {"priority": N}) or delete. Prints the job's new state (or the API's JSON).
+int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,
+                 const nlohmann::json& body);
 // timeout_seconds <= 0 waits forever.
 int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet);
 

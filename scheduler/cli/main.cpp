@@ -73,8 +73,34 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   wait->add_flag("--quiet,-q", quiet, "No progress output");
 
-  CLI::App* cancel = AddClientCommand(app, "cancel", "Cancel a job", &options, true);
-  cancel->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  // Job operations: one subcommand each, all answered by RunJobAction.
+  struct JobAction {
+    const char* name;
+    const char* help;
+    CLI::App* cmd = nullptr;
+  };
+  std::vector<JobAction> actions = {
+      {"cancel", "Cancel a job (running tasks are told to stop)"},
+      {"pause", "Hold a job's queued tasks (running ones finish)"},
+      {"resume", "Release a paused job"},
+      {"retry", "Requeue a job's failed tasks with a fresh retry budget"},
+      {"rerender", "Render finished frames of a job again"},
+      {"priority", "Change a job's priority (0..100, higher first)"},
+      {"delete", "Delete a finished job and its records (output files stay)"},
+  };
+  std::string frames;
+  int priority = 0;
+  for (JobAction& a : actions) {
+    a.cmd = AddClientCommand(app, a.name, a.help, &options, true);
+    a.cmd->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  }
+  actions[4]
+      .cmd->add_option("FRAMES", frames, "Frames to render again: A-B or one frame")
+      ->required();
+  actions[5]
+      .cmd->add_option("PRIORITY", priority, "New priority")
+      ->required()
+      ->check(CLI::Range(0, 100));
 
   CLI::App* up_cmd = app.add_subcommand("up", "Run a scheduler and local workers until Ctrl-C");
   up_cmd->add_option("--workers", up.workers, "Number of local workers")
@@ -102,7 +128,13 @@ int main(int argc, char** argv) {
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);
   if (wait->parsed()) return tessera::cli::RunWait(options, job_id, timeout, quiet);
-  if (cancel->parsed()) return tessera::cli::RunCancel(options, job_id);
+  for (const JobAction& a : actions) {
+    if (!a.cmd->parsed()) continue;
+    nlohmann::json body = nlohmann::json::object();
+    if (a.cmd == actions[4].cmd) body["frames"] = frames;
+    if (a.cmd == actions[5].cmd) body["priority"] = priority;
+    return tessera::cli::RunJobAction(options, job_id, a.name, body);
+  }
   if (up_cmd->parsed()) return tessera::cli::RunUp(up);
   return tessera::cli::kExitUsage;
 }

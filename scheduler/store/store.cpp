@@ -81,6 +81,10 @@ CREATE TABLE events (
 );
 CREATE INDEX events_by_job ON events(job_id);
 )sql",
+    // 1 -> 2: jobs can be paused (queued tasks are held back; running ones finish).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -102,7 +106,7 @@ std::string Counter(TaskState s) { return std::string("tasks_") + TaskStateName(
 const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
-    "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at";
+    "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -122,6 +126,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.submitted_at_ms = s.Int(18);
   j.started_at_ms = s.OptInt(19);
   j.finished_at_ms = s.OptInt(20);
+  j.paused = s.Int(21) != 0;
   return j;
 }
 
@@ -146,6 +151,15 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   t.started_at_ms = s.OptInt(12);
   t.finished_at_ms = s.OptInt(13);
   return t;
+}
+
+// Runs `body` inside a write transaction on `db`.
+template <typename F>
+Status InWriteTx(Db& db, F&& body) {
+  Transaction tx(db);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_RETURN_IF_ERROR(body());
+  return tx.Commit();
 }
 
 // Steps `s` to the end, converting every row with `read`.
@@ -337,6 +351,126 @@ StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
   return leases;
 }
 
+StatusOr<JobState> Store::JobStateForUpdate(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+  q.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+  if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return ParseEnum<JobState>(q.Text(0), kJobStates);
+}
+
+namespace {
+Status RequireUnfinished(int64_t job_id, JobState state) {
+  if (state == JobState::kQueued || state == JobState::kRunning) return Status::Ok();
+  return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
+                                    JobStateName(state));
+}
+}  // namespace
+
+Status Store::SetJobPriority(int64_t job_id, int priority) {
+  if (priority < 0 || priority > 100) {
+    return Status::InvalidArgument("priority: must be in [0, 100], got " +
+                                   std::to_string(priority));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET priority = ? WHERE id = ?"));
+    return s.Bind(1, priority).Bind(2, job_id).Run();
+  });
+}
+
+Status Store::SetJobPaused(int64_t job_id, bool paused) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET paused = ? WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(s.Bind(1, paused ? 1 : 0).Bind(2, job_id).Run());
+    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                   "VALUES (?, ?, ?, '')"));
+    return ev.Bind(1, NowMs()).Bind(2, job_id).Bind(3, paused ? "job_paused" : "job_resumed").Run();
+  });
+}
+
+StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_filter, int first,
+                                     int last) {
+  TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+  if (state == JobState::kCanceled) {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is canceled");
+  }
+  const std::string where =
+      "job_id = ?1 AND " + task_filter + " AND frame_end >= ?2 AND frame_start <= ?3";
+  // Counters first, from the rows about to move.
+  TSR_ASSIGN_OR_RETURN(Stmt count, writer_->Prepare("SELECT count(*), total(state = 'done'), "
+                                                    "total(state = 'failed') FROM tasks WHERE " +
+                                                    where));
+  count.Bind(1, job_id).Bind(2, first).Bind(3, last);
+  TSR_ASSIGN_OR_RETURN(bool row, count.Step());
+  const int moved = row ? static_cast<int>(count.Int(0)) : 0;
+  if (moved == 0) return 0;
+  const int64_t done = static_cast<int64_t>(count.Double(1));
+  const int64_t failed = static_cast<int64_t>(count.Double(2));
+  TSR_ASSIGN_OR_RETURN(Stmt upd,
+                       writer_->Prepare("UPDATE tasks SET state = 'queued', failures = 0, "
+                                        "progress = 0, worker_id = NULL, finished_at = NULL, "
+                                        "message = 'requeued by request' WHERE " +
+                                        where));
+  TSR_RETURN_IF_ERROR(upd.Bind(1, job_id).Bind(2, first).Bind(3, last).Run());
+  TSR_ASSIGN_OR_RETURN(
+      Stmt job, writer_->Prepare("UPDATE jobs SET tasks_done = tasks_done - ?, "
+                                 "tasks_failed = tasks_failed - ?, "
+                                 "tasks_queued = tasks_queued + ?, error = CASE WHEN "
+                                 "tasks_failed - ? = 0 THEN NULL ELSE error END WHERE id = ?"));
+  TSR_RETURN_IF_ERROR(
+      job.Bind(1, done).Bind(2, failed).Bind(3, moved).Bind(4, failed).Bind(5, job_id).Run());
+  TSR_RETURN_IF_ERROR(RefreshJobState(job_id));
+  return moved;
+}
+
+StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(
+      int moved, RequeueFinished(job_id, "state = 'failed'", spec::kMinFrame, spec::kMaxFrame));
+  TSR_RETURN_IF_ERROR(tx.Commit());
+  return moved;
+}
+
+StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
+  if (first > last) {
+    return Status::InvalidArgument("frames: start " + std::to_string(first) + " is after end " +
+                                   std::to_string(last));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(int moved,
+                       RequeueFinished(job_id, "state IN ('done', 'failed')", first, last));
+  TSR_RETURN_IF_ERROR(tx.Commit());
+  return moved;
+}
+
+Status Store::DeleteJob(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    if (state == JobState::kQueued || state == JobState::kRunning) {
+      return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " +
+                                        JobStateName(state) + "; cancel it before deleting it");
+    }
+    for (const char* sql :
+         {"DELETE FROM events WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
+          "DELETE FROM jobs WHERE id = ?"}) {
+      TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
+      TSR_RETURN_IF_ERROR(s.Bind(1, job_id).Run());
+    }
+    return Status::Ok();
+  });
+}
+
 // ---- tasks ------------------------------------------------------------------------------------
 
 StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
@@ -436,17 +570,6 @@ Status Store::RefreshJobState(int64_t job_id) {
                        "WHERE id = ?2"));
   return s.Bind(1, NowMs()).Bind(2, job_id).Run();
 }
-
-namespace {
-// Runs `body` inside a write transaction on `db`.
-template <typename F>
-Status InWriteTx(Db& db, F&& body) {
-  Transaction tx(db);
-  TSR_RETURN_IF_ERROR(tx.begin_status());
-  TSR_RETURN_IF_ERROR(body());
-  return tx.Commit();
-}
-}  // namespace
 
 Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
   std::lock_guard<std::mutex> lock(write_mu_);

@@ -48,6 +48,11 @@ struct JobRecord {
   std::optional<std::string> error;
   int64_t submitted_at_ms = 0;
   std::optional<int64_t> started_at_ms, finished_at_ms;
+  bool paused = false;  // queued tasks are held back until resumed
+
+  bool terminal() const {
+    return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
+  }
 };
 
 struct TaskRecord {
@@ -94,7 +99,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
@@ -110,6 +115,16 @@ class Store {
       const std::function<StatusOr<std::string>(int64_t)>& output_dir_for);
   // Marks the job and its unfinished tasks canceled; returns the leases that were running.
   StatusOr<std::vector<Lease>> CancelJob(int64_t job_id);
+  // Operations on an unfinished job (FailedPrecondition once it is done, failed or canceled).
+  Status SetJobPriority(int64_t job_id, int priority);
+  Status SetJobPaused(int64_t job_id, bool paused);
+  // Failed tasks go back to the queue with a fresh retry budget (the job may be failed).
+  // Returns how many were requeued.
+  StatusOr<int> RetryFailedTasks(int64_t job_id);
+  // Finished (done or failed) tasks holding any frame in [first, last] are rendered again.
+  StatusOr<int> RerenderFrames(int64_t job_id, int first, int last);
+  // Removes a finished job with its tasks and events (its output files stay on disk).
+  Status DeleteJob(int64_t job_id);
 
   // ---- tasks (broker thread) -------------------------------------------------------------
   // Tasks not yet finished, for the broker's queue at start-up; tasks that were running when the
@@ -154,6 +169,12 @@ class Store {
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                         bool count_failure, std::optional<int64_t> worker_id);
   Status RefreshJobState(int64_t job_id);
+  // Reads the job's state on the writer (inside a transaction).
+  StatusOr<JobState> JobStateForUpdate(int64_t job_id);
+  // Moves every task of the job in `from_states` matching `extra_where` back to queued with a
+  // fresh retry budget, keeping counters and job state in step. Returns how many moved.
+  StatusOr<int> RequeueFinished(int64_t job_id, const std::string& task_filter, int first,
+                                int last);
 
   // A read-only connection borrowed from the pool for one call.
   class Reader;

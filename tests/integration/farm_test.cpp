@@ -241,3 +241,118 @@ TEST(FarmTest, BadSubmissionsAreRejectedAndStoreNothing) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+nlohmann::json JobOp(LocalFarm& farm, int64_t id, const std::string& op, nlohmann::json body,
+                     int* status) {
+  return farm.Post("/api/v1/jobs/" + std::to_string(id) + "/" + op, body, status);
+}
+
+std::string FirstStart(const nlohmann::json& tasks, bool latest) {
+  std::string pick;
+  for (const auto& t : tasks) {
+    std::string s = t["started_at"].get<std::string>();
+    if (pick.empty() || (latest ? s > pick : s < pick)) pick = s;
+  }
+  return pick;
+}
+
+TEST(FarmOpsTest, PriorityAndPauseDecideWhatRunsFirst) {
+  LocalFarm farm("ops-order");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string scene = TinySceneYaml(32, 24, 2), error;
+  int64_t a = farm.Submit("name: a\nscene: s\nframes: 1-3\n", scene, &error);
+  int64_t b = farm.Submit("name: b\nscene: s\nframes: 1-3\n", scene, &error);
+  int64_t c = farm.Submit("name: c\nscene: s\nframes: 1-2\n", scene, &error);
+  ASSERT_GT(c, 0) << error;
+  int status = 0;
+  nlohmann::json res = JobOp(farm, b, "priority", {{"priority", 90}}, &status);
+  ASSERT_EQ(status, 200) << res.dump();
+  EXPECT_EQ(res["job"]["priority"], 90);
+  res = JobOp(farm, c, "pause", nlohmann::json::object(), &status);
+  ASSERT_EQ(status, 200) << res.dump();
+  EXPECT_EQ(res["job"]["state"], "paused");
+
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  EXPECT_EQ(farm.WaitForJob(a, 60s)["state"], "done") << farm.SchedulerLog();
+  EXPECT_EQ(farm.WaitForJob(b, 60s)["state"], "done");
+  // b was raised above a, so every task of b started before any task of a.
+  EXPECT_LT(FirstStart(Tasks(farm, b), /*latest=*/true), FirstStart(Tasks(farm, a), false));
+  // c is paused: none of its tasks was leased.
+  for (const auto& t : Tasks(farm, c)) EXPECT_EQ(t["attempt"], 0) << t.dump();
+  EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(c))["job"]["state"], "paused");
+
+  res = JobOp(farm, c, "resume", nlohmann::json::object(), &status);
+  ASSERT_EQ(status, 200) << res.dump();
+  EXPECT_EQ(farm.WaitForJob(c, 60s)["state"], "done");
+
+  // Operations on finished or unknown jobs, and bad bodies, are refused without changes.
+  JobOp(farm, c, "pause", nlohmann::json::object(), &status);
+  EXPECT_EQ(status, 409);
+  JobOp(farm, 999, "resume", nlohmann::json::object(), &status);
+  EXPECT_EQ(status, 404);
+  res = JobOp(farm, a, "priority", {{"priority", 101}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(res["error"].get<std::string>().find("priority"), std::string::npos);
+  JobOp(farm, a, "priority", {{"priority", "high"}}, &status);
+  EXPECT_EQ(status, 400);
+}
+
+TEST(FarmOpsTest, RetryRerenderAndDelete) {
+  LocalFarm farm("ops-retry");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string error;
+  // Its output directory is replaced by a plain file, so writing frames fails and, with no
+  // retries allowed, the task fails for good.
+  int64_t id =
+      farm.Submit("name: r\nscene: s\nframes: 1-2\nmax_retries: 0\noutput:\n  directory: blocked\n",
+                  TinySceneYaml(32, 24, 2), &error);
+  ASSERT_GT(id, 0) << error;
+  std::string out = farm.Get("/api/v1/jobs/" + std::to_string(id))["job"]["output_dir"];
+  fs::remove_all(out);
+  WriteFile(out, "not a directory");
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "failed") << job.dump(2);
+  EXPECT_NE(job["error"].get<std::string>().find("write"), std::string::npos) << job["error"];
+
+  int status = 0;
+  farm.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", nlohmann::json::object(), &status);
+  EXPECT_EQ(status, 409) << "a failed job is finished";
+  fs::remove(out);
+  nlohmann::json res = JobOp(farm, id, "retry", nlohmann::json::object(), &status);
+  ASSERT_EQ(status, 200) << res.dump();
+  EXPECT_EQ(res["tasks_requeued"], 2);
+  job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump(2) << farm.SchedulerLog();
+  EXPECT_TRUE(job["error"].is_null()) << "a retried job that succeeds carries no stale error";
+  EXPECT_TRUE(fs::exists(out + "/r.0002.exr"));
+
+  // Re-render frame 2 only.
+  res = JobOp(farm, id, "rerender", {{"frames", "2"}}, &status);
+  ASSERT_EQ(status, 200) << res.dump();
+  EXPECT_EQ(res["tasks_requeued"], 1);
+  ASSERT_EQ(farm.WaitForJob(id, 60s)["state"], "done");
+  nlohmann::json tasks = Tasks(farm, id);
+  EXPECT_EQ(tasks[0]["attempt"], 2) << "frame 1: failed once, retried once";
+  EXPECT_EQ(tasks[1]["attempt"], 3) << "frame 2: failed, retried, re-rendered";
+  JobOp(farm, id, "rerender", {{"frames", "x-y"}}, &status);
+  EXPECT_EQ(status, 400);
+
+  // Delete: the records go, the frames stay.
+  int64_t running =
+      farm.Submit("name: busy\nscene: s\nframes: 1-500\n", TinySceneYaml(160, 120, 256), &error);
+  ASSERT_GT(running, 0) << error;
+  EXPECT_EQ(farm.Delete("/api/v1/jobs/" + std::to_string(running)), 409);
+  EXPECT_EQ(farm.Delete("/api/v1/jobs/" + std::to_string(id)), 200);
+  farm.Get("/api/v1/jobs/" + std::to_string(id), &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_TRUE(fs::exists(out + "/r.0001.png"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

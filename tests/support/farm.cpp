@@ -77,6 +77,14 @@ nlohmann::json LocalFarm::Post(const std::string& path, const nlohmann::json& bo
   return nlohmann::json::parse(res->body, nullptr, false);
 }
 
+int LocalFarm::Delete(const std::string& path) {
+  httplib::Client cli(api_url_);
+  cli.set_connection_timeout(2);
+  cli.set_read_timeout(10);
+  auto res = cli.Delete(path);
+  return res ? res->status : -1;
+}
+
 int64_t LocalFarm::Submit(const std::string& job_yaml, const std::string& scene_yaml,
                           std::string* error) {
   int status = 0;

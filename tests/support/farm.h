@@ -30,6 +30,8 @@ class LocalFarm {
   // HTTP against the API; `status` receives the HTTP status (-1: unreachable).
   nlohmann::json Get(const std::string& path, int* status = nullptr);
   nlohmann::json Post(const std::string& path, const nlohmann::json& body, int* status = nullptr);
+  // Returns the HTTP status (-1: unreachable).
+  int Delete(const std::string& path);
 
   // Submits a job; returns its id or -1 (with the error in *error).
   int64_t Submit(const std::string& job_yaml, const std::string& scene_yaml,
