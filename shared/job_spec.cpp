@@ -121,6 +121,16 @@ Status ValidateJob(const JobSpec& job) {
     return Status::InvalidArgument("max_retries: must be in [0, " + std::to_string(kMaxRetries) +
                                    "], got " + std::to_string(job.max_retries));
   }
+  if (job.task_timeout < 0 || job.task_timeout > kMaxTaskTimeoutSeconds) {
+    return Status::InvalidArgument("task_timeout: must be in [0, " +
+                                   std::to_string(kMaxTaskTimeoutSeconds) + "] seconds, got " +
+                                   std::to_string(job.task_timeout));
+  }
+  if (job.blocklist_after < 0 || job.blocklist_after > kMaxRetries) {
+    return Status::InvalidArgument("blocklist_after: must be in [0, " +
+                                   std::to_string(kMaxRetries) + "], got " +
+                                   std::to_string(job.blocklist_after));
+  }
   TSR_RETURN_IF_ERROR(ValidateRelativePath(job.output.directory, "output.directory"));
   const std::string& pattern = job.output.pattern;
   if (!pattern.empty()) {
@@ -189,7 +199,9 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
 
   r.Optional("chunk_size", &job.chunk_size)
       .Optional("priority", &job.priority)
-      .Optional("max_retries", &job.max_retries);
+      .Optional("max_retries", &job.max_retries)
+      .Optional("task_timeout", &job.task_timeout)
+      .Optional("blocklist_after", &job.blocklist_after);
 
   YAML::Node output = r.Child("output");
   if (r.ok()) {

@@ -40,7 +40,7 @@ Status CheckIntRange(const std::string& path, int value, int lo, int hi) {
 
 Status CheckColor(const std::string& path, const Vec3& c, double max) {
   for (size_t i = 0; i < 3; ++i) {
-    if (c[i] < 0.0 || c[i] > max) {
+    if (!(c[i] >= 0.0 && c[i] <= max) || std::isinf(c[i])) {
       return Invalid(Index(path, i),
                      max == HUGE_VAL
                          ? "must be >= 0"
@@ -50,8 +50,23 @@ Status CheckColor(const std::string& path, const Vec3& c, double max) {
   return Status::Ok();
 }
 
+Status CheckFinite(const std::string& path, const Vec3& v) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (!std::isfinite(v[i])) return Invalid(Index(path, i), "must be a finite number");
+  }
+  return Status::Ok();
+}
+
+Status CheckUnit(const std::string& path, double v) {
+  if (!(v >= 0.0 && v <= 1.0)) return Invalid(path, "must be in [0, 1]");
+  return Status::Ok();
+}
+
 // Rules shared by the parser and ValidateScene. `path` names the element being checked.
 Status ValidateCameraKey(const CameraKeyframe& k, const std::string& path) {
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".position", k.position));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".look_at", k.look_at));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".up", k.up));
   const Vec3 dir = Sub(k.look_at, k.position);
   if (Length(dir) <= 1e-9) return Invalid(path + ".look_at", "must differ from position");
   if (Length(k.up) <= 1e-9) return Invalid(path + ".up", "must not be zero");
@@ -59,8 +74,12 @@ Status ValidateCameraKey(const CameraKeyframe& k, const std::string& path) {
     return Invalid(path + ".up", "must not be parallel to the view direction");
   }
   if (!(k.fov > 0.0 && k.fov < 180.0)) return Invalid(path + ".fov", "must be in (0, 180)");
-  if (k.aperture < 0.0) return Invalid(path + ".aperture", "must be >= 0");
-  if (k.focus_distance < 0.0) return Invalid(path + ".focus_distance", "must be >= 0");
+  if (!(k.aperture >= 0.0) || std::isinf(k.aperture)) {
+    return Invalid(path + ".aperture", "must be >= 0");
+  }
+  if (!(k.focus_distance >= 0.0) || std::isinf(k.focus_distance)) {
+    return Invalid(path + ".focus_distance", "must be >= 0");
+  }
   return Status::Ok();
 }
 
@@ -83,16 +102,19 @@ Status ValidateMaterial(const MaterialSpec& m, const std::string& path) {
       return CheckColor(path + ".color", m.color, 1.0);
     case MaterialType::kMetal:
       TSR_RETURN_IF_ERROR(CheckColor(path + ".color", m.color, 1.0));
-      if (m.roughness < 0.0 || m.roughness > 1.0) {
-        return Invalid(path + ".roughness", "must be in [0, 1]");
-      }
-      return Status::Ok();
+      return CheckUnit(path + ".roughness", m.roughness);
+    case MaterialType::kPrincipled:
+      TSR_RETURN_IF_ERROR(CheckColor(path + ".base_color", m.color, 1.0));
+      TSR_RETURN_IF_ERROR(CheckUnit(path + ".roughness", m.roughness));
+      return CheckUnit(path + ".metallic", m.metallic);
     case MaterialType::kGlass:
       if (!(m.ior > 0.0 && m.ior <= kMaxIor)) return Invalid(path + ".ior", "must be in (0, 10]");
       return Status::Ok();
     case MaterialType::kEmissive:
       TSR_RETURN_IF_ERROR(CheckColor(path + ".color", m.color, HUGE_VAL));
-      if (m.strength < 0.0) return Invalid(path + ".strength", "must be >= 0");
+      if (!(m.strength >= 0.0) || std::isinf(m.strength)) {
+        return Invalid(path + ".strength", "must be >= 0");
+      }
       return Status::Ok();
   }
   return Invalid(path + ".type", "unknown material type");
@@ -107,8 +129,13 @@ StatusOr<int> ResolveMaterial(const std::map<std::string, int>& by_name, const s
 
 Status ValidateSphere(SphereSpec* s, const std::map<std::string, int>& materials,
                       const std::string& path) {
-  if (!(s->radius > 0.0)) return Invalid(path + ".radius", "must be > 0");
+  if (!(s->radius > 0.0) || std::isinf(s->radius)) return Invalid(path + ".radius", "must be > 0");
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".center", s->center));
   TSR_RETURN_IF_ERROR(CheckFramesIncreasing(s->keyframes, path + ".keyframes"));
+  for (size_t i = 0; i < s->keyframes.size(); ++i) {
+    TSR_RETURN_IF_ERROR(
+        CheckFinite(Index(path + ".keyframes", i) + ".center", s->keyframes[i].center));
+  }
   TSR_ASSIGN_OR_RETURN(s->material_index,
                        ResolveMaterial(materials, s->material, path + ".material"));
   return Status::Ok();
@@ -116,6 +143,9 @@ Status ValidateSphere(SphereSpec* s, const std::map<std::string, int>& materials
 
 Status ValidateQuad(QuadSpec* q, const std::map<std::string, int>& materials,
                     const std::string& path) {
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".corner", q->corner));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".u", q->u));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".v", q->v));
   if (Length(q->u) <= 1e-12) return Invalid(path + ".u", "must not be zero");
   if (Length(q->v) <= 1e-12) return Invalid(path + ".v", "must not be zero");
   if (Length(Cross(q->u, q->v)) <= 1e-9 * Length(q->u) * Length(q->v)) {
@@ -123,6 +153,30 @@ Status ValidateQuad(QuadSpec* q, const std::map<std::string, int>& materials,
   }
   TSR_ASSIGN_OR_RETURN(q->material_index,
                        ResolveMaterial(materials, q->material, path + ".material"));
+  return Status::Ok();
+}
+
+Status ValidateTransform(const TransformSpec& t, const std::string& path) {
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".translate", t.translate));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".rotate_deg", t.rotate_deg));
+  TSR_RETURN_IF_ERROR(CheckFinite(path + ".scale", t.scale));
+  for (size_t i = 0; i < 3; ++i) {
+    if (std::abs(t.scale[i]) < 1e-12) return Invalid(Index(path + ".scale", i), "must not be 0");
+  }
+  return Status::Ok();
+}
+
+Status ValidateMesh(MeshSpec* m, const std::map<std::string, int>& materials,
+                    const std::string& path) {
+  if (m->file.empty() && m->data == nullptr) return Invalid(path + ".file", "must not be empty");
+  TSR_RETURN_IF_ERROR(ValidateTransform(m->transform, path + ".transform"));
+  TSR_RETURN_IF_ERROR(CheckFramesIncreasing(m->keyframes, path + ".keyframes"));
+  for (size_t i = 0; i < m->keyframes.size(); ++i) {
+    TSR_RETURN_IF_ERROR(
+        ValidateTransform(m->keyframes[i].transform, Index(path + ".keyframes", i)));
+  }
+  TSR_ASSIGN_OR_RETURN(m->material_index,
+                       ResolveMaterial(materials, m->material, path + ".material"));
   return Status::Ok();
 }
 
@@ -135,6 +189,12 @@ Status ValidateGlobals(const SceneSpec& s, std::map<std::string, int>* material_
   TSR_RETURN_IF_ERROR(CheckIntRange("max_depth", s.max_depth, 1, kMaxDepth));
   TSR_RETURN_IF_ERROR(CheckColor("background.top", s.background.top, HUGE_VAL));
   TSR_RETURN_IF_ERROR(CheckColor("background.bottom", s.background.bottom, HUGE_VAL));
+  if (!(s.background.strength >= 0.0) || std::isinf(s.background.strength)) {
+    return Invalid("background.strength", "must be >= 0");
+  }
+  for (size_t i = 1; i < s.aovs.size(); ++i) {
+    if (s.aovs[i] <= s.aovs[i - 1]) return Invalid("aovs", "must be sorted and unique");
+  }
   if (s.camera.keyframes.empty()) {
     return Invalid("camera.keyframes", "at least one keyframe is required");
   }
@@ -155,7 +215,7 @@ Status ValidateGlobals(const SceneSpec& s, std::map<std::string, int>* material_
     }
     TSR_RETURN_IF_ERROR(ValidateMaterial(m, path));
   }
-  if (s.spheres.size() + s.quads.size() > static_cast<size_t>(kMaxObjects)) {
+  if (s.spheres.size() + s.quads.size() + s.meshes.size() > static_cast<size_t>(kMaxObjects)) {
     return Invalid("objects", "at most " + std::to_string(kMaxObjects) + " objects");
   }
   return Status::Ok();
@@ -165,6 +225,13 @@ Status ValidateGlobals(const SceneSpec& s, std::map<std::string, int>* material_
 
 Status ReadBackground(const YAML::Node& node, BackgroundSpec* out) {
   yaml::MapReader r(node, "background");
+  if (r.Has("environment")) {
+    r.Required("environment", &out->environment).Optional("strength", &out->strength);
+    if (r.ok() && out->environment.empty()) {
+      r.Fail(Invalid("background.environment", "must not be empty"));
+    }
+    return r.Finish();
+  }
   if (r.Has("color")) {
     if (r.Has("top") || r.Has("bottom")) {
       r.Fail(Invalid("background.color", "give either color or top/bottom, not both"));
@@ -220,7 +287,14 @@ Status ReadMaterials(const YAML::Node& node, std::vector<MaterialSpec>* out) {
     if (!r.ok()) return r.Finish();
     if (type == "diffuse") {
       m.type = MaterialType::kDiffuse;
-      r.Required("color", &m.color);
+      r.Required("color", &m.color).Optional("texture", &m.texture);
+    } else if (type == "principled") {
+      m.type = MaterialType::kPrincipled;
+      m.roughness = 0.5;
+      r.Required("base_color", &m.color)
+          .Optional("roughness", &m.roughness)
+          .Optional("metallic", &m.metallic)
+          .Optional("texture", &m.texture);
     } else if (type == "metal") {
       m.type = MaterialType::kMetal;
       r.Required("color", &m.color).Optional("roughness", &m.roughness);
@@ -232,12 +306,31 @@ Status ReadMaterials(const YAML::Node& node, std::vector<MaterialSpec>* out) {
       r.Required("color", &m.color).Optional("strength", &m.strength);
     } else {
       return Invalid(path + ".type", "unknown material type '" + type +
-                                         "' (known: diffuse, metal, glass, emissive)");
+                                         "' (known: diffuse, metal, glass, emissive, principled)");
     }
     TSR_RETURN_IF_ERROR(r.Finish());
     out->push_back(std::move(m));
   }
   return Status::Ok();
+}
+
+// A transform map; with `frame` non-null, a keyframe (a transform plus a required `frame`).
+Status ReadTransform(const YAML::Node& node, const std::string& path, TransformSpec* out,
+                     int* frame = nullptr) {
+  yaml::MapReader r(node, path);
+  if (frame != nullptr) r.Required("frame", frame);
+  r.Optional("translate", &out->translate).Optional("rotate_deg", &out->rotate_deg);
+  YAML::Node scale = r.Child("scale");
+  if (r.ok() && scale.IsDefined() && !scale.IsNull()) {
+    if (scale.IsScalar()) {
+      double uniform = 1.0;
+      r.Fail(yaml::Convert(scale, path + ".scale", &uniform));
+      out->scale = {uniform, uniform, uniform};
+    } else {
+      r.Fail(yaml::Convert(scale, path + ".scale", &out->scale));
+    }
+  }
+  return r.Finish();
 }
 
 // Reads `objects` and validates each one where it stands, so errors say "objects[3].radius".
@@ -289,8 +382,37 @@ Status ReadObjects(const YAML::Node& node, const std::map<std::string, int>& mat
       TSR_RETURN_IF_ERROR(r.Finish());
       TSR_RETURN_IF_ERROR(ValidateQuad(&q, materials, path));
       scene->quads.push_back(std::move(q));
+    } else if (type == "mesh") {
+      MeshSpec m;
+      m.object_index = static_cast<int>(i);
+      r.Required("file", &m.file).Required("material", &m.material);
+      YAML::Node transform = r.Child("transform");
+      YAML::Node keys = r.Child("keyframes");
+      TSR_RETURN_IF_ERROR(r.Finish());
+      const bool has_transform = transform.IsDefined() && !transform.IsNull();
+      if (has_transform && keys.IsDefined() && !keys.IsNull()) {
+        return Invalid(path + ".keyframes", "give either transform or keyframes, not both");
+      }
+      if (has_transform) {
+        TSR_RETURN_IF_ERROR(ReadTransform(transform, path + ".transform", &m.transform));
+      }
+      if (keys.IsDefined() && !keys.IsNull()) {
+        if (!keys.IsSequence() || keys.size() == 0) {
+          return Invalid(path + ".keyframes",
+                         "expected a non-empty list, got " + yaml::KindName(keys));
+        }
+        for (size_t k = 0; k < keys.size(); ++k) {
+          TransformKeyframe key;
+          TSR_RETURN_IF_ERROR(
+              ReadTransform(keys[k], Index(path + ".keyframes", k), &key.transform, &key.frame));
+          m.keyframes.push_back(key);
+        }
+      }
+      TSR_RETURN_IF_ERROR(ValidateMesh(&m, materials, path));
+      scene->meshes.push_back(std::move(m));
     } else {
-      return Invalid(path + ".type", "unknown object type '" + type + "' (known: sphere, quad)");
+      return Invalid(path + ".type",
+                     "unknown object type '" + type + "' (known: sphere, quad, mesh)");
     }
   }
   return Status::Ok();
@@ -309,11 +431,13 @@ StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text);
 
 }  // namespace
 
-StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text) {
+StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text, const std::string& asset_dir) {
   // yaml-cpp reports malformed access by throwing; MapReader avoids the known cases, and this
   // turns anything left into an error instead of a crash of the daemon reading the scene.
   try {
-    return ParseSceneNode(yaml_text);
+    StatusOr<SceneSpec> scene = ParseSceneNode(yaml_text);
+    if (scene.ok()) scene->asset_dir = asset_dir;
+    return scene;
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(std::string("scene: ") + e.what());
   }
@@ -332,7 +456,27 @@ StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text) {
   YAML::Node camera = r.Child("camera");
   YAML::Node materials = r.Child("materials");
   YAML::Node objects = r.Child("objects");
+  std::vector<std::string> aovs;
+  r.Optional("aovs", &aovs);
   TSR_RETURN_IF_ERROR(r.Finish());
+  for (size_t i = 0; i < aovs.size(); ++i) {
+    Aov aov;
+    if (aovs[i] == "albedo") {
+      aov = Aov::kAlbedo;
+    } else if (aovs[i] == "normal") {
+      aov = Aov::kNormal;
+    } else if (aovs[i] == "depth") {
+      aov = Aov::kDepth;
+    } else {
+      return Invalid(Index("aovs", i),
+                     "unknown AOV '" + aovs[i] + "' (known: albedo, normal, depth)");
+    }
+    if (std::find(scene.aovs.begin(), scene.aovs.end(), aov) != scene.aovs.end()) {
+      return Invalid(Index("aovs", i), "'" + aovs[i] + "' is listed twice");
+    }
+    scene.aovs.push_back(aov);
+  }
+  std::sort(scene.aovs.begin(), scene.aovs.end());
 
   if (!background.IsDefined() || background.IsNull()) {
     return Invalid("background", "required field is missing");
@@ -357,6 +501,9 @@ Status ValidateScene(SceneSpec* scene) {
   }
   for (size_t i = 0; i < scene->quads.size(); ++i) {
     TSR_RETURN_IF_ERROR(ValidateQuad(&scene->quads[i], material_index, Index("quads", i)));
+  }
+  for (size_t i = 0; i < scene->meshes.size(); ++i) {
+    TSR_RETURN_IF_ERROR(ValidateMesh(&scene->meshes[i], material_index, Index("meshes", i)));
   }
   return Status::Ok();
 }
@@ -394,6 +541,30 @@ Vec3 SphereCenterAt(const SphereSpec& sphere, double frame) {
   const CenterKeyframe& b = keys[hi];
   const double t = (frame - a.frame) / static_cast<double>(b.frame - a.frame);
   return Lerp(a.center, b.center, t);
+}
+
+}  // namespace tessera::spec
+
+namespace tessera::spec {
+
+TransformSpec MeshTransformAt(const MeshSpec& mesh, double frame) {
+  const auto& keys = mesh.keyframes;
+  if (keys.empty()) return mesh.transform;
+  const size_t hi = UpperKey(keys, frame);
+  if (hi == 0) return keys.front().transform;
+  if (hi == keys.size()) return keys.back().transform;
+  const TransformSpec& a = keys[hi - 1].transform;
+  const TransformSpec& b = keys[hi].transform;
+  const double t =
+      (frame - keys[hi - 1].frame) / static_cast<double>(keys[hi].frame - keys[hi - 1].frame);
+  return {Lerp(a.translate, b.translate, t), Lerp(a.rotate_deg, b.rotate_deg, t),
+          Lerp(a.scale, b.scale, t)};
+}
+
+std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file) {
+  if (file.empty() || file[0] == '/' || scene.asset_dir.empty()) return file;
+  if (scene.asset_dir.back() == '/') return scene.asset_dir + file;
+  return scene.asset_dir + "/" + file;
 }
 
 }  // namespace tessera::spec

@@ -166,10 +166,10 @@ struct MeshData {
 };
 
 struct MeshSpec {
-  std::string file;                           // OBJ path (relative: to SceneSpec::asset_dir)
-  std::shared_ptr<const MeshData> data;       // used instead of `file` when set (code only)
-  TransformSpec transform;                    // used when keyframes is empty
-  std::vector<TransformKeyframe> keyframes;   // frames strictly increasing
+  std::string file;                          // OBJ path (relative: to SceneSpec::asset_dir)
+  std::shared_ptr<const MeshData> data;      // used instead of `file` when set (code only)
+  TransformSpec transform;                   // used when keyframes is empty
+  std::vector<TransformKeyframe> keyframes;  // frames strictly increasing
   std::string material;
   int material_index = 0;
   int object_index = 0;  // position in the document's `objects`, for error messages

@@ -38,6 +38,8 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"frame_end", j.frame_end},
           {"chunk_size", j.chunk_size},
           {"max_retries", j.max_retries},
+          {"task_timeout", j.task_timeout_s},
+          {"blocklist_after", j.blocklist_after},
           {"tasks", CountsView(j.tasks)},
           {"progress", progress},
           {"output_dir", j.output_dir},

@@ -151,10 +151,17 @@ Status Broker::LoadJob(int64_t job_id) {
   if (jobs_.count(job_id)) return Status::Ok();
   TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
   TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
-  jobs_[job_id] =
-      JobInfo{job.priority,       job.max_retries,    job.output_dir,
-              job.output_pattern, job.output_formats, std::make_shared<const std::string>(scene),
-              job.paused};
+  JobInfo info;
+  info.priority = job.priority;
+  info.max_retries = job.max_retries;
+  info.output_dir = job.output_dir;
+  info.pattern = job.output_pattern;
+  info.formats = job.output_formats;
+  info.scene_yaml = std::make_shared<const std::string>(scene);
+  info.paused = job.paused;
+  info.task_timeout_s = job.task_timeout_s;
+  info.blocklist_after = job.blocklist_after;
+  jobs_[job_id] = std::move(info);
   return Status::Ok();
 }
 
@@ -520,6 +527,7 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   if (!task) return;
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id,
                task->attempt, worker.name, m.message);
+  if (m.charge) ChargeWorker(*task, worker);
   ReleaseFromWorker(*task);
   Requeue(*task, m.message, /*count_failure=*/m.charge);
 }
@@ -546,15 +554,52 @@ void Broker::CancelLease(LiveTask& task) {
 }
 
 void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
-  if (worker.stopping.empty()) return;
+  auto listed = [&](int64_t task_id, int attempt) {
+    return std::any_of(beat.running.begin(), beat.running.end(), [&](const protocol::TaskRef& r) {
+      return r.task_id == task_id && (attempt == 0 || r.attempt == attempt);
+    });
+  };
   for (auto it = worker.stopping.begin(); it != worker.stopping.end();) {
-    bool still_running = std::any_of(beat.running.begin(), beat.running.end(),
-                                     [&](const protocol::TaskRef& r) { return r.task_id == *it; });
-    it = still_running ? std::next(it) : worker.stopping.erase(it);
+    it = listed(*it, 0) ? std::next(it) : worker.stopping.erase(it);
+  }
+  // An assignment may cross a heartbeat already on its way, hence the grace period.
+  const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
+  std::vector<int64_t> lost;
+  for (int64_t task_id : worker.tasks) {
+    const LiveTask& task = tasks_.at(task_id);
+    if (!listed(task_id, task.attempt) && Clock::now() - task.leased_at > grace) {
+      lost.push_back(task_id);
+    }
+  }
+  for (int64_t task_id : lost) {
+    LiveTask& task = tasks_.at(task_id);
+    ReleaseFromWorker(task);
+    Requeue(task, "worker " + worker.name + " does not hold the lease (assignment lost)",
+            /*count_failure=*/false);
   }
   if (worker.tasks.empty() && worker.stopping.empty()) {
     (void)store_.SetWorkerState(worker.id, store::WorkerState::kIdle);
   }
+}
+
+void Broker::ChargeWorker(const LiveTask& task, const WorkerConn& worker) {
+  JobInfo& job = jobs_[task.job_id];
+  int failures = ++job.failures_by_worker[worker.id];
+  if (job.blocklist_after > 0 && failures >= job.blocklist_after &&
+      job.blocklist.insert(worker.id).second) {
+    spdlog::warn("job {}: worker {} blocklisted after {} failures", task.job_id, worker.name,
+                 failures);
+    (void)store_.AddEvent(task.job_id, task.task_id, worker.id, "worker_blocklisted",
+                          worker.name + " failed " + std::to_string(failures) + " tasks");
+  }
+}
+
+std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    const JobInfo& job = jobs_[std::get<1>(*it)];
+    if (job.blocklist.empty() || !job.blocklist.count(worker.id)) return it;
+  }
+  return queue_.end();
 }
 
 void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
@@ -604,6 +649,27 @@ void Broker::OnTimer() {
     if (now - worker.last_heard > deadline) dead.push_back(identity);
   }
   for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
+  // Task timeouts: a lease older than its job's task_timeout is a (charged) failure.
+  std::vector<int64_t> expired;
+  for (const auto& [identity, worker] : workers_) {
+    for (int64_t task_id : worker.tasks) {
+      const LiveTask& task = tasks_.at(task_id);
+      const int timeout = jobs_[task.job_id].task_timeout_s;
+      if (timeout > 0 && now - task.leased_at > std::chrono::seconds(timeout)) {
+        expired.push_back(task_id);
+      }
+    }
+  }
+  for (int64_t task_id : expired) {
+    LiveTask& task = tasks_.at(task_id);
+    const int timeout = jobs_[task.job_id].task_timeout_s;
+    spdlog::warn("job {} task {} attempt {} timed out after {} s", task.job_id, task_id,
+                 task.attempt, timeout);
+    auto wit = workers_.find(task.worker);
+    if (wit != workers_.end()) ChargeWorker(task, wit->second);
+    CancelLease(task);
+    Requeue(task, "timed out after " + std::to_string(timeout) + " s", /*count_failure=*/true);
+  }
   if (now >= next_touch_) {
     std::vector<std::pair<int64_t, int64_t>> seen;
     const int64_t wall_now = store::NowMs();
@@ -614,15 +680,17 @@ void Broker::OnTimer() {
     (void)store_.TouchWorkers(seen);
     next_touch_ = now + std::chrono::seconds(5);
   }
-  if (!dead.empty()) Dispatch();
+  if (!dead.empty() || !expired.empty()) Dispatch();
 }
 
 void Broker::Dispatch() {
   if (queue_.empty()) return;
   for (auto& [identity, worker] : workers_) {
     while (worker.free_slots() > 0 && !queue_.empty()) {
-      QueueKey key = *queue_.begin();
-      queue_.erase(queue_.begin());
+      auto next = NextTaskFor(worker);
+      if (next == queue_.end()) break;
+      QueueKey key = *next;
+      queue_.erase(next);
       auto it = tasks_.find(std::get<3>(key));
       if (it == tasks_.end() || it->second.running) continue;
       LiveTask& task = it->second;
@@ -634,6 +702,7 @@ void Broker::Dispatch() {
         continue;
       }
       task.attempt = attempt;
+      task.leased_at = Clock::now();
       task.running = true;
       task.worker = identity;
       task.worker_done = false;

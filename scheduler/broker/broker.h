@@ -74,6 +74,10 @@ class Broker {
     std::vector<std::string> formats;
     std::shared_ptr<const std::string> scene_yaml;
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
+    int task_timeout_s = 0;
+    int blocklist_after = 3;
+    std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
+    std::set<int64_t> blocklist;                // workers this job no longer runs on
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -81,6 +85,7 @@ class Broker {
     int index = 0;
     int frame_start = 0, frame_end = 0;
     int attempt = 0;  // current lease's attempt (0: never leased)
+    std::chrono::steady_clock::time_point leased_at;
     int failures = 0;
     bool running = false;
     std::string worker;  // routing identity of the lease holder
@@ -123,7 +128,14 @@ class Broker {
   void ReleaseFromWorker(LiveTask& task);
   // Tells the lease holder to stop; the slot stays reserved until its heartbeat confirms.
   void CancelLease(LiveTask& task);
+  // Frees the slots of stopped cancelled leases, and requeues leases the worker does not hold
+  // (a lost assignment) once they are older than two heartbeats.
   void OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat);
+  // Counts a charged failure against the worker for the task's job; blocklists it at the
+  // job's threshold.
+  void ChargeWorker(const LiveTask& task, const WorkerConn& worker);
+  // First queued task the worker may run (skipping jobs that blocklist it), or queue_.end().
+  std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker);
   void Requeue(LiveTask& task, const std::string& reason, bool count_failure);
   void MaybeComplete(LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).

@@ -85,6 +85,11 @@ CREATE INDEX events_by_job ON events(job_id);
     R"sql(
 ALTER TABLE jobs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 2 -> 3: per-job task timeout and worker blocklist threshold.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN task_timeout_s INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN blocklist_after INTEGER NOT NULL DEFAULT 3;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -106,7 +111,8 @@ std::string Counter(TaskState s) { return std::string("tasks_") + TaskStateName(
 const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
-    "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused";
+    "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
+    "task_timeout_s, blocklist_after";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -127,6 +133,8 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.started_at_ms = s.OptInt(19);
   j.finished_at_ms = s.OptInt(20);
   j.paused = s.Int(21) != 0;
+  j.task_timeout_s = static_cast<int>(s.Int(22));
+  j.blocklist_after = static_cast<int>(s.Int(23));
   return j;
 }
 
@@ -280,14 +288,15 @@ StatusOr<JobRecord> Store::CreateJob(
         Stmt ins, writer_->Prepare(
                       "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
                       "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
-                      "output_formats, tasks_total, tasks_queued, submitted_at) "
-                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?)"));
+                      "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
+                      "blocklist_after) "
+                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
     ins.Bind(10, nlohmann::json(spec.output.formats).dump());
     ins.Bind(11, static_cast<int64_t>(chunks.size())).Bind(12, static_cast<int64_t>(chunks.size()));
-    ins.Bind(13, now);
+    ins.Bind(13, now).Bind(14, spec.task_timeout).Bind(15, spec.blocklist_after);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

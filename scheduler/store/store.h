@@ -48,7 +48,9 @@ struct JobRecord {
   std::optional<std::string> error;
   int64_t submitted_at_ms = 0;
   std::optional<int64_t> started_at_ms, finished_at_ms;
-  bool paused = false;  // queued tasks are held back until resumed
+  bool paused = false;      // queued tasks are held back until resumed
+  int task_timeout_s = 0;   // 0: none
+  int blocklist_after = 3;  // 0: never
 
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
@@ -99,7 +101,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "shared/image_io.h"
+#include "tests/support/fake_worker.h"
 
 namespace tessera::testing {
 namespace {
@@ -352,6 +353,110 @@ TEST(FarmOpsTest, RetryRerenderAndDelete) {
   farm.Get("/api/v1/jobs/" + std::to_string(id), &status);
   EXPECT_EQ(status, 404);
   EXPECT_TRUE(fs::exists(out + "/r.0001.png"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::MessageType;
+
+TEST(LeaseTest, AssignmentTheWorkerDoesNotHoldIsRequeuedUncharged) {
+  LocalFarm farm("lost");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker fake(farm.broker_endpoint(), "forgetful");
+  ASSERT_TRUE(fake.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit("name: lost\nscene: s\nframes: 1\n", TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  auto first = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->As<protocol::Assign>()->attempt, 1);
+  // Its heartbeats never mention the task: the lease is void after two heartbeats' grace and
+  // the task comes back, as a new attempt, without costing it a retry.
+  auto second = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(second.has_value()) << farm.SchedulerLog();
+  EXPECT_EQ(second->As<protocol::Assign>()->attempt, 2);
+  nlohmann::json task = Tasks(farm, id)[0];
+  EXPECT_EQ(task["failures"], 0);
+}
+
+TEST(LeaseTest, TaskThatRunsPastItsTimeoutIsStoppedAndCharged) {
+  LocalFarm farm("timeout");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker fake(farm.broker_endpoint(), "hung");
+  ASSERT_TRUE(fake.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit("name: hang\nscene: s\nframes: 1\ntask_timeout: 1\nmax_retries: 0\n",
+                           TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  auto assign = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(assign.has_value());
+  auto a = assign->As<protocol::Assign>();
+  fake.running = {{a->task_id, a->attempt}};  // "still rendering", forever
+  auto cancel = fake.WaitFor(MessageType::kCancel, 5s);
+  ASSERT_TRUE(cancel.has_value()) << "the timed-out render must be told to stop";
+  EXPECT_EQ(cancel->As<protocol::Cancel>()->attempt, a->attempt);
+  nlohmann::json job = farm.WaitForJob(id, 10s);
+  EXPECT_EQ(job["state"], "failed");
+  EXPECT_NE(job["error"].get<std::string>().find("timed out"), std::string::npos) << job.dump();
+}
+
+TEST(LeaseTest, WorkerThatKeepsFailingAJobIsBlocklistedForIt) {
+  LocalFarm farm("blocklist");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker bad(farm.broker_endpoint(), "bad");
+  ASSERT_TRUE(bad.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit("name: bl\nscene: s\nframes: 1\nmax_retries: 10\nblocklist_after: 2\n",
+                           TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  for (int i = 0; i < 2; ++i) {
+    auto assign = bad.WaitFor(MessageType::kAssign, 5s);
+    ASSERT_TRUE(assign.has_value()) << "failure " << i;
+    auto a = assign->As<protocol::Assign>();
+    bad.Send(MessageType::kTaskFailed,
+             protocol::TaskFailed{a->task_id, a->attempt, "GPU fell off"});
+  }
+  EXPECT_FALSE(bad.WaitFor(MessageType::kAssign, 1500ms).has_value())
+      << "a blocklisted worker gets no more of the job's tasks";
+  EXPECT_EQ(Tasks(farm, id)[0]["state"], "queued");
+
+  ASSERT_TRUE(farm.StartWorker("good"));
+  nlohmann::json job = farm.WaitForJob(id, 60s);
+  EXPECT_EQ(job["state"], "done") << farm.SchedulerLog();
+  EXPECT_EQ(Tasks(farm, id)[0]["failures"], 2);
+  EXPECT_EQ(Tasks(farm, id)[0]["worker_name"], "good");
+}
+
+TEST(LeaseTest, StaleMessagesFromAnOldAttemptAreIgnored) {
+  LocalFarm farm("stale");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker fake(farm.broker_endpoint(), "slowpoke");
+  ASSERT_TRUE(fake.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit("name: st\nscene: s\nframes: 1\n", TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  auto first = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(first.has_value());
+  auto a1 = *first->As<protocol::Assign>();
+  // Attempt 1 is lost (never listed), attempt 2 arrives; a late DONE for attempt 1 changes
+  // nothing.
+  auto second = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(second.has_value());
+  auto a2 = *second->As<protocol::Assign>();
+  fake.running = {{a2.task_id, a2.attempt}};
+  fake.Send(MessageType::kTaskDone, protocol::TaskDone{a1.task_id, a1.attempt});
+  fake.Send(MessageType::kTaskFailed, protocol::TaskFailed{a1.task_id, a1.attempt, "late"});
+  fake.WaitFor(MessageType::kAssign, 500ms);  // keeps heartbeating meanwhile
+  nlohmann::json task = Tasks(farm, id)[0];
+  EXPECT_EQ(task["state"], "running");
+  EXPECT_EQ(task["attempt"], a2.attempt);
+  EXPECT_EQ(task["failures"], 0);
+  EXPECT_NE(farm.SchedulerLog().find("not the current lease"), std::string::npos);
 }
 
 }  // namespace

@@ -26,6 +26,8 @@ TEST(JobSpecTest, ParsesDefaults) {
   EXPECT_EQ(job->chunk_size, 1);
   EXPECT_EQ(job->priority, 50);
   EXPECT_EQ(job->max_retries, 3);
+  EXPECT_EQ(job->task_timeout, 0);
+  EXPECT_EQ(job->blocklist_after, 3);
   EXPECT_EQ(job->output.formats, (std::vector<std::string>{"exr", "png"}));
   EXPECT_EQ(EffectivePattern(*job), "shot_010.####");
 }
@@ -64,6 +66,9 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(Parse("chunk_size: two\n"), "chunk_size");
   ExpectError(Parse("priority: 101\n"), "priority");
   ExpectError(Parse("max_retries: -1\n"), "max_retries");
+  ExpectError(Parse("task_timeout: -5\n"), "task_timeout");
+  ExpectError(Parse("task_timeout: 99999999\n"), "task_timeout");
+  ExpectError(Parse("blocklist_after: many\n"), "blocklist_after");
   ExpectError(Parse("output:\n  directory: ../up\n"), "output.directory");
   ExpectError(Parse("output:\n  directory: /abs\n"), "output.directory");
   ExpectError(Parse("output:\n  pattern: a/b.####\n"), "output.pattern");

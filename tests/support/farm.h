@@ -42,6 +42,7 @@ class LocalFarm {
   bool WaitForWorkers(size_t n, std::chrono::seconds timeout);
 
   const std::string& dir() const { return dir_; }
+  const std::string& broker_endpoint() const { return broker_endpoint_; }
   std::string SchedulerLog() const;
 
  private:

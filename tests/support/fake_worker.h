@@ -1,0 +1,65 @@
+#pragma once
+// Test support: a scripted worker speaking the real protocol over a real DEALER socket, for
+// scheduler behaviour a real worker will not show on demand (lost assignments, hangs, failures).
+// It heartbeats every 100 ms, listing `running`, while the test waits on it.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "shared/protocol.h"
+
+namespace tessera::testing {
+
+class FakeWorker {
+ public:
+  FakeWorker(const std::string& endpoint, const std::string& name)
+      : socket_(context_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+    protocol::Register reg;
+    reg.name = name;
+    reg.hostname = "fake";
+    reg.cpu_cores = 1;
+    reg.backends = {"cpu"};
+    Send(protocol::MessageType::kRegister, reg);
+  }
+
+  template <typename T>
+  void Send(protocol::MessageType type, const T& body) {
+    auto frames = protocol::Encode(type, body);
+    zmq::send_multipart(socket_, frames);
+  }
+
+  // Waits for a message of `type`, heartbeating meanwhile; other messages are dropped.
+  std::optional<protocol::Envelope> WaitFor(protocol::MessageType type,
+                                            std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::chrono::steady_clock::now() >= next_beat_) {
+        Send(protocol::MessageType::kHeartbeat, protocol::Heartbeat{running});
+        next_beat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      }
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(20));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(socket_, std::back_inserter(frames))) continue;
+      auto env = protocol::Decode(frames);
+      if (env.ok() && env->type == type) return std::move(*env);
+    }
+    return std::nullopt;
+  }
+
+  std::vector<protocol::TaskRef> running;  // what heartbeats report
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::chrono::steady_clock::time_point next_beat_{};
+};
+
+}  // namespace tessera::testing
