@@ -533,6 +533,7 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
 }
 
 void Broker::ReleaseFromWorker(LiveTask& task) {
+  if (task.running) --jobs_[task.job_id].running;
   auto wit = workers_.find(task.worker);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
@@ -595,11 +596,27 @@ void Broker::ChargeWorker(const LiveTask& task, const WorkerConn& worker) {
 }
 
 std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker) {
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    const JobInfo& job = jobs_[std::get<1>(*it)];
-    if (job.blocklist.empty() || !job.blocklist.count(worker.id)) return it;
+  // Walk the queue one job at a time (it is ordered by priority, then job). Within the highest
+  // priority that has a job this worker may run, the job with the fewest running tasks wins,
+  // then the one served least so far, then the oldest: fair share, so no job starves because
+  // another of equal priority was submitted first.
+  auto best = queue_.end();
+  std::pair<int, int64_t> best_load;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const int neg_priority = std::get<0>(*it);
+    if (best != queue_.end() && neg_priority != std::get<0>(*best)) break;
+    const int64_t job_id = std::get<1>(*it);
+    const JobInfo& job = jobs_[job_id];
+    if (!job.blocklist.count(worker.id)) {
+      std::pair<int, int64_t> load{job.running, job.dispatched};
+      if (best == queue_.end() || load < best_load) {
+        best = it;
+        best_load = load;
+      }
+    }
+    it = queue_.lower_bound({neg_priority, job_id + 1, INT_MIN, INT64_MIN});
   }
-  return queue_.end();
+  return best;
 }
 
 void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
@@ -631,6 +648,7 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   for (int64_t task_id : worker.tasks) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
+    if (it->second.running) --jobs_[it->second.job_id].running;
     it->second.running = false;
     it->second.worker.clear();
     Requeue(it->second, "worker " + worker.name + " lost: " + reason, /*count_failure=*/false);
@@ -702,6 +720,8 @@ void Broker::Dispatch() {
         continue;
       }
       task.attempt = attempt;
+      ++jobs_[task.job_id].running;
+      ++jobs_[task.job_id].dispatched;
       task.leased_at = Clock::now();
       task.running = true;
       task.worker = identity;

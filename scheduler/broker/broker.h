@@ -78,6 +78,8 @@ class Broker {
     int blocklist_after = 3;
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
     std::set<int64_t> blocklist;                // workers this job no longer runs on
+    int running = 0;                            // leases held now (fair share)
+    int64_t dispatched = 0;                     // leases handed out since it was loaded
   };
   struct LiveTask {
     int64_t task_id = 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -301,6 +302,24 @@ TEST(FarmOpsTest, PriorityAndPauseDecideWhatRunsFirst) {
   EXPECT_NE(res["error"].get<std::string>().find("priority"), std::string::npos);
   JobOp(farm, a, "priority", {{"priority", "high"}}, &status);
   EXPECT_EQ(status, 400);
+}
+
+TEST(FarmOpsTest, EqualPriorityJobsShareTheFarm) {
+  LocalFarm farm("fair");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string scene = TinySceneYaml(32, 24, 2), error;
+  int64_t big = farm.Submit("name: big\nscene: s\nframes: 1-6\n", scene, &error);
+  int64_t small = farm.Submit("name: small\nscene: s\nframes: 1-2\n", scene, &error);
+  ASSERT_GT(small, 0) << error;
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_EQ(farm.WaitForJob(big, 60s)["state"], "done") << farm.SchedulerLog();
+  ASSERT_EQ(farm.WaitForJob(small, 60s)["state"], "done");
+  // Submitted second, the small job is not made to wait for the whole big one: the two
+  // alternate, so it is finished before the big job's third task starts.
+  std::vector<std::string> big_starts;
+  for (const auto& t : Tasks(farm, big)) big_starts.push_back(t["started_at"]);
+  std::sort(big_starts.begin(), big_starts.end());
+  EXPECT_LT(FirstStart(Tasks(farm, small), /*latest=*/true), big_starts[2]);
 }
 
 TEST(FarmOpsTest, RetryRerenderAndDelete) {
