@@ -57,7 +57,7 @@ StatusOr<int64_t> ParseId(const std::string& text) {
     if (used == text.size() && id > 0) return static_cast<int64_t>(id);
   } catch (const std::exception&) {
   }
-  return Status::InvalidArgument("job id: '" + text + "' is not a positive integer");
+  return Status::InvalidArgument("id: '" + text + "' is not a positive integer");
 }
 
 // Parses and validates a submission body into a job spec carrying its scene text.
@@ -303,6 +303,13 @@ void HttpApi::Routes() {
              spdlog::info("job {} deleted", id);
              Reply(res, 200, {{"deleted", id}});
            }));
+
+  s.Get(R"(/api/v1/tasks/([^/]+)/why)",
+        with_job([this](const httplib::Request&, httplib::Response& res, int64_t id) {
+          StatusOr<json> why = broker_.Why(id);
+          if (!why.ok()) return ReplyError(res, why.status());
+          Reply(res, 200, *why);
+        }));
 
   s.Get("/api/v1/workers", [this](const httplib::Request&, httplib::Response& res) {
     auto workers = store_.ListWorkers();

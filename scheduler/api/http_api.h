@@ -12,6 +12,7 @@
 //   POST /api/v1/jobs/{id}/priority {"priority": 0..100}                      -> {"job": JOB}
 //   POST /api/v1/jobs/{id}/rerender {"frames": "A-B"}   -> {"job": JOB, "tasks_requeued": N}
 //   DELETE /api/v1/jobs/{id}    (finished jobs; output files stay)            -> {"deleted": id}
+//   GET  /api/v1/tasks/{id}/why   -> {"task_id", "state", "reason", "details": [...]}
 //   GET  /api/v1/workers                                                      -> {"workers": [...]}
 //   GET  /api/v1/summary                                                      -> farm counters
 //   GET  /healthz                                                             -> {"status": "ok"}

@@ -133,6 +133,65 @@ StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<in
   });
 }
 
+StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
+  auto done = std::make_shared<std::promise<StatusOr<nlohmann::json>>>();
+  auto result = done->get_future();
+  Post([this, task_id, done] {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) {
+      StatusOr<store::TaskRecord> rec = store_.GetTask(task_id);
+      if (!rec.ok()) return done->set_value(rec.status());
+      std::string state = store::TaskStateName(rec->state);
+      return done->set_value(nlohmann::json{
+          {"task_id", task_id},
+          {"state", state},
+          {"reason", "the task is " + state + (rec->message.empty() ? "" : ": " + rec->message)},
+          {"details", nlohmann::json::array()}});
+    }
+    const LiveTask& task = it->second;
+    const JobInfo& job = jobs_[task.job_id];
+    nlohmann::json details = nlohmann::json::array();
+    std::string reason;
+    if (task.running) {
+      auto wit = workers_.find(task.worker);
+      reason = "running on worker " + (wit != workers_.end() ? wit->second.name : "?") +
+               ", attempt " + std::to_string(task.attempt);
+    } else if (job.paused) {
+      reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
+               std::to_string(task.job_id) + ")";
+    } else if (workers_.empty()) {
+      reason = "no workers are connected";
+    } else {
+      int eligible = 0, free = 0;
+      for (const auto& [identity, worker] : workers_) {
+        bool blocked = job.blocklist.count(worker.id) > 0;
+        eligible += !blocked;
+        free += !blocked && worker.free_slots() > 0;
+        details.push_back(worker.name + ": " +
+                          (blocked ? "blocklisted for this job"
+                                   : std::to_string(worker.free_slots()) + " free slot(s)"));
+      }
+      const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
+      const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
+      if (eligible == 0) {
+        reason = "every connected worker is blocklisted for job " + std::to_string(task.job_id);
+      } else if (free == 0) {
+        reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
+                 std::to_string(ahead) + " queued task(s) are ahead of it";
+      } else {
+        reason = "about to be dispatched (" + std::to_string(ahead) + " task(s) ahead)";
+      }
+      details.push_back("failures so far: " + std::to_string(task.failures) + " of " +
+                        std::to_string(job.max_retries) + " allowed retries");
+    }
+    done->set_value(nlohmann::json{{"task_id", task_id},
+                                   {"state", task.running ? "running" : "queued"},
+                                   {"reason", reason},
+                                   {"details", details}});
+  });
+  return result.get();
+}
+
 void Broker::DropQueued(int64_t job_id) {
   auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
   auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});

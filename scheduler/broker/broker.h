@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,6 +65,8 @@ class Broker {
   // Retry failed tasks (no frames) or re-render the finished tasks holding frames [first, last].
   // Returns how many tasks went back to the queue.
   StatusOr<int> RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames);
+  // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.
+  StatusOr<nlohmann::json> Why(int64_t task_id);
 
  private:
   struct JobInfo {

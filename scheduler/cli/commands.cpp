@@ -154,6 +154,22 @@ int RunWorkers(const ClientOptions& options) {
   return kExitOk;
 }
 
+int RunWhy(const ClientOptions& options, int64_t task_id) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Get("/api/v1/tasks/" + std::to_string(task_id) + "/why");
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "task " << task_id << " (" << Str(*reply, "state") << "): " << Str(*reply, "reason")
+            << "\n";
+  for (const json& line : Member(*reply, "details")) {
+    if (line.is_string()) std::cout << "  " << line.get<std::string>() << "\n";
+  }
+  return kExitOk;
+}
+
 int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,
                  const json& body) {
   ApiClient client(options.server);

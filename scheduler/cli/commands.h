@@ -36,6 +36,8 @@ int RunWorkers(const ClientOptions& options);
 // priority (body {"priority": N}) or delete. Prints the job's new state (or the API's JSON).
 int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,
                  const nlohmann::json& body);
+// Why a task is or is not running (GET /api/v1/tasks/{id}/why).
+int RunWhy(const ClientOptions& options, int64_t task_id);
 // timeout_seconds <= 0 waits forever.
 int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet);
 

@@ -17,7 +17,7 @@ const CLI::Validator kJobId(
       bool digits = !text.empty() && text.size() <= 18 &&
                     text.find_first_not_of("0123456789") == std::string::npos;
       if (!digits || std::stoll(text) < 1) {
-        return "must be a job id (a positive integer), got '" + text + "'";
+        return "must be an id (a positive integer), got '" + text + "'";
       }
       return std::string();
     },
@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
   wait->add_option("--timeout", timeout, "Give up after this many seconds (default: never)")
       ->check(CLI::NonNegativeNumber);
   wait->add_flag("--quiet,-q", quiet, "No progress output");
+
+  int64_t task_id = 0;
+  CLI::App* why =
+      AddClientCommand(app, "why", "Explain why a task is (not) running", &options, true);
+  why->add_option("TASK", task_id, "Task id (see: tessera status JOB --tasks)")
+      ->required()
+      ->check(kJobId);
 
   // Job operations: one subcommand each, all answered by RunJobAction.
   struct JobAction {
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);
   if (wait->parsed()) return tessera::cli::RunWait(options, job_id, timeout, quiet);
+  if (why->parsed()) return tessera::cli::RunWhy(options, task_id);
   for (const JobAction& a : actions) {
     if (!a.cmd->parsed()) continue;
     nlohmann::json body = nlohmann::json::object();

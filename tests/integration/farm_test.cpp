@@ -279,6 +279,14 @@ TEST(FarmOpsTest, PriorityAndPauseDecideWhatRunsFirst) {
   ASSERT_EQ(status, 200) << res.dump();
   EXPECT_EQ(res["job"]["state"], "paused");
 
+  // `why` explains what holds each task.
+  auto why = [&](int64_t job) {
+    int64_t task = Tasks(farm, job)[0]["id"];
+    return farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
+  };
+  EXPECT_NE(why(c).find("paused"), std::string::npos) << why(c);
+  EXPECT_NE(why(a).find("no workers"), std::string::npos) << why(a);
+
   ASSERT_TRUE(farm.StartWorker("w1"));
   EXPECT_EQ(farm.WaitForJob(a, 60s)["state"], "done") << farm.SchedulerLog();
   EXPECT_EQ(farm.WaitForJob(b, 60s)["state"], "done");
@@ -291,6 +299,9 @@ TEST(FarmOpsTest, PriorityAndPauseDecideWhatRunsFirst) {
   res = JobOp(farm, c, "resume", nlohmann::json::object(), &status);
   ASSERT_EQ(status, 200) << res.dump();
   EXPECT_EQ(farm.WaitForJob(c, 60s)["state"], "done");
+  EXPECT_NE(why(c).find("done"), std::string::npos) << why(c);
+  farm.Get("/api/v1/tasks/999999/why", &status);
+  EXPECT_EQ(status, 404);
 
   // Operations on finished or unknown jobs, and bad bodies, are refused without changes.
   JobOp(farm, c, "pause", nlohmann::json::object(), &status);
@@ -443,6 +454,10 @@ TEST(LeaseTest, WorkerThatKeepsFailingAJobIsBlocklistedForIt) {
   EXPECT_FALSE(bad.WaitFor(MessageType::kAssign, 1500ms).has_value())
       << "a blocklisted worker gets no more of the job's tasks";
   EXPECT_EQ(Tasks(farm, id)[0]["state"], "queued");
+  int64_t task = Tasks(farm, id)[0]["id"];
+  std::string reason =
+      farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
+  EXPECT_NE(reason.find("blocklisted"), std::string::npos) << reason;
 
   ASSERT_TRUE(farm.StartWorker("good"));
   nlohmann::json job = farm.WaitForJob(id, 60s);
