@@ -131,6 +131,16 @@ Status ValidateJob(const JobSpec& job) {
                                    std::to_string(kMaxRetries) + "], got " +
                                    std::to_string(job.blocklist_after));
   }
+  if (job.depends_on.size() > kMaxDependencies) {
+    return Status::InvalidArgument("depends_on: at most " + std::to_string(kMaxDependencies) +
+                                   " jobs");
+  }
+  for (size_t i = 0; i < job.depends_on.size(); ++i) {
+    if (job.depends_on[i] < 1) {
+      return Status::InvalidArgument("depends_on[" + std::to_string(i) +
+                                     "]: must be a job id (a positive integer)");
+    }
+  }
   TSR_RETURN_IF_ERROR(ValidateRelativePath(job.output.directory, "output.directory"));
   const std::string& pattern = job.output.pattern;
   if (!pattern.empty()) {
@@ -201,7 +211,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("priority", &job.priority)
       .Optional("max_retries", &job.max_retries)
       .Optional("task_timeout", &job.task_timeout)
-      .Optional("blocklist_after", &job.blocklist_after);
+      .Optional("blocklist_after", &job.blocklist_after)
+      .Optional("depends_on", &job.depends_on);
 
   YAML::Node output = r.Child("output");
   if (r.ok()) {

@@ -11,6 +11,7 @@
 //   max_retries: 3           # [3] render failures a task may have before it fails, 0..100
 //   task_timeout: 0          # [0 = none] seconds a task may run before it counts as failed
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
+//   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -33,6 +34,7 @@ inline constexpr int kMaxFrame = 10000000;
 inline constexpr int kMaxChunkSize = 1000;
 inline constexpr int kMaxRetries = 100;
 inline constexpr int kMaxTaskTimeoutSeconds = 7 * 24 * 3600;
+inline constexpr size_t kMaxDependencies = 100;
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
 
@@ -51,8 +53,9 @@ struct JobSpec {
   int chunk_size = 1;
   int priority = 50;
   int max_retries = 3;
-  int task_timeout = 0;     // seconds; 0 = none
-  int blocklist_after = 3;  // 0 = never blocklist
+  int task_timeout = 0;              // seconds; 0 = none
+  int blocklist_after = 3;           // 0 = never blocklist
+  std::vector<int64_t> depends_on;  // job ids that must be done first
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }

@@ -169,6 +169,13 @@ void HttpApi::Routes() {
       spdlog::info("rejected submission: {}", job.status().message());
       return ReplyError(res, job.status());
     }
+    for (size_t i = 0; i < job->depends_on.size(); ++i) {
+      if (!store_.GetJob(job->depends_on[i]).ok()) {
+        return ReplyError(
+            res, Status::InvalidArgument("depends_on[" + std::to_string(i) + "]: job " +
+                                         std::to_string(job->depends_on[i]) + " does not exist"));
+      }
+    }
     StatusOr<store::JobRecord> rec = store_.CreateJob(*job, job_yaml, [&](int64_t id) {
       return OutputDirFor(job->output.directory, job->name, id);
     });

@@ -40,6 +40,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"max_retries", j.max_retries},
           {"task_timeout", j.task_timeout_s},
           {"blocklist_after", j.blocklist_after},
+          {"depends_on", j.depends_on},
           {"tasks", CountsView(j.tasks)},
           {"progress", progress},
           {"output_dir", j.output_dir},

@@ -156,6 +156,13 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       auto wit = workers_.find(task.worker);
       reason = "running on worker " + (wit != workers_.end() ? wit->second.name : "?") +
                ", attempt " + std::to_string(task.attempt);
+    } else if (!job.waiting_on.empty()) {
+      reason = "waiting for job(s) it depends on:";
+      for (int64_t dep : job.waiting_on) {
+        StatusOr<store::JobRecord> other = store_.GetJob(dep);
+        reason += " " + std::to_string(dep) + " (" +
+                  (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
+      }
     } else if (job.paused) {
       reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
                std::to_string(task.job_id) + ")";
@@ -220,6 +227,11 @@ Status Broker::LoadJob(int64_t job_id) {
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
   info.blocklist_after = job.blocklist_after;
+  for (int64_t dep : job.depends_on) {
+    StatusOr<store::JobRecord> other = store_.GetJob(dep);
+    // A dependency deleted from the farm was finished; only a live, unfinished one holds.
+    if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
+  }
   jobs_[job_id] = std::move(info);
   return Status::Ok();
 }
@@ -245,6 +257,7 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
     live.frame_end = t.frame_end;
     live.attempt = t.attempt;
     live.failures = t.failures;
+    ++jobs_[t.job_id].unfinished;
     Enqueue(tasks_.emplace(t.id, std::move(live)).first->second);
     ++added;
   }
@@ -258,7 +271,9 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
 
 void Broker::Enqueue(const LiveTask& task) {
   const JobInfo& job = jobs_[task.job_id];
-  if (!job.paused) queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
+  if (!job.paused && job.waiting_on.empty()) {
+    queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
+  }
 }
 
 // ---- the poll loop --------------------------------------------------------------------------
@@ -573,10 +588,21 @@ void Broker::Forget(int64_t task_id) {
   if (it == tasks_.end()) return;
   int64_t job_id = it->second.job_id;
   tasks_.erase(it);
-  if (std::none_of(tasks_.begin(), tasks_.end(),
-                   [&](const auto& kv) { return kv.second.job_id == job_id; })) {
+  if (--jobs_[job_id].unfinished <= 0) {
     jobs_.erase(job_id);
     spdlog::info("job {} has no unfinished tasks left", job_id);
+    OnJobFinished(job_id);
+  }
+}
+
+void Broker::OnJobFinished(int64_t job_id) {
+  StatusOr<store::JobRecord> job = store_.GetJob(job_id);
+  if (!job.ok() || job->state != store::JobState::kDone) return;  // dependents keep waiting
+  for (auto& [id, info] : jobs_) {
+    if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
+      spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);
+      EnqueueJob(id);
+    }
   }
 }
 

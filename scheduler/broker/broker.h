@@ -81,8 +81,10 @@ class Broker {
     int blocklist_after = 3;
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
     std::set<int64_t> blocklist;                // workers this job no longer runs on
-    int running = 0;                            // leases held now (fair share)
-    int64_t dispatched = 0;                     // leases handed out since it was loaded
+    int running = 0;               // leases held now (fair share)
+    int64_t dispatched = 0;        // leases handed out since it was loaded
+    int64_t unfinished = 0;        // its tasks in tasks_
+    std::set<int64_t> waiting_on;  // dependencies not done yet; tasks wait until empty
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -145,6 +147,8 @@ class Broker {
   void MaybeComplete(LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).
   void Forget(int64_t task_id);
+  // A job left memory (all its tasks finished): release the jobs that were waiting on it.
+  void OnJobFinished(int64_t job_id);
   void Enqueue(const LiveTask& task);
   void DropWorker(const std::string& identity, const std::string& reason);
   Status LoadJob(int64_t job_id);

@@ -48,9 +48,10 @@ struct JobRecord {
   std::optional<std::string> error;
   int64_t submitted_at_ms = 0;
   std::optional<int64_t> started_at_ms, finished_at_ms;
-  bool paused = false;      // queued tasks are held back until resumed
-  int task_timeout_s = 0;   // 0: none
-  int blocklist_after = 3;  // 0: never
+  bool paused = false;              // queued tasks are held back until resumed
+  int task_timeout_s = 0;           // 0: none
+  int blocklist_after = 3;          // 0: never
+  std::vector<int64_t> depends_on;  // jobs that must be done before this one starts
 
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
@@ -101,7 +102,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

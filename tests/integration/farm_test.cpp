@@ -333,6 +333,32 @@ TEST(FarmOpsTest, EqualPriorityJobsShareTheFarm) {
   EXPECT_LT(FirstStart(Tasks(farm, small), /*latest=*/true), big_starts[2]);
 }
 
+TEST(FarmOpsTest, JobWaitsForTheJobItDependsOn) {
+  LocalFarm farm("deps");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string scene = TinySceneYaml(32, 24, 2), error;
+  int64_t render = farm.Submit("name: render\nscene: s\nframes: 1-3\n", scene, &error);
+  ASSERT_GT(render, 0) << error;
+  int64_t comp = farm.Submit("name: comp\nscene: s\nframes: 1-2\npriority: 90\ndepends_on: [" +
+                                 std::to_string(render) + "]\n",
+                             scene, &error);
+  ASSERT_GT(comp, 0) << error;
+  EXPECT_EQ(farm.Submit("name: x\nscene: s\nframes: 1\ndepends_on: [4242]\n", scene, &error), -1);
+  EXPECT_NE(error.find("depends_on[0]"), std::string::npos) << error;
+
+  int64_t task = Tasks(farm, comp)[0]["id"];
+  std::string reason =
+      farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
+  EXPECT_NE(reason.find("waiting for job"), std::string::npos) << reason;
+
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_EQ(farm.WaitForJob(comp, 60s)["state"], "done") << farm.SchedulerLog();
+  // Despite its higher priority, comp started only after render had finished.
+  std::string render_finished = farm.WaitForJob(render, 5s)["finished_at"];
+  EXPECT_GE(FirstStart(Tasks(farm, comp), /*latest=*/false), render_finished);
+  EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(comp))["job"]["depends_on"][0], render);
+}
+
 TEST(FarmOpsTest, RetryRerenderAndDelete) {
   LocalFarm farm("ops-retry");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

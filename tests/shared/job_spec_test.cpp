@@ -69,6 +69,8 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(Parse("task_timeout: -5\n"), "task_timeout");
   ExpectError(Parse("task_timeout: 99999999\n"), "task_timeout");
   ExpectError(Parse("blocklist_after: many\n"), "blocklist_after");
+  ExpectError(Parse("depends_on: [3, 0]\n"), "depends_on[1]");
+  ExpectError(Parse("depends_on: 3\n"), "depends_on");
   ExpectError(Parse("output:\n  directory: ../up\n"), "output.directory");
   ExpectError(Parse("output:\n  directory: /abs\n"), "output.directory");
   ExpectError(Parse("output:\n  pattern: a/b.####\n"), "output.pattern");
