@@ -8,7 +8,8 @@ namespace tessera::scheduler {
 StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
   TSR_ASSIGN_OR_RETURN(
       YAML::Node root,
-      config::LoadLayered(path, {"storage", "api", "broker", "assembler", "log"}, environ_vars));
+      config::LoadLayered(path, {"storage", "api", "broker", "assembler", "limits", "log"},
+                          environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
   yaml::MapReader storage(top.Child("storage"), "storage");
@@ -23,6 +24,17 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       .Optional("liveness", &c.liveness);
   yaml::MapReader assembler(top.Child("assembler"), "assembler");
   assembler.Optional("threads", &c.assembler_threads);
+  YAML::Node limits = top.Child("limits");
+  if (limits.IsDefined() && !limits.IsNull()) {
+    if (!limits.IsMap()) return Status::InvalidArgument("limits: expected a map of name: count");
+    for (const auto& kv : limits) {
+      std::string name = kv.first.Scalar();
+      int count = 0;
+      TSR_RETURN_IF_ERROR(yaml::Convert(kv.second, "limits." + name, &count));
+      if (count < 0) return Status::InvalidArgument("limits." + name + ": must be >= 0");
+      c.limits[name] = count;
+    }
+  }
   yaml::MapReader log(top.Child("log"), "log");
   log.Optional("level", &c.log_level);
   for (const yaml::MapReader* r : {&storage, &api, &broker, &assembler, &log}) {

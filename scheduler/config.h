@@ -2,6 +2,7 @@
 // tessera-scheduler configuration. Every key, with its default, is documented in
 // deploy/examples/scheduler.yaml. Precedence: flags > TESSERA_<SECTION>_<KEY> > file > defaults.
 
+#include <map>
 #include <string>
 
 #include "shared/status.h"
@@ -22,6 +23,8 @@ struct SchedulerConfig {
   int liveness = 5;
   // assembler:
   int assembler_threads = 2;
+  // limits: named counted limits, e.g. {blender: 20} (at most 20 tasks using it at once)
+  std::map<std::string, int> limits;
   // log:
   std::string log_level = "info";
 };

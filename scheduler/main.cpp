@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   bopts.heartbeat_ms = cfg.heartbeat_ms;
   bopts.liveness = cfg.liveness;
   bopts.assembler_threads = cfg.assembler_threads;
+  bopts.limits = cfg.limits;
   broker::Broker broker(**store, bopts);
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());

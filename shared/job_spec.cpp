@@ -141,6 +141,11 @@ Status ValidateJob(const JobSpec& job) {
                                      "]: must be a job id (a positive integer)");
     }
   }
+  for (size_t i = 0; i < job.limits.size(); ++i) {
+    if (job.limits[i].empty() || job.limits[i].size() > kMaxNameLength) {
+      return Status::InvalidArgument("limits[" + std::to_string(i) + "]: must be a limit name");
+    }
+  }
   TSR_RETURN_IF_ERROR(ValidateRelativePath(job.output.directory, "output.directory"));
   const std::string& pattern = job.output.pattern;
   if (!pattern.empty()) {
@@ -212,7 +217,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("max_retries", &job.max_retries)
       .Optional("task_timeout", &job.task_timeout)
       .Optional("blocklist_after", &job.blocklist_after)
-      .Optional("depends_on", &job.depends_on);
+      .Optional("depends_on", &job.depends_on)
+      .Optional("limits", &job.limits);
 
   YAML::Node output = r.Child("output");
   if (r.ok()) {

@@ -12,6 +12,7 @@
 //   task_timeout: 0          # [0 = none] seconds a task may run before it counts as failed
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
 //   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
+//   limits: [blender]        # [none] named farm limits each running task holds one unit of
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -53,9 +54,10 @@ struct JobSpec {
   int chunk_size = 1;
   int priority = 50;
   int max_retries = 3;
-  int task_timeout = 0;              // seconds; 0 = none
-  int blocklist_after = 3;           // 0 = never blocklist
+  int task_timeout = 0;             // seconds; 0 = none
+  int blocklist_after = 3;          // 0 = never blocklist
   std::vector<int64_t> depends_on;  // job ids that must be done first
+  std::vector<std::string> limits;  // named farm limits (scheduler config `limits:`)
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }

@@ -169,6 +169,13 @@ void HttpApi::Routes() {
       spdlog::info("rejected submission: {}", job.status().message());
       return ReplyError(res, job.status());
     }
+    for (size_t i = 0; i < job->limits.size(); ++i) {
+      if (!broker_.limits().count(job->limits[i])) {
+        return ReplyError(
+            res, Status::InvalidArgument("limits[" + std::to_string(i) + "]: no limit named '" +
+                                         job->limits[i] + "' is configured on this farm"));
+      }
+    }
     for (size_t i = 0; i < job->depends_on.size(); ++i) {
       if (!store_.GetJob(job->depends_on[i]).ok()) {
         return ReplyError(

@@ -41,6 +41,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"task_timeout", j.task_timeout_s},
           {"blocklist_after", j.blocklist_after},
           {"depends_on", j.depends_on},
+          {"limits", j.limits},
           {"tasks", CountsView(j.tasks)},
           {"progress", progress},
           {"output_dir", j.output_dir},

@@ -163,6 +163,15 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
         reason += " " + std::to_string(dep) + " (" +
                   (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
       }
+    } else if (!LimitsAllow(job)) {
+      reason = "a limit is at its maximum:";
+      for (const std::string& name : job.limits) {
+        auto max = options_.limits.find(name);
+        reason += " " + name + " (" + std::to_string(limits_in_use_[name]) + " of " +
+                  (max == options_.limits.end() ? std::string("0, not configured")
+                                                : std::to_string(max->second)) +
+                  " in use)";
+      }
     } else if (job.paused) {
       reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
                std::to_string(task.job_id) + ")";
@@ -199,6 +208,18 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
   return result.get();
 }
 
+bool Broker::LimitsAllow(const JobInfo& job) {
+  for (const std::string& name : job.limits) {
+    auto max = options_.limits.find(name);
+    if (max == options_.limits.end() || limits_in_use_[name] >= max->second) return false;
+  }
+  return true;
+}
+
+void Broker::HoldLimits(const JobInfo& job, int delta) {
+  for (const std::string& name : job.limits) limits_in_use_[name] += delta;
+}
+
 void Broker::DropQueued(int64_t job_id) {
   auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
   auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});
@@ -227,6 +248,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
   info.blocklist_after = job.blocklist_after;
+  info.limits = job.limits;
   for (int64_t dep : job.depends_on) {
     StatusOr<store::JobRecord> other = store_.GetJob(dep);
     // A dependency deleted from the farm was finished; only a live, unfinished one holds.
@@ -618,7 +640,10 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
 }
 
 void Broker::ReleaseFromWorker(LiveTask& task) {
-  if (task.running) --jobs_[task.job_id].running;
+  if (task.running) {
+    --jobs_[task.job_id].running;
+    HoldLimits(jobs_[task.job_id], -1);
+  }
   auto wit = workers_.find(task.worker);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
@@ -692,7 +717,7 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
     if (best != queue_.end() && neg_priority != std::get<0>(*best)) break;
     const int64_t job_id = std::get<1>(*it);
     const JobInfo& job = jobs_[job_id];
-    if (!job.blocklist.count(worker.id)) {
+    if (!job.blocklist.count(worker.id) && LimitsAllow(job)) {
       std::pair<int, int64_t> load{job.running, job.dispatched};
       if (best == queue_.end() || load < best_load) {
         best = it;
@@ -733,7 +758,10 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   for (int64_t task_id : worker.tasks) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
-    if (it->second.running) --jobs_[it->second.job_id].running;
+    if (it->second.running) {
+      --jobs_[it->second.job_id].running;
+      HoldLimits(jobs_[it->second.job_id], -1);
+    }
     it->second.running = false;
     it->second.worker.clear();
     Requeue(it->second, "worker " + worker.name + " lost: " + reason, /*count_failure=*/false);
@@ -806,6 +834,7 @@ void Broker::Dispatch() {
       }
       task.attempt = attempt;
       ++jobs_[task.job_id].running;
+      HoldLimits(jobs_[task.job_id], +1);
       ++jobs_[task.job_id].dispatched;
       task.leased_at = Clock::now();
       task.running = true;

@@ -39,7 +39,8 @@ struct BrokerOptions {
   int heartbeat_ms = 1000;
   int liveness = 5;  // missed heartbeats before a worker is declared dead
   int assembler_threads = 2;
-  int max_image_side = 16384;  // frame results larger than this are rejected
+  int max_image_side = 16384;         // frame results larger than this are rejected
+  std::map<std::string, int> limits;  // named counted limits: name -> tasks allowed at once
 };
 
 class Broker {
@@ -67,6 +68,8 @@ class Broker {
   StatusOr<int> RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames);
   // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.
   StatusOr<nlohmann::json> Why(int64_t task_id);
+  // The configured named limits (fixed at construction; safe from any thread).
+  const std::map<std::string, int>& limits() const { return options_.limits; }
 
  private:
   struct JobInfo {
@@ -81,10 +84,11 @@ class Broker {
     int blocklist_after = 3;
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
     std::set<int64_t> blocklist;                // workers this job no longer runs on
-    int running = 0;               // leases held now (fair share)
-    int64_t dispatched = 0;        // leases handed out since it was loaded
-    int64_t unfinished = 0;        // its tasks in tasks_
-    std::set<int64_t> waiting_on;  // dependencies not done yet; tasks wait until empty
+    int running = 0;                            // leases held now (fair share)
+    int64_t dispatched = 0;                     // leases handed out since it was loaded
+    int64_t unfinished = 0;                     // its tasks in tasks_
+    std::set<int64_t> waiting_on;               // dependencies not done yet; tasks wait until empty
+    std::vector<std::string> limits;            // named limits each running task holds
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -117,7 +121,11 @@ class Broker {
   void Post(std::function<void()> fn);
   // Runs `fn` on the broker thread, waits for its result, then dispatches.
   StatusOr<int> OnBrokerThread(std::function<StatusOr<int>()> fn);
-  void DropQueued(int64_t job_id);  // takes the job's tasks out of the dispatch queue
+  void DropQueued(int64_t job_id);
+  // Named counted limits: whether a task of `job` may start now; take or give back its units.
+  bool LimitsAllow(const JobInfo& job);
+  void HoldLimits(const JobInfo& job,
+                  int delta);       // takes the job's tasks out of the dispatch queue
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
   void Run(std::promise<StatusOr<std::string>> started);
   void DrainInbox();
@@ -172,6 +180,7 @@ class Broker {
   std::unordered_map<int64_t, LiveTask> tasks_;          // unfinished tasks by id
   std::unordered_map<int64_t, JobInfo> jobs_;            // jobs with unfinished tasks
   std::set<QueueKey> queue_;
+  std::map<std::string, int> limits_in_use_;  // named limit -> running tasks holding it
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;
 };

@@ -52,6 +52,7 @@ struct JobRecord {
   int task_timeout_s = 0;           // 0: none
   int blocklist_after = 3;          // 0: never
   std::vector<int64_t> depends_on;  // jobs that must be done before this one starts
+  std::vector<std::string> limits;  // named limits its running tasks hold
 
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
@@ -102,7 +103,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "shared/image_io.h"
@@ -357,6 +358,54 @@ TEST(FarmOpsTest, JobWaitsForTheJobItDependsOn) {
   std::string render_finished = farm.WaitForJob(render, 5s)["finished_at"];
   EXPECT_GE(FirstStart(Tasks(farm, comp), /*latest=*/false), render_finished);
   EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(comp))["job"]["depends_on"][0], render);
+}
+
+TEST(FarmOpsTest, NamedLimitCapsConcurrentTasks) {
+  LocalFarm farm("limits");
+  farm.AppendSchedulerConfig("limits:\n  license: 1\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string scene = TinySceneYaml(), error;
+  EXPECT_EQ(farm.Submit("name: x\nscene: s\nframes: 1\nlimits: [nuke]\n", scene, &error), -1);
+  EXPECT_NE(error.find("limits[0]"), std::string::npos) << error;
+
+  std::vector<std::unique_ptr<FakeWorker>> fakes;
+  for (const char* name : {"f1", "f2"}) {
+    fakes.push_back(std::make_unique<FakeWorker>(farm.broker_endpoint(), name));
+    ASSERT_TRUE(fakes.back()->WaitFor(protocol::MessageType::kWelcome, 5s));
+  }
+  int64_t id = farm.Submit("name: lic\nscene: s\nframes: 1-2\nlimits: [license]\n", scene, &error);
+  ASSERT_GT(id, 0) << error;
+  // Whoever gets the first task holds the only license ...
+  std::optional<protocol::Envelope> first;
+  size_t holder = 0;
+  for (int round = 0; round < 20 && !first; ++round) {
+    for (holder = 0; holder < 2 && !first; ++holder) {
+      first = fakes[holder]->WaitFor(protocol::MessageType::kAssign, 100ms);
+    }
+  }
+  ASSERT_TRUE(first.has_value());
+  --holder;
+  auto a = *first->As<protocol::Assign>();
+  fakes[holder]->running = {{a.task_id, a.attempt}};
+  // ... so the other, idle worker is given nothing ...
+  EXPECT_FALSE(fakes[1 - holder]->WaitFor(protocol::MessageType::kAssign, 1000ms).has_value());
+  int64_t task = Tasks(farm, id)[1]["id"];
+  std::string reason =
+      farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
+  EXPECT_NE(reason.find("license (1 of 1 in use)"), std::string::npos) << reason;
+  // ... until the holder finishes.
+  const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
+  fakes[holder]->SendWithPayload(
+      protocol::MessageType::kFrameResult,
+      protocol::FrameResult{a.task_id, a.attempt, a.frame_start, 1, 1, 4, 0.0, "fake", {}},
+      zmq::message_t(pixel, sizeof(pixel)));
+  fakes[holder]->Send(protocol::MessageType::kTaskDone, protocol::TaskDone{a.task_id, a.attempt});
+  fakes[holder]->running.clear();
+  bool second = false;
+  for (int round = 0; round < 20 && !second; ++round) {
+    for (auto& f : fakes) second = second || f->WaitFor(protocol::MessageType::kAssign, 100ms);
+  }
+  EXPECT_TRUE(second) << farm.SchedulerLog();
 }
 
 TEST(FarmOpsTest, RetryRerenderAndDelete) {

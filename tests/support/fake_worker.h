@@ -34,6 +34,12 @@ class FakeWorker {
     zmq::send_multipart(socket_, frames);
   }
 
+  template <typename T>
+  void SendWithPayload(protocol::MessageType type, const T& body, zmq::message_t payload) {
+    auto frames = protocol::Encode(type, body, std::move(payload));
+    zmq::send_multipart(socket_, frames);
+  }
+
   // Waits for a message of `type`, heartbeating meanwhile; other messages are dropped.
   std::optional<protocol::Envelope> WaitFor(protocol::MessageType type,
                                             std::chrono::milliseconds timeout) {

@@ -14,6 +14,10 @@ LocalFarm::LocalFarm(const std::string& name, int heartbeat_ms, int liveness)
                                           "\n  liveness: " + std::to_string(liveness) + "\n");
 }
 
+void LocalFarm::AppendSchedulerConfig(const std::string& yaml) {
+  WriteFile(dir_ + "/scheduler.yaml", ReadFile(dir_ + "/scheduler.yaml") + yaml);
+}
+
 LocalFarm::~LocalFarm() {
   workers_.clear();  // stops every worker
   scheduler_.Stop();

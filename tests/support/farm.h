@@ -21,6 +21,8 @@ class LocalFarm {
   ~LocalFarm();
 
   // Starts the scheduler and waits for its ready file. Returns false (with the log) on failure.
+  // Adds YAML to the scheduler's config file (call before StartScheduler).
+  void AppendSchedulerConfig(const std::string& yaml);
   // With reuse_ports the scheduler binds the ports of its previous run (workers reconnect).
   bool StartScheduler(bool reuse_ports = false);
   void KillScheduler(int sig = SIGKILL);
