@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libzmq3-dev cppzmq-dev
   libsqlite3-dev sqlite3
-  libopenimageio-dev openimageio-tools
+  libopenimageio-dev openimageio-tools libtinyobjloader-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libssl-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev

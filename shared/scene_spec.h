@@ -51,8 +51,9 @@
 //                               #   non-zero and not parallel
 //     - type: mesh              # triangles from a Wavefront OBJ file (normals and UVs used
 //       file: bunny.obj         #   when present); relative paths are resolved against the
-//       material: clay          #   scene's asset directory. The same file used by several
-//       transform:              #   objects is loaded once: instances. [identity]; applied as
+//       material: clay          #   scene's asset directory. Objects using the same file are
+//       transform:              #   instances: one copy of its triangles and BVH, each object
+//                               #   with its own material and transform. [identity]; applied as
 //         translate: [0, 0, 0]  #   scale, then rotation about x, y, z (degrees), then
 //         rotate_deg: [0, 45, 0]#   translation; scale is a number or [sx, sy, sz], non-zero.
 //         scale: 1              # Or `keyframes: [{frame: 1, translate: .., rotate_deg: ..,
@@ -61,7 +62,9 @@
 //
 // Asset files (meshes, textures, environment maps) are read when a frame is rendered; a missing
 // or unreadable file, an empty mesh or one whose triangles all have zero area fails the render
-// with an error naming the object and the path. Non-finite numbers (.nan, .inf) are rejected.
+// with an error naming the object and the path (zero-area triangles among good ones are
+// skipped). Non-finite numbers (.nan, .inf) are rejected. Emissive spheres and quads are lights
+// the renderer samples directly (next event estimation); emissive mesh triangles only glow.
 //
 // Unknown keys, wrong types, missing required fields, out-of-range values and references to
 // undefined materials are all InvalidArgument errors.

@@ -151,6 +151,7 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     result.channels = image->channels;
     result.render_seconds = seconds;
     result.backend = image->backend;
+    result.channel_names = image->channel_names;
     zmq::message_t payload(image->pixels.data(), bytes);
     Send(out, false,
          protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the path tracer: the two backends behind RenderFrame. Both take a flattened scene
-// and produce RGBA float pixels (alpha 1), row-major, top row first.
+// and add samples to an accumulation (RenderedImage::sums) in passes; RenderFrame prepares the
+// image (region size, channels, a resumed accumulation) and finishes the pixels.
 
 #include <chrono>
 #include <functional>
@@ -11,13 +12,30 @@
 
 namespace tessera::pathtracer {
 
-StatusOr<RenderedImage> RenderCpu(const FlatScene& scene, int frame, const RenderRequest& request);
+// What to render: samples [first_sample, end_sample) of the region, `pass_samples` at a time.
+struct RenderJob {
+  int frame = 1;
+  PixelRegion region;
+  int first_sample = 0;
+  int end_sample = 0;
+  int pass_samples = 0;  // > 0
+};
+
+// Each backend adds the job's samples to image->sums (region width x height x channels, as the
+// scene's channel map), adds to rays_traced and, after each pass, calls FinishPass.
+Status RenderCpu(const FlatScene& scene, const RenderJob& job, const RenderRequest& request,
+                 RenderedImage* image);
+
+// Records a finished pass of `samples` samples: updates sample_count and, when the request has
+// on_pass, the pixels, then calls it.
+void FinishPass(const RenderRequest& request, int samples, RenderedImage* image);
 
 // Number of usable CUDA devices; 0 when the build has no CUDA or the driver/device is missing.
 int CudaDeviceCount();
 
 // Only defined when built with TSR_HAVE_CUDA; RenderFrame checks CudaDeviceCount() first.
-StatusOr<RenderedImage> RenderCuda(const FlatScene& scene, int frame, const RenderRequest& request);
+Status RenderCuda(const FlatScene& scene, const RenderJob& job, const RenderRequest& request,
+                  RenderedImage* image);
 
 // Calls on_progress at most every `interval`, plus always for 1.0. Used by the calling thread
 // only.

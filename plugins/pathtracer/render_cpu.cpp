@@ -1,6 +1,6 @@
-// CPU backend: a pool of std::threads pulls rows from an atomic counter; each pixel is the mean
-// of its samples, computed by the shared kernel. The calling thread only waits, reports progress
-// and is woken when the workers finish.
+// CPU backend: for each pass, a pool of std::threads pulls rows of the region from an atomic
+// counter; each pixel adds the pass's samples to its fixed-point sums with the shared kernel.
+// The calling thread only waits, reports progress and is woken when the workers finish.
 
 #include <algorithm>
 #include <atomic>
@@ -13,25 +13,18 @@
 #include "plugins/pathtracer/kernel.h"
 
 namespace tessera::pathtracer {
+namespace {
 
-StatusOr<RenderedImage> RenderCpu(const FlatScene& scene, int frame, const RenderRequest& request) {
-  const int width = scene.width;
-  const int height = scene.height;
-  int threads = request.cpu_threads > 0 ? request.cpu_threads
-                                        : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp(threads, 1, height);
-
-  RenderedImage image;
-  image.width = width;
-  image.height = height;
-  image.channels = 4;
-  image.backend = "cpu";
-  image.pixels.resize(static_cast<size_t>(width) * height * 4);
-
-  const kernel::SceneView view = scene.View();
-  const uint32_t frame_key = static_cast<uint32_t>(frame);
-  const int samples = scene.samples;
-  float* const pixels = image.pixels.data();
+// Runs samples [first, end) over every row of the region; false when cancelled.
+bool RunPass(const kernel::SceneView& view, const kernel::ChannelMap& map, const RenderJob& job,
+             int first, int end, int threads, const RenderRequest& request,
+             ProgressThrottle* progress, RenderedImage* image) {
+  const PixelRegion& r = job.region;
+  const int width = r.x1 - r.x0;
+  const int height = r.y1 - r.y0;
+  const uint32_t frame_key = static_cast<uint32_t>(job.frame);
+  int64_t* const sums = image->sums.data();
+  const double total = job.end_sample - job.first_sample;
 
   std::atomic<int> next_row{0};
   std::atomic<int> rows_done{0};
@@ -44,28 +37,20 @@ StatusOr<RenderedImage> RenderCpu(const FlatScene& scene, int frame, const Rende
   auto work = [&]() {
     uint64_t rays = 0;
     while (!stop.load(std::memory_order_relaxed)) {
-      const int y = next_row.fetch_add(1, std::memory_order_relaxed);
-      if (y >= height) break;
-      float* row = pixels + static_cast<size_t>(y) * width * 4;
+      const int row = next_row.fetch_add(1, std::memory_order_relaxed);
+      if (row >= height) break;
       bool complete = true;
-      for (int x = 0; x < width; ++x) {
+      for (int col = 0; col < width; ++col) {
         if (IsCancelled(request)) {
           stop.store(true, std::memory_order_relaxed);
           complete = false;
           break;
         }
-        kernel::Float3 sum = {0.0f, 0.0f, 0.0f};
         uint32_t pixel_rays = 0;
-        for (int s = 0; s < samples; ++s) {
-          sum += kernel::SanitizeSample(kernel::TracePixelSample(
-              view, frame_key, x, y, static_cast<uint32_t>(s), &pixel_rays));
-        }
+        kernel::AccumulatePixel(view, frame_key, r.x0 + col, r.y0 + row, first, end, map,
+                                sums + (static_cast<size_t>(row) * width + col) * map.count,
+                                &pixel_rays);
         rays += pixel_rays;
-        const kernel::Float3 c = kernel::FinishPixel(sum, samples);
-        row[4 * x + 0] = c.x;
-        row[4 * x + 1] = c.y;
-        row[4 * x + 2] = c.z;
-        row[4 * x + 3] = 1.0f;
       }
       if (complete) rows_done.fetch_add(1, std::memory_order_relaxed);
     }
@@ -77,29 +62,47 @@ StatusOr<RenderedImage> RenderCpu(const FlatScene& scene, int frame, const Rende
   std::vector<std::thread> pool;
   pool.reserve(threads);
   for (int i = 0; i < threads; ++i) pool.emplace_back(work);
-
-  ProgressThrottle progress(request.on_progress);
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running > 0) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
       if (running > 0 && IsCancelled(request)) stop.store(true, std::memory_order_relaxed);
-      const double done = static_cast<double>(rows_done.load(std::memory_order_relaxed)) / height;
+      const double in_pass =
+          static_cast<double>(rows_done.load(std::memory_order_relaxed)) / height;
+      const double done = ((first - job.first_sample) + (end - first) * in_pass) / total;
       if (running > 0 && done < 1.0) {
         lock.unlock();
-        progress.Report(done);
+        progress->Report(done);
         lock.lock();
       }
     }
   }
   for (auto& t : pool) t.join();
+  image->rays_traced += total_rays.load();
+  return rows_done.load() == height;
+}
 
-  if (rows_done.load() < height) {
-    return Status::Cancelled("render of frame " + std::to_string(frame) + " cancelled");
+}  // namespace
+
+Status RenderCpu(const FlatScene& scene, const RenderJob& job, const RenderRequest& request,
+                 RenderedImage* image) {
+  const int height = job.region.y1 - job.region.y0;
+  int threads = request.cpu_threads > 0 ? request.cpu_threads
+                                        : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp(threads, 1, height);
+  image->backend = "cpu";
+  const kernel::SceneView view = scene.View();
+  ProgressThrottle progress(request.on_progress);
+  for (int first = job.first_sample; first < job.end_sample; first += job.pass_samples) {
+    const int end = std::min(first + job.pass_samples, job.end_sample);
+    if (IsCancelled(request) ||
+        !RunPass(view, scene.channel_map, job, first, end, threads, request, &progress, image)) {
+      return Status::Cancelled("render of frame " + std::to_string(job.frame) + " cancelled");
+    }
+    FinishPass(request, end - first, image);
   }
   progress.Report(1.0);
-  image.rays_traced = total_rays.load();
-  return image;
+  return Status::Ok();
 }
 
 }  // namespace tessera::pathtracer

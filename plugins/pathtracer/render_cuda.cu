@@ -63,22 +63,16 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-__global__ void RenderPassKernel(kernel::SceneView scene, uint32_t frame, int first_sample,
-                                 int end_sample, float* accum, uint32_t* rays) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x;
-  const int y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= scene.width || y >= scene.height) return;
-  const size_t i = static_cast<size_t>(y) * scene.width + x;
-  kernel::Float3 sum = {accum[3 * i], accum[3 * i + 1], accum[3 * i + 2]};
-  uint32_t pixel_rays = rays[i];
-  for (int s = first_sample; s < end_sample; ++s) {
-    sum += kernel::SanitizeSample(
-        kernel::TracePixelSample(scene, frame, x, y, static_cast<uint32_t>(s), &pixel_rays));
-  }
-  accum[3 * i] = sum.x;
-  accum[3 * i + 1] = sum.y;
-  accum[3 * i + 2] = sum.z;
-  rays[i] = pixel_rays;
+__global__ void RenderPassKernel(kernel::SceneView scene, kernel::ChannelMap map, uint32_t frame,
+                                 PixelRegion region, int first_sample, int end_sample,
+                                 int64_t* sums, uint32_t* rays) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  const int width = region.x1 - region.x0;
+  if (col >= width || row >= region.y1 - region.y0) return;
+  const size_t i = static_cast<size_t>(row) * width + col;
+  kernel::AccumulatePixel(scene, frame, region.x0 + col, region.y0 + row, first_sample, end_sample,
+                          map, sums + i * map.count, &rays[i]);
 }
 
 }  // namespace
@@ -117,68 +111,92 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
   return devices;
 }
 
-StatusOr<RenderedImage> RenderCuda(const FlatScene& scene, int frame,
-                                   const RenderRequest& request) {
+Status RenderCuda(const FlatScene& scene, const RenderJob& job, const RenderRequest& request,
+                  RenderedImage* image) {
   TSR_CUDA_RETURN_IF_ERROR(cudaSetDevice(request.gpu_index));
+  image->backend = "cuda:" + std::to_string(request.gpu_index);
 
-  const size_t pixels = static_cast<size_t>(scene.width) * scene.height;
-  DeviceBuffer spheres, quads, materials, accum, rays;
+  const PixelRegion& region = job.region;
+  const int width = region.x1 - region.x0;
+  const int height = region.y1 - region.y0;
+  const size_t pixels = static_cast<size_t>(width) * height;
+  DeviceBuffer spheres, quads, triangles, shading, instances, prims, nodes, materials, lights,
+      textures, texels, env_rgb, env_marginal, env_conditional, sums, rays;
   TSR_RETURN_IF_ERROR(spheres.Upload(scene.spheres));
   TSR_RETURN_IF_ERROR(quads.Upload(scene.quads));
+  TSR_RETURN_IF_ERROR(triangles.Upload(scene.triangles));
+  TSR_RETURN_IF_ERROR(shading.Upload(scene.shading));
+  TSR_RETURN_IF_ERROR(instances.Upload(scene.instances));
+  TSR_RETURN_IF_ERROR(prims.Upload(scene.prims));
+  TSR_RETURN_IF_ERROR(nodes.Upload(scene.nodes));
   TSR_RETURN_IF_ERROR(materials.Upload(scene.materials));
-  TSR_RETURN_IF_ERROR(accum.Allocate(pixels * 3 * sizeof(float)));
+  TSR_RETURN_IF_ERROR(lights.Upload(scene.lights));
+  TSR_RETURN_IF_ERROR(textures.Upload(scene.textures));
+  TSR_RETURN_IF_ERROR(texels.Upload(scene.texels));
+  TSR_RETURN_IF_ERROR(env_rgb.Upload(scene.env_rgb));
+  TSR_RETURN_IF_ERROR(env_marginal.Upload(scene.env_marginal));
+  TSR_RETURN_IF_ERROR(env_conditional.Upload(scene.env_conditional));
+  TSR_RETURN_IF_ERROR(sums.Upload(image->sums));  // zeros, or the resumed accumulation
   TSR_RETURN_IF_ERROR(rays.Allocate(pixels * sizeof(uint32_t)));
-  TSR_CUDA_RETURN_IF_ERROR(cudaMemset(accum.get<float>(), 0, pixels * 3 * sizeof(float)));
   TSR_CUDA_RETURN_IF_ERROR(cudaMemset(rays.get<uint32_t>(), 0, pixels * sizeof(uint32_t)));
 
   kernel::SceneView view = scene.View();
   view.spheres = spheres.get<kernel::Sphere>();
   view.quads = quads.get<kernel::Quad>();
+  view.triangles = triangles.get<kernel::Triangle>();
+  view.shading = shading.get<kernel::TriangleShading>();
+  view.instances = instances.get<kernel::Instance>();
+  view.prims = prims.get<kernel::PrimRef>();
+  view.nodes = nodes.get<kernel::BvhNode>();
   view.materials = materials.get<kernel::Material>();
-
-  // About 16M paths per launch: long enough to fill a large GPU, short enough that cancel and
-  // progress stay responsive.
-  const int per_pass = static_cast<int>(
-      std::clamp<size_t>((size_t{1} << 24) / std::max<size_t>(pixels, 1), 1, scene.samples));
-  const dim3 block(16, 16);
-  const dim3 grid((scene.width + block.x - 1) / block.x, (scene.height + block.y - 1) / block.y);
-  ProgressThrottle progress(request.on_progress);
-  for (int first = 0; first < scene.samples; first += per_pass) {
-    if (IsCancelled(request)) {
-      return Status::Cancelled("render of frame " + std::to_string(frame) + " cancelled");
-    }
-    const int end = std::min(first + per_pass, scene.samples);
-    RenderPassKernel<<<grid, block>>>(view, static_cast<uint32_t>(frame), first, end,
-                                      accum.get<float>(), rays.get<uint32_t>());
-    TSR_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    TSR_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    progress.Report(static_cast<double>(end) / scene.samples);
+  view.lights = lights.get<kernel::Light>();
+  view.textures = textures.get<kernel::Texture>();
+  view.texels = texels.get<float>();
+  if (view.env.rgb != nullptr) {
+    view.env.rgb = env_rgb.get<float>();
+    view.env.marginal = env_marginal.get<float>();
+    view.env.conditional = env_conditional.get<float>();
   }
 
-  std::vector<float> sums(pixels * 3);
-  std::vector<uint32_t> ray_counts(pixels);
-  TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(sums.data(), accum.get<float>(), sums.size() * sizeof(float),
+  // About 16M paths per launch: long enough to fill a large GPU, short enough that cancel and
+  // progress stay responsive. A requested pass size splits further, never merges passes.
+  const int total = job.end_sample - job.first_sample;
+  const int per_launch = static_cast<int>(std::clamp<size_t>(
+      (size_t{1} << 24) / std::max<size_t>(pixels, 1), 1, std::max(job.pass_samples, 1)));
+  const dim3 block(16, 16);
+  const dim3 grid((width + block.x - 1) / block.x, (height + block.y - 1) / block.y);
+  ProgressThrottle progress(request.on_progress);
+  for (int pass = job.first_sample; pass < job.end_sample; pass += job.pass_samples) {
+    const int pass_end = std::min(pass + job.pass_samples, job.end_sample);
+    for (int first = pass; first < pass_end; first += per_launch) {
+      if (IsCancelled(request)) {
+        return Status::Cancelled("render of frame " + std::to_string(job.frame) + " cancelled");
+      }
+      const int end = std::min(first + per_launch, pass_end);
+      RenderPassKernel<<<grid, block>>>(view, scene.channel_map, static_cast<uint32_t>(job.frame),
+                                        region, first, end, sums.get<int64_t>(),
+                                        rays.get<uint32_t>());
+      TSR_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      TSR_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      progress.Report(static_cast<double>(end - job.first_sample) / total);
+    }
+    if (request.on_pass) {
+      TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(image->sums.data(), sums.get<int64_t>(),
+                                          image->sums.size() * sizeof(int64_t),
+                                          cudaMemcpyDeviceToHost));
+    }
+    FinishPass(request, pass_end - pass, image);
+  }
+
+  TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(image->sums.data(), sums.get<int64_t>(),
+                                      image->sums.size() * sizeof(int64_t),
                                       cudaMemcpyDeviceToHost));
+  std::vector<uint32_t> ray_counts(pixels);
   TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(ray_counts.data(), rays.get<uint32_t>(),
                                       ray_counts.size() * sizeof(uint32_t),
                                       cudaMemcpyDeviceToHost));
-
-  RenderedImage image;
-  image.width = scene.width;
-  image.height = scene.height;
-  image.channels = 4;
-  image.backend = "cuda:" + std::to_string(request.gpu_index);
-  image.pixels.resize(pixels * 4);
-  for (size_t i = 0; i < pixels; ++i) {
-    const kernel::Float3 c =
-        kernel::FinishPixel({sums[3 * i], sums[3 * i + 1], sums[3 * i + 2]}, scene.samples);
-    image.pixels[4 * i + 0] = c.x;
-    image.pixels[4 * i + 1] = c.y;
-    image.pixels[4 * i + 2] = c.z;
-    image.pixels[4 * i + 3] = 1.0f;
-    image.rays_traced += ray_counts[i];
-  }
-  return image;
+  for (uint32_t r : ray_counts) image->rays_traced += r;
+  return Status::Ok();
 }
 
 }  // namespace tessera::pathtracer

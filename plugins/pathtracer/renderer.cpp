@@ -1,5 +1,8 @@
 #include "plugins/pathtracer/renderer.h"
 
+#include <algorithm>
+
+#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/backends.h"
 #include "plugins/pathtracer/scene_flatten.h"
 
@@ -13,12 +16,83 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
   return {};
 }
 
-StatusOr<RenderedImage> RenderCuda(const FlatScene&, int, const RenderRequest&) {
+Status RenderCuda(const FlatScene&, const RenderJob&, const RenderRequest&, RenderedImage*) {
   return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");
 }
 #endif
 
 bool CudaAvailable() { return CudaDeviceCount() > 0; }
+
+void FinishPass(const RenderRequest& request, int samples, RenderedImage* image) {
+  image->sample_count += samples;
+  if (request.on_pass) {
+    FinishPixels(image);
+    request.on_pass(*image);
+  }
+}
+
+namespace {
+
+// Checks the request's region, sample range and resume point against the scene and fills the
+// job and the image's frame fields and starting accumulation.
+Status PlanRender(const FlatScene& flat, const RenderRequest& request, RenderJob* job,
+                  RenderedImage* image) {
+  job->frame = request.frame;
+  job->region = request.region.value_or(PixelRegion{0, 0, flat.width, flat.height});
+  const PixelRegion& r = job->region;
+  if (r.x0 < 0 || r.y0 < 0 || r.x1 > flat.width || r.y1 > flat.height || r.x0 >= r.x1 ||
+      r.y0 >= r.y1) {
+    return Status::InvalidArgument(
+        "region: [" + std::to_string(r.x0) + ", " + std::to_string(r.x1) + ") x [" +
+        std::to_string(r.y0) + ", " + std::to_string(r.y1) + ") is empty or outside the " +
+        std::to_string(flat.width) + "x" + std::to_string(flat.height) + " frame");
+  }
+  const int begin = request.sample_begin;
+  const int end = request.sample_end < 0 ? flat.samples : request.sample_end;
+  if (begin < 0 || end <= begin || end > spec::kMaxSamples) {
+    return Status::InvalidArgument("samples: range [" + std::to_string(begin) + ", " +
+                                   std::to_string(end) + ") is empty or out of range");
+  }
+  image->frame = request.frame;
+  image->frame_width = flat.width;
+  image->frame_height = flat.height;
+  image->x0 = r.x0;
+  image->y0 = r.y0;
+  image->width = r.x1 - r.x0;
+  image->height = r.y1 - r.y0;
+  image->channels = flat.channel_map.count;
+  image->channel_names = flat.channel_names;
+  image->sample_begin = begin;
+  image->sample_count = 0;
+  image->scene_hash = SceneHash(flat);
+  image->sums.assign(static_cast<size_t>(image->width) * image->height * image->channels, 0);
+  job->first_sample = begin;
+  job->end_sample = end;
+  if (request.resume != nullptr) {
+    const RenderedImage& from = *request.resume;
+    if (from.scene_hash != image->scene_hash || from.frame != image->frame ||
+        from.x0 != image->x0 || from.y0 != image->y0 || from.width != image->width ||
+        from.height != image->height || from.channel_names != image->channel_names ||
+        from.sums.size() != image->sums.size()) {
+      return Status::FailedPrecondition(
+          "resume: the checkpoint is of another scene, frame, region or channel set");
+    }
+    if (from.sample_begin != begin || from.sample_count < 0 || begin + from.sample_count > end) {
+      return Status::FailedPrecondition(
+          "resume: the checkpoint holds samples [" + std::to_string(from.sample_begin) + ", " +
+          std::to_string(from.sample_begin + from.sample_count) + "), not a start of [" +
+          std::to_string(begin) + ", " + std::to_string(end) + ")");
+    }
+    image->sums = from.sums;
+    image->sample_count = from.sample_count;
+    job->first_sample = begin + from.sample_count;
+  }
+  const int remaining = job->end_sample - job->first_sample;
+  job->pass_samples = request.pass_samples > 0 ? request.pass_samples : std::max(remaining, 1);
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request) {
   // The spec may have been built or changed in code (a job overriding the resolution): check it
@@ -53,9 +127,17 @@ StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRe
     }
   }
 
-  const FlatScene flat = FlattenScene(checked, request.frame);
-  if (backend == Backend::kCuda) return RenderCuda(flat, request.frame, request);
-  return RenderCpu(flat, request.frame, request);
+  TSR_ASSIGN_OR_RETURN(const FlatScene flat, FlattenScene(checked, request.frame));
+  RenderJob job;
+  RenderedImage image;
+  TSR_RETURN_IF_ERROR(PlanRender(flat, request, &job, &image));
+  if (backend == Backend::kCuda) {
+    TSR_RETURN_IF_ERROR(RenderCuda(flat, job, request, &image));
+  } else {
+    TSR_RETURN_IF_ERROR(RenderCpu(flat, job, request, &image));
+  }
+  FinishPixels(&image);
+  return image;
 }
 
 }  // namespace tessera::pathtracer

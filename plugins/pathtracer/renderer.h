@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,16 @@ namespace tessera::pathtracer {
 
 enum class Backend { kAuto, kCpu, kCuda };
 
+// A rectangle of the frame: columns [x0, x1), rows [y0, y1), row 0 at the top.
+struct PixelRegion {
+  int x0 = 0;
+  int y0 = 0;
+  int x1 = 0;
+  int y1 = 0;
+};
+
+struct RenderedImage;
+
 struct RenderRequest {
   int frame = 1;
   Backend backend = Backend::kAuto;
@@ -24,15 +35,50 @@ struct RenderRequest {
   const std::atomic<bool>* cancel = nullptr;
   // Called from the rendering thread with the fraction done (0..1), at most a few times a second.
   std::function<void(double)> on_progress;
+
+  // ---- Farm splits (all optional; the defaults render the whole frame, all samples) ----
+  // Only this part of the frame; the image is the region's size. Pixels keep the random numbers
+  // of their place in the whole frame, so tiles pasted together equal the whole frame.
+  std::optional<PixelRegion> region;
+  // Samples [sample_begin, sample_end) of each pixel; sample_end < 0 means scene.samples.
+  int sample_begin = 0;
+  int sample_end = -1;
+  // Continue this accumulation (e.g. LoadCheckpoint's result): it must be of the same scene,
+  // frame, region and channels, and start at sample_begin; rendering goes on from its last
+  // sample to sample_end. Not owned; must outlive the call.
+  const RenderedImage* resume = nullptr;
+  // Samples per progressive pass (0: all remaining samples in one pass; the CUDA backend still
+  // splits a pass into launches of ~16M paths). After each pass, on_pass (if set) gets the
+  // accumulation so far, on the rendering thread: a preview, or a checkpoint to SaveCheckpoint.
+  // Pass sizes never change the pixels.
+  int pass_samples = 0;
+  std::function<void(const RenderedImage&)> on_pass;
 };
 
 struct RenderedImage {
-  int width = 0;
+  int width = 0;  // of the region rendered (the whole frame by default)
   int height = 0;
-  int channels = 4;  // RGBA, linear float, row-major, top row first
-  std::vector<float> pixels;
+  int channels = 4;  // linear float, row-major, top row first; RGBA unless the scene asks AOVs
+  std::vector<float> pixels;  // the mean of the samples: sums / sample_count
+  // One name per channel: "R", "G", "B", "A", then "albedo.R", "albedo.G", "albedo.B",
+  // "N.X", "N.Y", "N.Z", "Z" for the AOVs the scene asks for (see spec::SceneSpec::aovs).
+  std::vector<std::string> channel_names;
   std::string backend;       // "cpu" or "cuda:N": what actually rendered it
-  uint64_t rays_traced = 0;  // rays the kernel traced (camera rays + bounces), for benchmarks
+  uint64_t rays_traced = 0;  // rays the kernel traced (camera, bounce, shadow), for benchmarks
+
+  // ---- Where this part sits in the frame and in the sample sequence ----
+  int frame = 1;
+  int frame_width = 0;  // the whole frame
+  int frame_height = 0;
+  int x0 = 0;  // the region's top-left corner in the frame
+  int y0 = 0;
+  int sample_begin = 0;  // samples [sample_begin, sample_begin + sample_count) are summed
+  int sample_count = 0;
+  uint64_t scene_hash = 0;  // of the flattened frame: checkpoints of another scene are refused
+  // The raw accumulation: per pixel and channel, the sum of the samples in 32.32 fixed point
+  // (value * 2^32, see kernel.h; each sample's values are clamped to +-32767 first). Integer sums
+  // make merging exact; RawSums() (accumulation.h) gives them as floats.
+  std::vector<int64_t> sums;
 };
 
 // True when this build has the CUDA backend and a usable device is present.
@@ -50,8 +96,10 @@ struct CudaDevice {
 // Empty when the build has no CUDA backend or no driver/device is present; `why` then says which.
 std::vector<CudaDevice> ListCudaDevices(std::string* why = nullptr);
 
-// Renders one frame of the scene. A CUDA error or a cancellation is returned as a Status; the
-// caller (the worker) never crashes because of a render.
+// Renders one frame of the scene (or the request's region and sample range of it). A CUDA error,
+// a missing or bad asset (naming the object and the file) or a cancellation is returned as a
+// Status; the caller (the worker) never crashes because of a render. Helpers to merge parts,
+// assemble tiles and checkpoint: accumulation.h.
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request);
 
 }  // namespace tessera::pathtracer

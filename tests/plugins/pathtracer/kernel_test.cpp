@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
+#include "plugins/pathtracer/bvh.h"
 #include "plugins/pathtracer/scene_flatten.h"
 
 namespace tessera::pathtracer {
@@ -38,11 +40,16 @@ TEST(KernelTest, IntersectsSpheresAndQuads) {
   quad.normal = {0, 0, 1};
   quad.plane_d = -10.0f;
   quad.w = {0, 0, 1.0f / 400.0f};
+  const Bvh bvh = BuildBvh({{{-1, -1, -6}, {1, 1, -4}, {kernel::PrimKind::kSphere, 0}},
+                            {{-10, -10, -10}, {10, 10, -10}, {kernel::PrimKind::kQuad, 0}}});
   kernel::SceneView view{};
   view.spheres = &sphere;
   view.num_spheres = 1;
   view.quads = &quad;
   view.num_quads = 1;
+  view.prims = bvh.prims.data();
+  view.nodes = bvh.nodes.data();
+  view.num_nodes = static_cast<int>(bvh.nodes.size());
 
   float t;
   int kind, index;
@@ -60,6 +67,25 @@ TEST(KernelTest, IntersectsSpheresAndQuads) {
   EXPECT_FALSE(kernel::IntersectScene(view, {{0, 0, 0}, {0, 0, 1}}, &t, &kind, &index));
   EXPECT_FALSE(kernel::IntersectScene(view, {{0, 0, 0}, kernel::Normalize({2.0f, 0, -1})}, &t,
                                       &kind, &index));
+}
+
+TEST(KernelTest, FixedPointIsExactForSumsAndClampsTheRest) {
+  EXPECT_EQ(kernel::ToFixed(1.0f), int64_t{1} << 32);
+  EXPECT_EQ(kernel::ToFixed(-0.5f), -(int64_t{1} << 31));
+  EXPECT_EQ(kernel::ToFixed(NAN), 0);
+  EXPECT_EQ(kernel::ToFixed(1e30f), kernel::ToFixed(kernel::kFixedMax));
+  // 65536 samples at the clamp do not overflow.
+  EXPECT_LT(static_cast<double>(kernel::ToFixed(kernel::kFixedMax)) * 65536.0,
+            static_cast<double>(std::numeric_limits<int64_t>::max()));
+}
+
+TEST(KernelTest, SampleCdfPicksTheBucketAndSkipsEmptyOnes) {
+  const float cdf[5] = {0.0f, 0.25f, 0.25f, 0.75f, 1.0f};  // bucket 1 is empty
+  EXPECT_EQ(kernel::SampleCdf(cdf, 4, 0.0f), 0);
+  EXPECT_EQ(kernel::SampleCdf(cdf, 4, 0.2f), 0);
+  EXPECT_EQ(kernel::SampleCdf(cdf, 4, 0.25f), 2);
+  EXPECT_EQ(kernel::SampleCdf(cdf, 4, 0.5f), 2);
+  EXPECT_EQ(kernel::SampleCdf(cdf, 4, 0.99f), 3);
 }
 
 TEST(KernelTest, CameraLooksAtTarget) {

@@ -1,0 +1,42 @@
+#pragma once
+// Farm helpers over RenderedImage accumulations: merge sample parts, paste tiles into a frame,
+// and save/load checkpoints. All exact: the sums are integers (32.32 fixed point, kernel.h), so
+// a frame assembled from tiles, merged from sample parts in any grouping, or resumed from a
+// checkpoint is bit-identical to the frame rendered whole (on the same backend).
+
+#include <string>
+#include <vector>
+
+#include "plugins/pathtracer/renderer.h"
+#include "shared/status.h"
+
+namespace tessera::pathtracer {
+
+// Recomputes `pixels` from `sums` and `sample_count`.
+void FinishPixels(RenderedImage* image);
+
+// The accumulation as floats: per pixel and channel, the sum of the samples (pixels * count).
+std::vector<float> RawSums(const RenderedImage& image);
+
+// Sums parts of the same frame, region, scene and channels whose sample ranges do not overlap
+// (in any order). The result's sample_count is the total and sample_begin the lowest start.
+StatusOr<RenderedImage> MergeSampleParts(const std::vector<RenderedImage>& parts);
+
+// A whole frame shaped like `part`'s frame (same channels, samples and scene), all zero.
+RenderedImage EmptyFrameFor(const RenderedImage& part);
+
+// Copies a tile (pixels and sums) into its place in `frame`; both must agree on the frame size,
+// channels, samples and scene.
+Status PasteTile(const RenderedImage& tile, RenderedImage* frame);
+
+// Pastes tiles into a new frame; they must cover it exactly once.
+StatusOr<RenderedImage> AssembleTiles(const std::vector<RenderedImage>& tiles);
+
+// Writes the accumulation (not the derived pixels) with its frame, region, sample range, channel
+// names and scene hash; the file is replaced atomically (written aside, then renamed).
+Status SaveCheckpoint(const RenderedImage& image, const std::string& path);
+
+// Reads a checkpoint back (pixels recomputed); pass it as RenderRequest::resume to continue.
+StatusOr<RenderedImage> LoadCheckpoint(const std::string& path);
+
+}  // namespace tessera::pathtracer
