@@ -1,0 +1,58 @@
+#include "scheduler/config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace tessera::scheduler {
+namespace {
+
+char* kNoEnv[] = {nullptr};
+
+StatusOr<SchedulerConfig> LoadText(const std::string& yaml) {
+  std::string path = ::testing::TempDir() + "/scheduler-config.yaml";
+  std::ofstream(path) << yaml;
+  return LoadSchedulerConfig(path, kNoEnv);
+}
+
+TEST(SchedulerConfigTest, ExampleConfigParsesToTheDefaults) {
+  auto cfg =
+      LoadSchedulerConfig(std::string(TSR_SOURCE_DIR) + "/deploy/examples/scheduler.yaml", kNoEnv);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  SchedulerConfig defaults;
+  EXPECT_EQ(cfg->api_listen, defaults.api_listen);
+  EXPECT_EQ(cfg->broker_listen, defaults.broker_listen);
+  EXPECT_EQ(cfg->heartbeat_ms, defaults.heartbeat_ms);
+  EXPECT_TRUE(cfg->limits.empty());
+  EXPECT_TRUE(ValidateSchedulerConfig(*cfg).ok());
+}
+
+TEST(SchedulerConfigTest, LimitsAndEnvironmentOverrides) {
+  std::string env_var = "TESSERA_BROKER_LIVENESS=9";
+  char* env[] = {env_var.data(), nullptr};
+  std::string path = ::testing::TempDir() + "/scheduler-limits.yaml";
+  std::ofstream(path) << "limits:\n  blender: 20\n  nuke: 2\n";
+  auto cfg = LoadSchedulerConfig(path, env);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->limits.at("blender"), 20);
+  EXPECT_EQ(cfg->limits.at("nuke"), 2);
+  EXPECT_EQ(cfg->liveness, 9);
+}
+
+TEST(SchedulerConfigTest, BadValuesNameTheirField) {
+  EXPECT_EQ(LoadText("limits:\n  blender: lots\n").status().message().rfind("limits.blender", 0),
+            0u);
+  EXPECT_EQ(LoadText("limits:\n  blender: -1\n").status().message().rfind("limits.blender", 0), 0u);
+  EXPECT_EQ(
+      LoadText("broker:\n  hartbeat_ms: 5\n").status().message().rfind("broker.hartbeat_ms", 0),
+      0u);
+  auto cfg = LoadText("broker:\n  heartbeat_ms: 1\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("broker.heartbeat_ms", 0), 0u);
+  cfg = LoadText("storage:\n  synchronous: sometimes\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("storage.synchronous", 0), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
