@@ -1,5 +1,7 @@
 #include "plugins/pathtracer/renderer.h"
 
+#include "tests/plugins/pathtracer/test_scenes.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,28 +13,7 @@
 namespace tessera::pathtracer {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::string text;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  return text;
-}
-
-spec::SceneSpec ExampleScene(int width, int height, int samples) {
-  const std::string path =
-      std::string(TSR_SOURCE_DIR) + "/deploy/examples/bouncing-spheres/scene.yaml";
-  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(ReadFile(path));
-  EXPECT_TRUE(scene.ok()) << path << ": " << scene.status().ToString();
-  if (!scene.ok()) return {};
-  scene->width = width;
-  scene->height = height;
-  scene->samples = samples;
-  return *scene;
-}
+using testing::ExampleScene;
 
 RenderedImage Render(const spec::SceneSpec& scene, int frame, int threads) {
   RenderRequest request;
