@@ -121,10 +121,13 @@ Status ValidateJob(const JobSpec& job) {
     return Status::InvalidArgument("max_retries: must be in [0, " + std::to_string(kMaxRetries) +
                                    "], got " + std::to_string(job.max_retries));
   }
-  if (job.task_timeout < 0 || job.task_timeout > kMaxTaskTimeoutSeconds) {
-    return Status::InvalidArgument("task_timeout: must be in [0, " +
-                                   std::to_string(kMaxTaskTimeoutSeconds) + "] seconds, got " +
-                                   std::to_string(job.task_timeout));
+  for (auto [value, field] : {std::pair{job.task_timeout, "task_timeout"},
+                              std::pair{job.progress_timeout, "progress_timeout"}}) {
+    if (value < 0 || value > kMaxTaskTimeoutSeconds) {
+      return Status::InvalidArgument(std::string(field) + ": must be in [0, " +
+                                     std::to_string(kMaxTaskTimeoutSeconds) + "] seconds, got " +
+                                     std::to_string(value));
+    }
   }
   if (job.blocklist_after < 0 || job.blocklist_after > kMaxRetries) {
     return Status::InvalidArgument("blocklist_after: must be in [0, " +
@@ -216,6 +219,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("priority", &job.priority)
       .Optional("max_retries", &job.max_retries)
       .Optional("task_timeout", &job.task_timeout)
+      .Optional("progress_timeout", &job.progress_timeout)
       .Optional("blocklist_after", &job.blocklist_after)
       .Optional("depends_on", &job.depends_on)
       .Optional("limits", &job.limits);

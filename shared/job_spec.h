@@ -10,6 +10,7 @@
 //   priority: 50             # [50] 0..100, higher runs first
 //   max_retries: 3           # [3] render failures a task may have before it fails, 0..100
 //   task_timeout: 0          # [0 = none] seconds a task may run before it counts as failed
+//   progress_timeout: 0      # [0 = none] seconds a task may go without reporting progress
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
 //   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
 //   limits: [blender]        # [none] named farm limits each running task holds one unit of
@@ -55,6 +56,7 @@ struct JobSpec {
   int priority = 50;
   int max_retries = 3;
   int task_timeout = 0;             // seconds; 0 = none
+  int progress_timeout = 0;         // seconds without progress; 0 = none
   int blocklist_after = 3;          // 0 = never blocklist
   std::vector<int64_t> depends_on;  // job ids that must be done first
   std::vector<std::string> limits;  // named farm limits (scheduler config `limits:`)

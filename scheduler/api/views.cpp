@@ -39,6 +39,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"chunk_size", j.chunk_size},
           {"max_retries", j.max_retries},
           {"task_timeout", j.task_timeout_s},
+          {"progress_timeout", j.progress_timeout_s},
           {"blocklist_after", j.blocklist_after},
           {"depends_on", j.depends_on},
           {"limits", j.limits},

@@ -247,6 +247,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.scene_yaml = std::make_shared<const std::string>(scene);
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
+  info.progress_timeout_s = job.progress_timeout_s;
   info.blocklist_after = job.blocklist_after;
   info.limits = job.limits;
   for (int64_t dep : job.depends_on) {
@@ -423,7 +424,8 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kProgress: {
       auto m = env.As<protocol::Progress>();
       if (!m.ok()) break;
-      if (FindLease(identity, m->task_id, m->attempt, "progress")) {
+      if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
+        task->last_progress = Clock::now();
         (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
       }
       break;
@@ -553,6 +555,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image.pixels.resize(expected / sizeof(float));
   std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
   ++task->frames_in_flight;
+  task->last_progress = Clock::now();
   assembler_->Submit(std::move(out));
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
                 task->attempt, m->frame, worker.name, m->render_seconds, m->backend);
@@ -780,26 +783,31 @@ void Broker::OnTimer() {
     if (now - worker.last_heard > deadline) dead.push_back(identity);
   }
   for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
-  // Task timeouts: a lease older than its job's task_timeout is a (charged) failure.
-  std::vector<int64_t> expired;
+  // Timeouts: a lease older than its job's task_timeout, or silent for longer than its
+  // progress_timeout, is a (charged) failure.
+  std::vector<std::pair<int64_t, std::string>> expired;
   for (const auto& [identity, worker] : workers_) {
     for (int64_t task_id : worker.tasks) {
       const LiveTask& task = tasks_.at(task_id);
-      const int timeout = jobs_[task.job_id].task_timeout_s;
-      if (timeout > 0 && now - task.leased_at > std::chrono::seconds(timeout)) {
-        expired.push_back(task_id);
+      const JobInfo& job = jobs_[task.job_id];
+      if (job.task_timeout_s > 0 &&
+          now - task.leased_at > std::chrono::seconds(job.task_timeout_s)) {
+        expired.emplace_back(task_id,
+                             "timed out after " + std::to_string(job.task_timeout_s) + " s");
+      } else if (job.progress_timeout_s > 0 &&
+                 now - task.last_progress > std::chrono::seconds(job.progress_timeout_s)) {
+        expired.emplace_back(task_id,
+                             "no progress for " + std::to_string(job.progress_timeout_s) + " s");
       }
     }
   }
-  for (int64_t task_id : expired) {
+  for (const auto& [task_id, why] : expired) {
     LiveTask& task = tasks_.at(task_id);
-    const int timeout = jobs_[task.job_id].task_timeout_s;
-    spdlog::warn("job {} task {} attempt {} timed out after {} s", task.job_id, task_id,
-                 task.attempt, timeout);
+    spdlog::warn("job {} task {} attempt {}: {}", task.job_id, task_id, task.attempt, why);
     auto wit = workers_.find(task.worker);
     if (wit != workers_.end()) ChargeWorker(task, wit->second);
     CancelLease(task);
-    Requeue(task, "timed out after " + std::to_string(timeout) + " s", /*count_failure=*/true);
+    Requeue(task, why, /*count_failure=*/true);
   }
   if (now >= next_touch_) {
     std::vector<std::pair<int64_t, int64_t>> seen;
@@ -836,7 +844,7 @@ void Broker::Dispatch() {
       ++jobs_[task.job_id].running;
       HoldLimits(jobs_[task.job_id], +1);
       ++jobs_[task.job_id].dispatched;
-      task.leased_at = Clock::now();
+      task.leased_at = task.last_progress = Clock::now();
       task.running = true;
       task.worker = identity;
       task.worker_done = false;

@@ -81,6 +81,7 @@ class Broker {
     std::shared_ptr<const std::string> scene_yaml;
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
+    int progress_timeout_s = 0;
     int blocklist_after = 3;
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
     std::set<int64_t> blocklist;                // workers this job no longer runs on
@@ -97,6 +98,7 @@ class Broker {
     int frame_start = 0, frame_end = 0;
     int attempt = 0;  // current lease's attempt (0: never leased)
     std::chrono::steady_clock::time_point leased_at;
+    std::chrono::steady_clock::time_point last_progress;  // lease start, progress or a frame
     int failures = 0;
     bool running = false;
     std::string worker;  // routing identity of the lease holder

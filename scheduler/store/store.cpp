@@ -98,6 +98,10 @@ ALTER TABLE jobs ADD COLUMN depends_on TEXT NOT NULL DEFAULT '[]';
     R"sql(
 ALTER TABLE jobs ADD COLUMN limits TEXT NOT NULL DEFAULT '[]';
 )sql",
+    // 5 -> 6: no-progress timeout.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN progress_timeout_s INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -120,7 +124,7 @@ const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
-    "task_timeout_s, blocklist_after, depends_on, limits";
+    "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -145,6 +149,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.blocklist_after = static_cast<int>(s.Int(23));
   j.depends_on = nlohmann::json::parse(s.Text(24)).get<std::vector<int64_t>>();
   j.limits = nlohmann::json::parse(s.Text(25)).get<std::vector<std::string>>();
+  j.progress_timeout_s = static_cast<int>(s.Int(26));
   return j;
 }
 
@@ -295,12 +300,13 @@ StatusOr<JobRecord> Store::CreateJob(
     TSR_RETURN_IF_ERROR(tx.begin_status());
     int64_t now = NowMs();
     TSR_ASSIGN_OR_RETURN(
-        Stmt ins, writer_->Prepare(
-                      "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
-                      "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
-                      "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
-                      "blocklist_after, depends_on, limits) "
-                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        Stmt ins,
+        writer_->Prepare(
+            "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
+            "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
+            "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
+            "blocklist_after, depends_on, limits, progress_timeout_s) "
+            "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -308,7 +314,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(11, static_cast<int64_t>(chunks.size())).Bind(12, static_cast<int64_t>(chunks.size()));
     ins.Bind(13, now).Bind(14, spec.task_timeout).Bind(15, spec.blocklist_after);
     ins.Bind(16, nlohmann::json(spec.depends_on).dump());
-    ins.Bind(17, nlohmann::json(spec.limits).dump());
+    ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

@@ -50,6 +50,7 @@ struct JobRecord {
   std::optional<int64_t> started_at_ms, finished_at_ms;
   bool paused = false;              // queued tasks are held back until resumed
   int task_timeout_s = 0;           // 0: none
+  int progress_timeout_s = 0;       // 0: none
   int blocklist_after = 3;          // 0: never
   std::vector<int64_t> depends_on;  // jobs that must be done before this one starts
   std::vector<std::string> limits;  // named limits its running tasks hold
@@ -103,7 +104,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

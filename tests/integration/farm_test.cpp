@@ -510,6 +510,32 @@ TEST(LeaseTest, TaskThatRunsPastItsTimeoutIsStoppedAndCharged) {
   EXPECT_NE(job["error"].get<std::string>().find("timed out"), std::string::npos) << job.dump();
 }
 
+TEST(LeaseTest, TaskThatStopsReportingProgressFails) {
+  LocalFarm farm("stalled");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker fake(farm.broker_endpoint(), "stalled");
+  ASSERT_TRUE(fake.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id =
+      farm.Submit("name: stall\nscene: s\nframes: 1\nprogress_timeout: 1\nmax_retries: 0\n",
+                  TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  auto assign = fake.WaitFor(MessageType::kAssign, 5s);
+  ASSERT_TRUE(assign.has_value());
+  auto a = assign->As<protocol::Assign>();
+  fake.running = {{a->task_id, a->attempt}};
+  // Progress keeps it alive for a while; then it goes quiet (still heartbeating).
+  for (int i = 0; i < 3; ++i) {
+    fake.Send(MessageType::kProgress, protocol::Progress{a->task_id, a->attempt, 0.1 * i, ""});
+    fake.WaitFor(MessageType::kCancel, 600ms);
+  }
+  EXPECT_EQ(Tasks(farm, id)[0]["state"], "running") << "progress every 0.6 s is enough";
+  ASSERT_TRUE(fake.WaitFor(MessageType::kCancel, 5s).has_value());
+  nlohmann::json job = farm.WaitForJob(id, 10s);
+  EXPECT_EQ(job["state"], "failed");
+  EXPECT_NE(job["error"].get<std::string>().find("no progress"), std::string::npos) << job.dump();
+}
+
 TEST(LeaseTest, WorkerThatKeepsFailingAJobIsBlocklistedForIt) {
   LocalFarm farm("blocklist");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

@@ -68,6 +68,7 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(Parse("max_retries: -1\n"), "max_retries");
   ExpectError(Parse("task_timeout: -5\n"), "task_timeout");
   ExpectError(Parse("task_timeout: 99999999\n"), "task_timeout");
+  ExpectError(Parse("progress_timeout: -1\n"), "progress_timeout");
   ExpectError(Parse("blocklist_after: many\n"), "blocklist_after");
   ExpectError(Parse("depends_on: [3, 0]\n"), "depends_on[1]");
   ExpectError(Parse("depends_on: 3\n"), "depends_on");
