@@ -1,7 +1,5 @@
 #include "plugins/pathtracer/renderer.h"
 
-#include "tests/plugins/pathtracer/test_scenes.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {
 namespace {
