@@ -222,7 +222,9 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("progress_timeout", &job.progress_timeout)
       .Optional("blocklist_after", &job.blocklist_after)
       .Optional("depends_on", &job.depends_on)
-      .Optional("limits", &job.limits);
+      .Optional("limits", &job.limits)
+      .Optional("pools", &job.pools)
+      .Optional("tags", &job.tags);
 
   YAML::Node output = r.Child("output");
   if (r.ok()) {

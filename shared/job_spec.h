@@ -14,6 +14,8 @@
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
 //   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
 //   limits: [blender]        # [none] named farm limits each running task holds one unit of
+//   pools: [gpu]             # [any] run only on workers in one of these pools
+//   tags: [cuda12]           # [none] run only on workers that have all of these tags
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -60,6 +62,8 @@ struct JobSpec {
   int blocklist_after = 3;          // 0 = never blocklist
   std::vector<int64_t> depends_on;  // job ids that must be done first
   std::vector<std::string> limits;  // named farm limits (scheduler config `limits:`)
+  std::vector<std::string> pools;   // empty: any pool
+  std::vector<std::string> tags;    // all required
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }

@@ -81,6 +81,8 @@ struct Register {
   std::vector<GpuInfo> gpus;
   std::vector<std::string> backends;  // render backends this worker can run: "cpu", "cuda"
   int slots = 1;                      // tasks it runs at once
+  std::vector<std::string> pools = {"default"};  // pools it serves; jobs may name pools
+  std::vector<std::string> tags;                 // capabilities jobs may require
 };
 
 struct Welcome {
@@ -182,7 +184,7 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
                                                 compute_minor)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
-                                                ram_mb, gpus, backends, slots)
+                                                ram_mb, gpus, backends, slots, pools, tags)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)

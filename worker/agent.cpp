@@ -32,6 +32,8 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.scheduler_address = config.scheduler_address;
   o.name = config.name;
   o.slots = config.slots;
+  o.pools = config.pools;
+  o.tags = config.tags;
   o.heartbeat_ms = config.heartbeat_interval_ms;
   o.liveness = config.heartbeat_liveness;
   o.hardware = hardware;
@@ -115,6 +117,8 @@ void Agent::Connect(Clock::time_point now) {
   reg.gpus = options_.hardware.gpus;
   reg.backends = options_.backends;
   reg.slots = options_.slots;
+  reg.pools = options_.pools;
+  reg.tags = options_.tags;
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kRegister, reg);
   TrySend(frames);  // queued by ZeroMQ until the TCP connection is up
   state_ = LinkState::kRegistering;

@@ -44,6 +44,8 @@ struct AgentOptions {
   std::string scheduler_address = "tcp://127.0.0.1:8471";
   std::string name;
   int slots = 1;
+  std::vector<std::string> pools = {"default"};  // reported in kRegister
+  std::vector<std::string> tags;
   int heartbeat_ms = 1000;  // until kWelcome says otherwise
   int liveness = 5;
   HardwareInfo hardware;              // reported in kRegister

@@ -64,7 +64,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     r.Optional("name", &c.name)
         .Optional("backend", &c.backend)
         .Optional("threads", &c.threads)
-        .Optional("slots", &c.slots);
+        .Optional("slots", &c.slots)
+        .Optional("pools", &c.pools)
+        .Optional("tags", &c.tags);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
@@ -78,6 +80,17 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   TSR_RETURN_IF_ERROR(top.Finish());
+  if (c.pools.empty()) return Status::InvalidArgument("worker.pools: must name at least one pool");
+  for (const auto* list : {&c.pools, &c.tags}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& v = (*list)[i];
+      if (v.empty() || v.size() > 64) {
+        return Status::InvalidArgument(
+            std::string(list == &c.pools ? "worker.pools" : "worker.tags") + "[" +
+            std::to_string(i) + "]: must be 1..64 characters");
+      }
+    }
+  }
 
   TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
   TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));

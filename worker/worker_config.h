@@ -10,6 +10,8 @@
 //     backend: auto                   # auto | cpu | cuda
 //     threads: 0                      # CPU render threads; 0 = all hardware threads
 //     slots: 1                        # tasks rendered at once, 1..64
+//     pools: [default]                # pools this worker serves (jobs may ask for a pool)
+//     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
 //   heartbeat:
 //     interval_ms: 1000               # used until the scheduler's kWelcome says otherwise
 //     liveness: 5                     # silent intervals before the worker reconnects
@@ -22,6 +24,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 #include "shared/status.h"
 
@@ -36,6 +39,8 @@ struct WorkerConfig {
   std::string backend = "auto";  // "auto", "cpu" or "cuda"
   int threads = 0;
   int slots = 1;
+  std::vector<std::string> pools = {"default"};
+  std::vector<std::string> tags;
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";

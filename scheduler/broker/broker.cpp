@@ -180,17 +180,20 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
     } else {
       int eligible = 0, free = 0;
       for (const auto& [identity, worker] : workers_) {
-        bool blocked = job.blocklist.count(worker.id) > 0;
-        eligible += !blocked;
-        free += !blocked && worker.free_slots() > 0;
+        const bool fits = WorkerFits(job, worker);
+        eligible += fits;
+        free += fits && worker.free_slots() > 0;
+        std::string why_not = job.blocklist.count(worker.id) ? "blocklisted for this job"
+                                                             : "not in its pools or lacks its tags";
         details.push_back(worker.name + ": " +
-                          (blocked ? "blocklisted for this job"
-                                   : std::to_string(worker.free_slots()) + " free slot(s)"));
+                          (fits ? std::to_string(worker.free_slots()) + " free slot(s)" : why_not));
       }
       const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
       const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
       if (eligible == 0) {
-        reason = "every connected worker is blocklisted for job " + std::to_string(task.job_id);
+        reason = "no connected worker can run job " + std::to_string(task.job_id) + " (pools " +
+                 nlohmann::json(job.pools).dump() + ", tags " + nlohmann::json(job.tags).dump() +
+                 ", or blocklisted)";
       } else if (free == 0) {
         reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
                  std::to_string(ahead) + " queued task(s) are ahead of it";
@@ -206,6 +209,17 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
                                    {"details", details}});
   });
   return result.get();
+}
+
+bool Broker::WorkerFits(const JobInfo& job, const WorkerConn& worker) {
+  if (job.blocklist.count(worker.id)) return false;
+  if (!job.pools.empty() && std::none_of(job.pools.begin(), job.pools.end(), [&](const auto& p) {
+        return worker.pools.count(p) > 0;
+      })) {
+    return false;
+  }
+  return std::all_of(job.tags.begin(), job.tags.end(),
+                     [&](const auto& t) { return worker.tags.count(t) > 0; });
 }
 
 bool Broker::LimitsAllow(const JobInfo& job) {
@@ -250,6 +264,8 @@ Status Broker::LoadJob(int64_t job_id) {
   info.progress_timeout_s = job.progress_timeout_s;
   info.blocklist_after = job.blocklist_after;
   info.limits = job.limits;
+  info.pools = job.pools;
+  info.tags = job.tags;
   for (int64_t dep : job.depends_on) {
     StatusOr<store::JobRecord> other = store_.GetJob(dep);
     // A dependency deleted from the farm was finished; only a live, unfinished one holds.
@@ -481,6 +497,8 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.id = *id;
   conn.name = reg->name;
   conn.slots = std::clamp(reg->slots, 1, 64);
+  conn.pools = {reg->pools.begin(), reg->pools.end()};
+  conn.tags = {reg->tags.begin(), reg->tags.end()};
   conn.last_heard = Clock::now();
   workers_[identity] = std::move(conn);
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
@@ -720,7 +738,7 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
     if (best != queue_.end() && neg_priority != std::get<0>(*best)) break;
     const int64_t job_id = std::get<1>(*it);
     const JobInfo& job = jobs_[job_id];
-    if (!job.blocklist.count(worker.id) && LimitsAllow(job)) {
+    if (WorkerFits(job, worker) && LimitsAllow(job)) {
       std::pair<int, int64_t> load{job.running, job.dispatched};
       if (best == queue_.end() || load < best_load) {
         best = it;

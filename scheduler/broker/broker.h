@@ -90,6 +90,8 @@ class Broker {
     int64_t unfinished = 0;                     // its tasks in tasks_
     std::set<int64_t> waiting_on;               // dependencies not done yet; tasks wait until empty
     std::vector<std::string> limits;            // named limits each running task holds
+    std::vector<std::string> pools;             // empty: any pool
+    std::vector<std::string> tags;              // all required
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -110,6 +112,7 @@ class Broker {
     int64_t id = 0;
     std::string name;
     int slots = 1;
+    std::set<std::string> pools, tags;
     std::set<int64_t> tasks;  // current leases
     // Cancelled leases whose render may still be stopping. They keep their slot until a
     // heartbeat no longer lists them, so the worker is never sent more than it can hold.
@@ -126,6 +129,8 @@ class Broker {
   void DropQueued(int64_t job_id);
   // Named counted limits: whether a task of `job` may start now; take or give back its units.
   bool LimitsAllow(const JobInfo& job);
+  // Pools, tags and the job's blocklist: whether this worker may ever run the job's tasks.
+  static bool WorkerFits(const JobInfo& job, const WorkerConn& worker);
   void HoldLimits(const JobInfo& job,
                   int delta);       // takes the job's tasks out of the dispatch queue
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in

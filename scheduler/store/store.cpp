@@ -102,6 +102,13 @@ ALTER TABLE jobs ADD COLUMN limits TEXT NOT NULL DEFAULT '[]';
     R"sql(
 ALTER TABLE jobs ADD COLUMN progress_timeout_s INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 6 -> 7: pools and tags, on jobs (what they need) and workers (what they offer).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN pools TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE workers ADD COLUMN pools_json TEXT NOT NULL DEFAULT '["default"]';
+ALTER TABLE workers ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -124,7 +131,7 @@ const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
-    "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s";
+    "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -150,6 +157,8 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.depends_on = nlohmann::json::parse(s.Text(24)).get<std::vector<int64_t>>();
   j.limits = nlohmann::json::parse(s.Text(25)).get<std::vector<std::string>>();
   j.progress_timeout_s = static_cast<int>(s.Int(26));
+  j.pools = nlohmann::json::parse(s.Text(27)).get<std::vector<std::string>>();
+  j.tags = nlohmann::json::parse(s.Text(28)).get<std::vector<std::string>>();
   return j;
 }
 
@@ -305,8 +314,9 @@ StatusOr<JobRecord> Store::CreateJob(
             "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
             "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
             "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
-            "blocklist_after, depends_on, limits, progress_timeout_s) "
-            "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+            "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags) "
+            "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -315,6 +325,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(13, now).Bind(14, spec.task_timeout).Bind(15, spec.blocklist_after);
     ins.Bind(16, nlohmann::json(spec.depends_on).dump());
     ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
+    ins.Bind(19, nlohmann::json(spec.pools).dump()).Bind(20, nlohmann::json(spec.tags).dump());
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 
@@ -648,14 +659,16 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
   TSR_ASSIGN_OR_RETURN(
       Stmt s,
       writer_->Prepare("INSERT INTO workers (name, hostname, state, cpu_cores, ram_mb, gpus_json, "
-                       "backends_json, version, registered_at, last_seen) "
-                       "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
+                       "backends_json, version, registered_at, last_seen, pools_json, tags_json) "
+                       "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10) "
                        "ON CONFLICT(name) DO UPDATE SET hostname = ?2, state = 'idle', "
                        "cpu_cores = ?3, ram_mb = ?4, gpus_json = ?5, backends_json = ?6, "
-                       "version = ?7, registered_at = ?8, last_seen = ?8 RETURNING id"));
+                       "version = ?7, registered_at = ?8, last_seen = ?8, pools_json = ?9, "
+                       "tags_json = ?10 RETURNING id"));
   s.Bind(1, reg.name).Bind(2, reg.hostname).Bind(3, reg.cpu_cores).Bind(4, reg.ram_mb);
   s.Bind(5, nlohmann::json(reg.gpus).dump()).Bind(6, nlohmann::json(reg.backends).dump());
   s.Bind(7, reg.version).Bind(8, now);
+  s.Bind(9, nlohmann::json(reg.pools).dump()).Bind(10, nlohmann::json(reg.tags).dump());
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return writer_->Error("upsert worker");
   int64_t id = s.Int(0);
@@ -753,7 +766,7 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
                                   "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
                                   "w.registered_at, w.last_seen, "
                                   "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
-                                  "w.id AND t.state = 'running') "
+                                  "w.id AND t.state = 'running'), w.pools_json, w.tags_json "
                                   "FROM workers w ORDER BY w.id"));
   std::vector<WorkerRecord> out;
   for (;;) {
@@ -771,6 +784,8 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
     w.version = s.Text(8);
     w.registered_at_ms = s.Int(9);
     w.last_seen_ms = s.Int(10);
+    w.pools = nlohmann::json::parse(s.Text(12)).get<std::vector<std::string>>();
+    w.tags = nlohmann::json::parse(s.Text(13)).get<std::vector<std::string>>();
     std::string tasks = s.Text(11);
     for (size_t pos = 0; pos < tasks.size();) {
       size_t comma = tasks.find(',', pos);

@@ -54,6 +54,8 @@ struct JobRecord {
   int blocklist_after = 3;          // 0: never
   std::vector<int64_t> depends_on;  // jobs that must be done before this one starts
   std::vector<std::string> limits;  // named limits its running tasks hold
+  std::vector<std::string> pools;   // empty: any
+  std::vector<std::string> tags;    // required
 
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
@@ -86,6 +88,7 @@ struct WorkerRecord {
   std::vector<std::string> backends;
   std::string version;
   std::vector<int64_t> current_tasks;
+  std::vector<std::string> pools, tags;
   int64_t registered_at_ms = 0, last_seen_ms = 0;
 };
 
@@ -104,7 +107,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

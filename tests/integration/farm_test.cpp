@@ -408,6 +408,46 @@ TEST(FarmOpsTest, NamedLimitCapsConcurrentTasks) {
   EXPECT_TRUE(second) << farm.SchedulerLog();
 }
 
+TEST(FarmOpsTest, PoolsAndTagsChooseTheWorkers) {
+  LocalFarm farm("pools");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker gpu_box(farm.broker_endpoint(), "gpu-box", {"gpu"}, {"cuda12"});
+  ASSERT_TRUE(gpu_box.WaitFor(protocol::MessageType::kWelcome, 5s));
+  ASSERT_TRUE(farm.StartWorker("cpu-box"));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 20s));
+
+  std::string scene = TinySceneYaml(), error;
+  int64_t gpu_job =
+      farm.Submit("name: g\nscene: s\nframes: 1-2\npools: [gpu]\ntags: [cuda12]\n", scene, &error);
+  ASSERT_GT(gpu_job, 0) << error;
+  auto assign = gpu_box.WaitFor(protocol::MessageType::kAssign, 5s);
+  ASSERT_TRUE(assign.has_value()) << "the job's pool is served by gpu-box only";
+  gpu_box.running = {
+      {assign->As<protocol::Assign>()->task_id, assign->As<protocol::Assign>()->attempt}};
+  gpu_box.WaitFor(protocol::MessageType::kCancel, 1000ms);  // heartbeat a while
+  for (const auto& t : Tasks(farm, gpu_job)) {
+    EXPECT_NE(t["worker_name"], "cpu-box") << "cpu-box is idle but not in pool gpu";
+  }
+
+  int64_t houdini = farm.Submit("name: h\nscene: s\nframes: 1\ntags: [houdini]\n", scene, &error);
+  ASSERT_GT(houdini, 0) << error;
+  int64_t task = Tasks(farm, houdini)[0]["id"];
+  std::string reason =
+      farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
+  EXPECT_NE(reason.find("no connected worker can run"), std::string::npos) << reason;
+
+  int64_t anywhere = farm.Submit("name: a\nscene: s\nframes: 1\n", scene, &error);
+  EXPECT_EQ(farm.WaitForJob(anywhere, 30s)["state"], "done") << "a job without pools runs anywhere";
+  for (const auto& w : farm.Get("/api/v1/workers")["workers"]) {
+    if (w["name"] == "gpu-box") {
+      EXPECT_EQ(w["tags"][0], "cuda12");
+    }
+    if (w["name"] == "cpu-box") {
+      EXPECT_EQ(w["pools"][0], "default");
+    }
+  }
+}
+
 TEST(FarmOpsTest, RetryRerenderAndDelete) {
   LocalFarm farm("ops-retry");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

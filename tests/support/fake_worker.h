@@ -16,7 +16,8 @@ namespace tessera::testing {
 
 class FakeWorker {
  public:
-  FakeWorker(const std::string& endpoint, const std::string& name)
+  FakeWorker(const std::string& endpoint, const std::string& name,
+             std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {})
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
@@ -25,6 +26,8 @@ class FakeWorker {
     reg.hostname = "fake";
     reg.cpu_cores = 1;
     reg.backends = {"cpu"};
+    reg.pools = std::move(pools);
+    reg.tags = std::move(tags);
     Send(protocol::MessageType::kRegister, reg);
   }
 
