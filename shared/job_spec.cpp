@@ -144,6 +144,15 @@ Status ValidateJob(const JobSpec& job) {
                                      "]: must be a job id (a positive integer)");
     }
   }
+  const ResourceSpec& rs = job.resources;
+  if (rs.gpus < 0 || rs.gpus > 64)
+    return Status::InvalidArgument("resources.gpus: must be in [0, 64]");
+  if (rs.gpu_memory_mb < 0) return Status::InvalidArgument("resources.gpu_memory_mb: must be >= 0");
+  if (rs.compute_capability < 0 || rs.compute_capability > 100) {
+    return Status::InvalidArgument("resources.compute_capability: must be like 8.0 or 9.0");
+  }
+  if (rs.cpu_cores < 0) return Status::InvalidArgument("resources.cpu_cores: must be >= 0");
+  if (rs.ram_mb < 0) return Status::InvalidArgument("resources.ram_mb: must be >= 0");
   for (size_t i = 0; i < job.limits.size(); ++i) {
     if (job.limits[i].empty() || job.limits[i].size() > kMaxNameLength) {
       return Status::InvalidArgument("limits[" + std::to_string(i) + "]: must be a limit name");
@@ -225,6 +234,17 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("limits", &job.limits)
       .Optional("pools", &job.pools)
       .Optional("tags", &job.tags);
+
+  YAML::Node resources = r.Child("resources");
+  if (r.ok()) {
+    yaml::MapReader res(resources, "resources");
+    res.Optional("gpus", &job.resources.gpus)
+        .Optional("gpu_memory_mb", &job.resources.gpu_memory_mb)
+        .Optional("compute_capability", &job.resources.compute_capability)
+        .Optional("cpu_cores", &job.resources.cpu_cores)
+        .Optional("ram_mb", &job.resources.ram_mb);
+    r.Fail(res.Finish());
+  }
 
   YAML::Node output = r.Child("output");
   if (r.ok()) {

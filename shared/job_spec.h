@@ -16,6 +16,12 @@
 //   limits: [blender]        # [none] named farm limits each running task holds one unit of
 //   pools: [gpu]             # [any] run only on workers in one of these pools
 //   tags: [cuda12]           # [none] run only on workers that have all of these tags
+//   resources:               # [none] what one task needs from a worker
+//     gpus: 1                #   CUDA GPUs, each with at least gpu_memory_mb and compute >= below
+//     gpu_memory_mb: 16000
+//     compute_capability: 8.0
+//     cpu_cores: 4
+//     ram_mb: 8000
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -24,6 +30,7 @@
 // Limits: at most kMaxFramesPerJob frames per job, frame numbers within [kMinFrame, kMaxFrame].
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +55,17 @@ struct OutputSpec {
   std::vector<std::string> formats = {"exr", "png"};
 };
 
+// What one task of a job needs from the worker that runs it (0: no requirement).
+struct ResourceSpec {
+  int gpus = 0;
+  int64_t gpu_memory_mb = 0;
+  double compute_capability = 0;
+  int cpu_cores = 0;
+  int64_t ram_mb = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_mb,
+                                                compute_capability, cpu_cores, ram_mb)
+
 struct JobSpec {
   std::string name;
   std::string scene_path;  // set when `scene:` is a path (resolved by the CLI)
@@ -64,6 +82,7 @@ struct JobSpec {
   std::vector<std::string> limits;  // named farm limits (scheduler config `limits:`)
   std::vector<std::string> pools;   // empty: any pool
   std::vector<std::string> tags;    // all required
+  ResourceSpec resources;
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }

@@ -45,6 +45,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"limits", j.limits},
           {"pools", j.pools},
           {"tags", j.tags},
+          {"resources", j.resources},
           {"tasks", CountsView(j.tasks)},
           {"progress", progress},
           {"output_dir", j.output_dir},

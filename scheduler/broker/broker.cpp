@@ -184,7 +184,10 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
         eligible += fits;
         free += fits && worker.free_slots() > 0;
         std::string why_not = job.blocklist.count(worker.id) ? "blocklisted for this job"
-                                                             : "not in its pools or lacks its tags";
+                              : !FitsResources(job.resources, worker)
+                                  ? "lacks the resources one task needs (" +
+                                        nlohmann::json(job.resources).dump() + ")"
+                                  : "not in its pools or lacks its tags";
         details.push_back(worker.name + ": " +
                           (fits ? std::to_string(worker.free_slots()) + " free slot(s)" : why_not));
       }
@@ -193,7 +196,7 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       if (eligible == 0) {
         reason = "no connected worker can run job " + std::to_string(task.job_id) + " (pools " +
                  nlohmann::json(job.pools).dump() + ", tags " + nlohmann::json(job.tags).dump() +
-                 ", or blocklisted)";
+                 ", resources " + nlohmann::json(job.resources).dump() + ", or blocklisted)";
       } else if (free == 0) {
         reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
                  std::to_string(ahead) + " queued task(s) are ahead of it";
@@ -218,8 +221,21 @@ bool Broker::WorkerFits(const JobInfo& job, const WorkerConn& worker) {
       })) {
     return false;
   }
-  return std::all_of(job.tags.begin(), job.tags.end(),
-                     [&](const auto& t) { return worker.tags.count(t) > 0; });
+  if (!std::all_of(job.tags.begin(), job.tags.end(),
+                   [&](const auto& t) { return worker.tags.count(t) > 0; })) {
+    return false;
+  }
+  return FitsResources(job.resources, worker);
+}
+
+bool Broker::FitsResources(const spec::ResourceSpec& need, const WorkerConn& worker) {
+  if (worker.cpu_cores < need.cpu_cores || worker.ram_mb < need.ram_mb) return false;
+  int usable = 0;
+  for (const protocol::GpuInfo& g : worker.gpus) {
+    const double compute = g.compute_major + g.compute_minor / 10.0;
+    usable += g.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
+  }
+  return usable >= need.gpus;
 }
 
 bool Broker::LimitsAllow(const JobInfo& job) {
@@ -266,6 +282,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.limits = job.limits;
   info.pools = job.pools;
   info.tags = job.tags;
+  info.resources = job.resources;
   for (int64_t dep : job.depends_on) {
     StatusOr<store::JobRecord> other = store_.GetJob(dep);
     // A dependency deleted from the farm was finished; only a live, unfinished one holds.
@@ -499,6 +516,9 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.pools = {reg->pools.begin(), reg->pools.end()};
   conn.tags = {reg->tags.begin(), reg->tags.end()};
+  conn.cpu_cores = reg->cpu_cores;
+  conn.ram_mb = reg->ram_mb;
+  conn.gpus = reg->gpus;
   conn.last_heard = Clock::now();
   workers_[identity] = std::move(conn);
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);

@@ -92,6 +92,7 @@ class Broker {
     std::vector<std::string> limits;            // named limits each running task holds
     std::vector<std::string> pools;             // empty: any pool
     std::vector<std::string> tags;              // all required
+    spec::ResourceSpec resources;               // per task
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -113,6 +114,9 @@ class Broker {
     std::string name;
     int slots = 1;
     std::set<std::string> pools, tags;
+    int cpu_cores = 0;
+    int64_t ram_mb = 0;
+    std::vector<protocol::GpuInfo> gpus;
     std::set<int64_t> tasks;  // current leases
     // Cancelled leases whose render may still be stopping. They keep their slot until a
     // heartbeat no longer lists them, so the worker is never sent more than it can hold.
@@ -131,6 +135,8 @@ class Broker {
   bool LimitsAllow(const JobInfo& job);
   // Pools, tags and the job's blocklist: whether this worker may ever run the job's tasks.
   static bool WorkerFits(const JobInfo& job, const WorkerConn& worker);
+  // The worker's hardware could ever satisfy one task's requirements.
+  static bool FitsResources(const spec::ResourceSpec& need, const WorkerConn& worker);
   void HoldLimits(const JobInfo& job,
                   int delta);       // takes the job's tasks out of the dispatch queue
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in

@@ -109,6 +109,10 @@ ALTER TABLE jobs ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE workers ADD COLUMN pools_json TEXT NOT NULL DEFAULT '["default"]';
 ALTER TABLE workers ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]';
 )sql",
+    // 7 -> 8: per-task resource requirements (a JSON object).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN resources TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -131,7 +135,8 @@ const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
-    "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags";
+    "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
+    "resources";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -159,6 +164,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.progress_timeout_s = static_cast<int>(s.Int(26));
   j.pools = nlohmann::json::parse(s.Text(27)).get<std::vector<std::string>>();
   j.tags = nlohmann::json::parse(s.Text(28)).get<std::vector<std::string>>();
+  j.resources = nlohmann::json::parse(s.Text(29)).get<spec::ResourceSpec>();
   return j;
 }
 
@@ -309,14 +315,13 @@ StatusOr<JobRecord> Store::CreateJob(
     TSR_RETURN_IF_ERROR(tx.begin_status());
     int64_t now = NowMs();
     TSR_ASSIGN_OR_RETURN(
-        Stmt ins,
-        writer_->Prepare(
-            "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
-            "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
-            "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
-            "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags) "
-            "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?)"));
+        Stmt ins, writer_->Prepare(
+                      "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
+                      "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
+                      "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
+                      "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
+                      "resources) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -326,6 +331,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(16, nlohmann::json(spec.depends_on).dump());
     ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
     ins.Bind(19, nlohmann::json(spec.pools).dump()).Bind(20, nlohmann::json(spec.tags).dump());
+    ins.Bind(21, nlohmann::json(spec.resources).dump());
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

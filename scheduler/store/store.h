@@ -56,6 +56,7 @@ struct JobRecord {
   std::vector<std::string> limits;  // named limits its running tasks hold
   std::vector<std::string> pools;   // empty: any
   std::vector<std::string> tags;    // required
+  spec::ResourceSpec resources;     // per task
 
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
@@ -107,7 +108,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,

@@ -448,6 +448,42 @@ TEST(FarmOpsTest, PoolsAndTagsChooseTheWorkers) {
   }
 }
 
+TEST(FarmOpsTest, ResourceRequirementsMatchTheHardware) {
+  LocalFarm farm("resources");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker h200(farm.broker_endpoint(), "h200", {"default"}, {},
+                  {{0, "NVIDIA H200", 143771, 9, 0}});
+  ASSERT_TRUE(h200.WaitFor(protocol::MessageType::kWelcome, 5s));
+  ASSERT_TRUE(farm.StartWorker("cpu-box"));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 20s));
+
+  std::string scene = TinySceneYaml(), error;
+  int64_t big = farm.Submit(
+      "name: big\nscene: s\nframes: 1\nresources:\n  gpus: 1\n  gpu_memory_mb: 80000\n"
+      "  compute_capability: 9.0\n",
+      scene, &error);
+  ASSERT_GT(big, 0) << error;
+  EXPECT_TRUE(h200.WaitFor(protocol::MessageType::kAssign, 5s).has_value())
+      << "only the H200 worker has a GPU with 80 GB and compute 9.0";
+
+  int64_t future = farm.Submit(
+      "name: future\nscene: s\nframes: 1\nresources:\n  compute_capability: 10.0\n  gpus: 1\n",
+      scene, &error);
+  ASSERT_GT(future, 0) << error;
+  int64_t task = Tasks(farm, future)[0]["id"];
+  nlohmann::json why = farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why");
+  EXPECT_NE(why["reason"].get<std::string>().find("no connected worker can run"), std::string::npos)
+      << why.dump();
+  EXPECT_NE(why["details"].dump().find("lacks the resources"), std::string::npos) << why.dump();
+
+  EXPECT_EQ(farm.Submit("name: x\nscene: s\nframes: 1\nresources:\n  gpus: -1\n", scene, &error),
+            -1);
+  EXPECT_NE(error.find("resources.gpus"), std::string::npos) << error;
+  EXPECT_EQ(farm.Submit("name: x\nscene: s\nframes: 1\nresources:\n  vram: 8\n", scene, &error),
+            -1);
+  EXPECT_NE(error.find("resources.vram"), std::string::npos) << error;
+}
+
 TEST(FarmOpsTest, RetryRerenderAndDelete) {
   LocalFarm farm("ops-retry");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

@@ -17,7 +17,8 @@ namespace tessera::testing {
 class FakeWorker {
  public:
   FakeWorker(const std::string& endpoint, const std::string& name,
-             std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {})
+             std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {},
+             std::vector<protocol::GpuInfo> gpus = {})
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
@@ -28,6 +29,7 @@ class FakeWorker {
     reg.backends = {"cpu"};
     reg.pools = std::move(pools);
     reg.tags = std::move(tags);
+    reg.gpus = std::move(gpus);
     Send(protocol::MessageType::kRegister, reg);
   }
 

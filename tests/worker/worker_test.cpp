@@ -93,6 +93,16 @@ TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
   EXPECT_EQ(cfg->backend, "auto");  // flag beats env
 }
 
+TEST(WorkerConfig, PoolsAndTagsReachTheRegistration) {
+  StatusOr<WorkerConfig> c = ParseText("worker:\n  pools: [gpu, lookdev]\n  tags: [cuda12]\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->pools, (std::vector<std::string>{"gpu", "lookdev"}));
+  EXPECT_EQ(ParseText("").value().pools, (std::vector<std::string>{"default"}));
+  StatusOr<AgentOptions> o = MakeAgentOptions(*c, ProbeHardware());
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->tags, (std::vector<std::string>{"cuda12"}));
+}
+
 TEST(WorkerConfig, UnknownKeyIsAnErrorNamingIt) {
   StatusOr<WorkerConfig> c = ParseText("worker:\n  foo: 1\n");
   ASSERT_FALSE(c.ok());
@@ -107,6 +117,9 @@ TEST(WorkerConfig, BadValuesNameTheField) {
   EXPECT_THAT(message("worker: {backend: gpu}"), HasSubstr("worker.backend"));
   EXPECT_THAT(message("worker: {slots: 0}"), HasSubstr("worker.slots"));
   EXPECT_THAT(message("worker: {threads: many}"), HasSubstr("worker.threads"));
+  EXPECT_THAT(message("worker: {pools: []}"), HasSubstr("worker.pools"));
+  EXPECT_THAT(message("worker: {pools: gpu}"), HasSubstr("worker.pools"));
+  EXPECT_THAT(message("worker: {tags: [ok, '']}"), HasSubstr("worker.tags[1]"));
   EXPECT_THAT(message("scheduler: {address: localhost}"), HasSubstr("scheduler.address"));
   EXPECT_THAT(message("scheduler: {address: 'tcp://h:99999'}"), HasSubstr("scheduler.address"));
   EXPECT_THAT(message("heartbeat: {liveness: 0}"), HasSubstr("heartbeat.liveness"));
