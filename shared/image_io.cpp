@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -27,11 +28,16 @@ Status CheckShape(const ImageBuffer& image, const std::string& path) {
 // Writes through OIIO into "<path>.tmp-<pid>" then renames over `path`.
 Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OIIO::TypeDesc type,
                        const void* data) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  // OIIO picks the format from the extension, so keep it on the temp name.
-  std::string ext = std::filesystem::path(path).extension().string();
-  tmp += ext;
-  auto out = OIIO::ImageOutput::create(tmp);
+  // A hidden, uniquely named sibling: concurrent writers never share it, and one left behind by
+  // a crash is not mistaken for a frame (it has no image extension and starts with a dot).
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path target(path);
+  const std::string tmp =
+      (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
+                               std::to_string(::getpid()) + "-" + std::to_string(++counter)))
+          .string();
+  // The writer is chosen by the final name's extension; it then writes to the temp name.
+  auto out = OIIO::ImageOutput::create(path);
   if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
   if (!out->open(tmp, spec)) return Status::Internal(path + ": open failed: " + out->geterror());
   bool ok = out->write_image(type, data);
