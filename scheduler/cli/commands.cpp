@@ -108,6 +108,30 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
             << "  (chunk " << Int(job, "chunk_size", 1) << ", priority " << Int(job, "priority")
             << ")\n";
   std::cout << "  tasks      " << TaskCounts(Member(job, "tasks")) << "\n";
+  // Scheduling constraints, shown only when the job has them.
+  auto list = [](const json& values) {
+    std::string out;
+    for (const json& v : values)
+      out += (out.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : v.dump());
+    return out;
+  };
+  for (const char* key : {"depends_on", "pools", "tags", "limits"}) {
+    const json& values = Member(job, key);
+    if (values.is_array() && !values.empty()) {
+      std::cout << "  " << key << std::string(11 - std::string(key).size(), ' ') << list(values)
+                << "\n";
+    }
+  }
+  const json& resources = Member(job, "resources");
+  if (resources.is_object()) {
+    std::string needs;
+    for (const auto& [name, value] : resources.items()) {
+      if (value.is_number() && value.get<double>() > 0) {
+        needs += (needs.empty() ? "" : ", ") + name + " " + value.dump();
+      }
+    }
+    if (!needs.empty()) std::cout << "  resources  " << needs << "\n";
+  }
   std::cout << "  output     " << Str(job, "output_dir") << "\n";
   std::cout << "  submitted  " << FormatTimestamp(Member(job, "submitted_at")) << "\n";
   std::cout << "  started    " << FormatTimestamp(Member(job, "started_at")) << "\n";
