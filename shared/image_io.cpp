@@ -32,10 +32,10 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OII
   // a crash is not mistaken for a frame (it has no image extension and starts with a dot).
   static std::atomic<uint64_t> counter{0};
   const std::filesystem::path target(path);
-  const std::string tmp =
-      (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
-                               std::to_string(::getpid()) + "-" + std::to_string(++counter)))
-          .string();
+  std::string tmp_name = ".";
+  tmp_name += target.filename().string();
+  tmp_name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  const std::string tmp = (target.parent_path() / tmp_name).string();
   // The writer is chosen by the final name's extension; it then writes to the temp name.
   auto out = OIIO::ImageOutput::create(path);
   if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
