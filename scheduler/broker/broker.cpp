@@ -59,18 +59,8 @@ void Broker::JobSubmitted(int64_t job_id) {
   Post([this, job_id] { LoadTasks(job_id); });
 }
 
-StatusOr<int> Broker::OnBrokerThread(std::function<StatusOr<int>()> fn) {
-  auto done = std::make_shared<std::promise<StatusOr<int>>>();
-  auto result = done->get_future();
-  Post([this, fn = std::move(fn), done] {
-    done->set_value(fn());
-    Dispatch();
-  });
-  return result.get();
-}
-
 Status Broker::CancelJob(int64_t job_id) {
-  return OnBrokerThread([this, job_id]() -> StatusOr<int> {
+  return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
            TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
            for (const store::Lease& lease : leases) {
              auto it = tasks_.find(lease.task_id);
@@ -90,7 +80,7 @@ Status Broker::CancelJob(int64_t job_id) {
 }
 
 Status Broker::SetJobPriority(int64_t job_id, int priority) {
-  return OnBrokerThread([this, job_id, priority]() -> StatusOr<int> {
+  return OnBrokerThread<int>([this, job_id, priority]() -> StatusOr<int> {
            TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
            auto it = jobs_.find(job_id);
            if (it != jobs_.end()) {
@@ -105,7 +95,7 @@ Status Broker::SetJobPriority(int64_t job_id, int priority) {
 }
 
 Status Broker::SetJobPaused(int64_t job_id, bool paused) {
-  return OnBrokerThread([this, job_id, paused]() -> StatusOr<int> {
+  return OnBrokerThread<int>([this, job_id, paused]() -> StatusOr<int> {
            TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
            auto it = jobs_.find(job_id);
            if (it != jobs_.end()) {
@@ -123,7 +113,7 @@ Status Broker::SetJobPaused(int64_t job_id, bool paused) {
 }
 
 StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
-  return OnBrokerThread([this, job_id, frames]() -> StatusOr<int> {
+  return OnBrokerThread<int>([this, job_id, frames]() -> StatusOr<int> {
     TSR_ASSIGN_OR_RETURN(int moved,
                          frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
                                 : store_.RetryFailedTasks(job_id));
@@ -134,19 +124,17 @@ StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<in
 }
 
 StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
-  auto done = std::make_shared<std::promise<StatusOr<nlohmann::json>>>();
-  auto result = done->get_future();
-  Post([this, task_id, done] {
+  return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) {
       StatusOr<store::TaskRecord> rec = store_.GetTask(task_id);
-      if (!rec.ok()) return done->set_value(rec.status());
+      if (!rec.ok()) return rec.status();
       std::string state = store::TaskStateName(rec->state);
-      return done->set_value(nlohmann::json{
+      return nlohmann::json{
           {"task_id", task_id},
           {"state", state},
           {"reason", "the task is " + state + (rec->message.empty() ? "" : ": " + rec->message)},
-          {"details", nlohmann::json::array()}});
+          {"details", nlohmann::json::array()}};
     }
     const LiveTask& task = it->second;
     const JobInfo& job = jobs_[task.job_id];
@@ -206,12 +194,11 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       details.push_back("failures so far: " + std::to_string(task.failures) + " of " +
                         std::to_string(job.max_retries) + " allowed retries");
     }
-    done->set_value(nlohmann::json{{"task_id", task_id},
-                                   {"state", task.running ? "running" : "queued"},
-                                   {"reason", reason},
-                                   {"details", details}});
+    return nlohmann::json{{"task_id", task_id},
+                          {"state", task.running ? "running" : "queued"},
+                          {"reason", reason},
+                          {"details", details}};
   });
-  return result.get();
 }
 
 bool Broker::WorkerFits(const JobInfo& job, const WorkerConn& worker) {

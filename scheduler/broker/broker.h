@@ -129,7 +129,16 @@ class Broker {
 
   void Post(std::function<void()> fn);
   // Runs `fn` on the broker thread, waits for its result, then dispatches.
-  StatusOr<int> OnBrokerThread(std::function<StatusOr<int>()> fn);
+  template <typename T>
+  StatusOr<T> OnBrokerThread(std::function<StatusOr<T>()> fn) {
+    auto done = std::make_shared<std::promise<StatusOr<T>>>();
+    auto result = done->get_future();
+    Post([this, fn = std::move(fn), done] {
+      done->set_value(fn());
+      Dispatch();
+    });
+    return result.get();
+  }
   void DropQueued(int64_t job_id);
   // Named counted limits: whether a task of `job` may start now; take or give back its units.
   bool LimitsAllow(const JobInfo& job);
