@@ -8,7 +8,8 @@ namespace tessera::scheduler {
 StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
   TSR_ASSIGN_OR_RETURN(
       YAML::Node root,
-      config::LoadLayered(path, {"storage", "api", "broker", "assembler", "limits", "log"},
+      config::LoadLayered(path,
+                          {"storage", "api", "broker", "assembler", "limits", "projects", "log"},
                           environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
@@ -33,6 +34,27 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       TSR_RETURN_IF_ERROR(yaml::Convert(kv.second, "limits." + name, &count));
       if (count < 0) return Status::InvalidArgument("limits." + name + ": must be >= 0");
       c.limits[name] = count;
+    }
+  }
+  YAML::Node projects = top.Child("projects");
+  if (projects.IsDefined() && !projects.IsNull()) {
+    if (!projects.IsMap()) {
+      return Status::InvalidArgument(
+          "projects: expected a map of name: {weight: W, max_running: N}");
+    }
+    for (const auto& kv : projects) {
+      const std::string name = kv.first.Scalar();
+      policy::ProjectShare share;
+      yaml::MapReader p(kv.second, "projects." + name);
+      p.Optional("weight", &share.weight).Optional("max_running", &share.max_running);
+      TSR_RETURN_IF_ERROR(p.Finish());
+      if (!(share.weight > 0) || share.weight > 1e6) {
+        return Status::InvalidArgument("projects." + name + ".weight: must be in (0, 1000000]");
+      }
+      if (share.max_running < 0) {
+        return Status::InvalidArgument("projects." + name + ".max_running: must be >= 0");
+      }
+      c.projects[name] = share;
     }
   }
   yaml::MapReader log(top.Child("log"), "log");

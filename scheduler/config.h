@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "scheduler/policy/policy.h"
 #include "shared/status.h"
 
 namespace tessera::scheduler {
@@ -25,6 +26,9 @@ struct SchedulerConfig {
   int assembler_threads = 2;
   // limits: named counted limits, e.g. {blender: 20} (at most 20 tasks using it at once)
   std::map<std::string, int> limits;
+  // projects: fair-share weight and running-task cap per project, e.g.
+  // {show-a: {weight: 2, max_running: 100}}; unlisted projects get weight 1 and no cap
+  std::map<std::string, policy::ProjectShare> projects;
   // log:
   std::string log_level = "info";
 };

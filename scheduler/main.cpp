@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   bopts.liveness = cfg.liveness;
   bopts.assembler_threads = cfg.assembler_threads;
   bopts.limits = cfg.limits;
+  bopts.projects = cfg.projects;
   broker::Broker broker(**store, bopts);
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());

@@ -87,7 +87,20 @@ Status ValidateJob(const JobSpec& job) {
     return Status::InvalidArgument("name: '" + job.name +
                                    "' may only contain letters, digits, '.', '_' and '-'");
   }
-  if (job.scene_path.empty() && job.scene_yaml.empty()) {
+  if (job.renderer != kRendererPathTracer && job.renderer != kRendererNoop) {
+    return Status::InvalidArgument("renderer: '" + job.renderer +
+                                   "' is not a renderer this farm has (pathtracer, noop)");
+  }
+  for (auto [value, field] : {std::pair{&job.project, "project"}, std::pair{&job.user, "user"}}) {
+    if (value->size() > kMaxNameLength || !std::all_of(value->begin(), value->end(), IsNameChar)) {
+      return Status::InvalidArgument(std::string(field) + ": '" + *value +
+                                     "' may only contain letters, digits, '.', '_' and '-' (at "
+                                     "most " +
+                                     std::to_string(kMaxNameLength) + ")");
+    }
+  }
+  if (job.project.empty()) return Status::InvalidArgument("project: must not be empty");
+  if (job.produces_frames() && job.scene_path.empty() && job.scene_yaml.empty()) {
     return Status::InvalidArgument("scene: required field is missing");
   }
   if (job.scene_yaml.size() > kMaxSceneBytes) {
@@ -134,15 +147,23 @@ Status ValidateJob(const JobSpec& job) {
                                    std::to_string(kMaxRetries) + "], got " +
                                    std::to_string(job.blocklist_after));
   }
-  if (job.depends_on.size() > kMaxDependencies) {
-    return Status::InvalidArgument("depends_on: at most " + std::to_string(kMaxDependencies) +
-                                   " jobs");
-  }
-  for (size_t i = 0; i < job.depends_on.size(); ++i) {
-    if (job.depends_on[i] < 1) {
-      return Status::InvalidArgument("depends_on[" + std::to_string(i) +
-                                     "]: must be a job id (a positive integer)");
+  for (auto [ids, field] : {std::pair{&job.depends_on, "depends_on"},
+                            std::pair{&job.frame_depends_on, "frame_depends_on"}}) {
+    if (ids->size() > kMaxDependencies) {
+      return Status::InvalidArgument(std::string(field) + ": at most " +
+                                     std::to_string(kMaxDependencies) + " jobs");
     }
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if ((*ids)[i] < 1) {
+        return Status::InvalidArgument(std::string(field) + "[" + std::to_string(i) +
+                                       "]: must be a job id (a positive integer)");
+      }
+    }
+  }
+  if (job.fail_after_workers < 0 || job.fail_after_workers > kMaxRetries) {
+    return Status::InvalidArgument("fail_after_workers: must be in [0, " +
+                                   std::to_string(kMaxRetries) + "], got " +
+                                   std::to_string(job.fail_after_workers));
   }
   const ResourceSpec& rs = job.resources;
   if (rs.gpus < 0 || rs.gpus > 64)
@@ -199,11 +220,14 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
   }
   JobSpec job;
   yaml::MapReader r(root, "");
-  r.Required("name", &job.name);
+  r.Required("name", &job.name)
+      .Optional("renderer", &job.renderer)
+      .Optional("project", &job.project)
+      .Optional("user", &job.user);
 
   YAML::Node scene = r.Child("scene");
   if (!scene.IsDefined() || scene.IsNull()) {
-    r.Fail(Status::InvalidArgument("scene: required field is missing"));
+    // Required unless the renderer needs none; ValidateJob says so.
   } else if (scene.IsScalar()) {
     job.scene_path = scene.Scalar();
   } else if (scene.IsMap()) {
@@ -231,6 +255,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("progress_timeout", &job.progress_timeout)
       .Optional("blocklist_after", &job.blocklist_after)
       .Optional("depends_on", &job.depends_on)
+      .Optional("frame_depends_on", &job.frame_depends_on)
+      .Optional("fail_after_workers", &job.fail_after_workers)
       .Optional("limits", &job.limits)
       .Optional("pools", &job.pools)
       .Optional("tags", &job.tags);

@@ -4,7 +4,13 @@
 //
 // Job file format (every key; defaults in brackets):
 //   name: spheres            # required; letters, digits, '.', '_' and '-', at most 128 chars
-//   scene: scene.yaml        # required; a path relative to the job file, or the scene inline (map)
+//   renderer: pathtracer     # [pathtracer] or noop: tasks that do nothing and report done (a
+//                            #   farm check, and how the dispatch benchmark measures overhead)
+//   scene: scene.yaml        # required (not for noop); a path relative to the job file, or the
+//                            #   scene inline (map)
+//   project: show-a          # [default] fair share is split between projects first (weights and
+//                            #   caps in the scheduler config `projects:`), then users, then jobs
+//   user: ana                # [the submitting user; the CLI fills in $USER] same name rules
 //   frames: 1-12             # required; "A-B" inclusive, or a single frame number
 //   chunk_size: 1            # [1] frames per task, 1..1000
 //   priority: 50             # [50] 0..100, higher runs first
@@ -13,6 +19,10 @@
 //   progress_timeout: 0      # [0 = none] seconds a task may go without reporting progress
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
 //   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
+//   frame_depends_on: [12]   # [none] frame-on-frame: a task waits until the tasks holding the
+//                            #   same frames in these jobs are done (frames they lack hold nothing)
+//   fail_after_workers: 0    # [0 = off] a task fails once it has failed on this many different
+//                            #   workers, even with retries left
 //   limits: [blender]        # [none] named farm limits each running task holds one unit of
 //   pools: [gpu]             # [any] run only on workers in one of these pools
 //   tags: [cuda12]           # [none] run only on workers that have all of these tags
@@ -66,8 +76,14 @@ struct ResourceSpec {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_mb,
                                                 compute_capability, cpu_cores, ram_mb)
 
+inline constexpr const char* kRendererPathTracer = "pathtracer";
+inline constexpr const char* kRendererNoop = "noop";
+
 struct JobSpec {
   std::string name;
+  std::string renderer = kRendererPathTracer;
+  std::string project = "default";
+  std::string user;        // empty: "unknown"
   std::string scene_path;  // set when `scene:` is a path (resolved by the CLI)
   std::string scene_yaml;  // set when `scene:` is inline, or filled in by the CLI/API
   int frame_start = 0;
@@ -75,17 +91,21 @@ struct JobSpec {
   int chunk_size = 1;
   int priority = 50;
   int max_retries = 3;
-  int task_timeout = 0;             // seconds; 0 = none
-  int progress_timeout = 0;         // seconds without progress; 0 = none
-  int blocklist_after = 3;          // 0 = never blocklist
-  std::vector<int64_t> depends_on;  // job ids that must be done first
-  std::vector<std::string> limits;  // named farm limits (scheduler config `limits:`)
-  std::vector<std::string> pools;   // empty: any pool
-  std::vector<std::string> tags;    // all required
+  int task_timeout = 0;                   // seconds; 0 = none
+  int progress_timeout = 0;               // seconds without progress; 0 = none
+  int blocklist_after = 3;                // 0 = never blocklist
+  std::vector<int64_t> depends_on;        // job ids that must be done first
+  std::vector<int64_t> frame_depends_on;  // job ids whose same frames must be done first
+  int fail_after_workers = 0;             // 0 = off
+  std::vector<std::string> limits;        // named farm limits (scheduler config `limits:`)
+  std::vector<std::string> pools;         // empty: any pool
+  std::vector<std::string> tags;          // all required
   ResourceSpec resources;
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }
+  // Whether its tasks send frame results (noop tasks only report done).
+  bool produces_frames() const { return renderer != kRendererNoop; }
 };
 
 // One task's share of a job: frames [frame_start, frame_end].

@@ -114,6 +114,8 @@ struct Assign {
   int frame_start = 0;
   int frame_end = 0;  // inclusive
   std::string scene_yaml;
+  std::string renderer = "pathtracer";  // spec::kRenderer*: noop tasks report done at once
+  std::vector<int> gpus;                // CUDA device indices pinned to this task (may be empty)
 };
 
 struct Progress {
@@ -190,7 +192,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
-                                                frame_end, scene_yaml)
+                                                frame_end, scene_yaml, renderer, gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names)

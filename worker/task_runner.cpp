@@ -102,6 +102,11 @@ void TaskRunner::Run() {
 }
 
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
+  if (assign_.renderer == spec::kRendererNoop) return Status::Ok();  // nothing to render
+  if (assign_.renderer != spec::kRendererPathTracer) {
+    return Status::FailedPrecondition("renderer '" + assign_.renderer +
+                                      "' is not available on this worker");
+  }
   StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml);
   if (!scene.ok()) return scene.status().WithContext("scene");
 
@@ -114,6 +119,8 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     pathtracer::RenderRequest request;
     request.frame = frame;
     request.backend = settings_.backend;
+    // The scheduler pins each task to its own GPU(s); the built-in renderer uses the first.
+    if (!assign_.gpus.empty()) request.gpu_index = assign_.gpus.front();
     request.cpu_threads = settings_.cpu_threads;
     request.cancel = &cancel_;
     request.on_progress = [this, index, frame_count](double fraction) {

@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "plugins/pathtracer/renderer.h"
+#include "shared/job_spec.h"
 #include "shared/protocol.h"
 
 namespace tessera::worker {

@@ -66,26 +66,31 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
   if (req.is_discarded() || !req.is_object()) {
     return Status::InvalidArgument(
         "body: expected a JSON object {\"job_yaml\": ..., "
-        "\"scene_yaml\": ...}");
+        "\"scene_yaml\": ..., \"user\": ...}");
   }
   for (const auto& [key, value] : req.items()) {
-    if (key != "job_yaml" && key != "scene_yaml") {
-      return Status::InvalidArgument("body." + key + ": unknown field (job_yaml, scene_yaml)");
+    if (key != "job_yaml" && key != "scene_yaml" && key != "user") {
+      return Status::InvalidArgument("body." + key +
+                                     ": unknown field (job_yaml, scene_yaml, user)");
     }
     if (!value.is_string()) return Status::InvalidArgument("body." + key + ": expected a string");
   }
   if (!req.contains("job_yaml")) return Status::InvalidArgument("body.job_yaml: required");
   *job_yaml = req["job_yaml"].get<std::string>();
   TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(*job_yaml));
+  // The job file's own `user:` wins over the submitting client's account name.
+  if (job.user.empty() && req.contains("user")) job.user = req["user"].get<std::string>();
   if (req.contains("scene_yaml")) {
     job.scene_yaml = req["scene_yaml"].get<std::string>();
-  } else if (job.scene_yaml.empty()) {
+  } else if (job.scene_yaml.empty() && job.produces_frames()) {
     return Status::InvalidArgument("scene: the scheduler cannot read the path '" + job.scene_path +
                                    "'; send the scene's text as scene_yaml (tessera submit does)");
   }
   TSR_RETURN_IF_ERROR(spec::ValidateJob(job));
-  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
-  if (!scene.ok()) return scene.status().WithContext("scene");
+  if (job.produces_frames()) {
+    StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
+    if (!scene.ok()) return scene.status().WithContext("scene");
+  }
   return job;
 }
 

@@ -41,7 +41,12 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"task_timeout", j.task_timeout_s},
           {"progress_timeout", j.progress_timeout_s},
           {"blocklist_after", j.blocklist_after},
+          {"renderer", j.renderer},
+          {"project", j.project},
+          {"user", j.user},
           {"depends_on", j.depends_on},
+          {"frame_depends_on", j.frame_depends_on},
+          {"fail_after_workers", j.fail_after_workers},
           {"limits", j.limits},
           {"pools", j.pools},
           {"tags", j.tags},
@@ -54,7 +59,8 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"submitted_at", IsoTime(j.submitted_at_ms)},
           {"started_at", OptTime(j.started_at_ms)},
           {"finished_at", OptTime(j.finished_at_ms)},
-          {"error", j.error ? nlohmann::json(*j.error) : nlohmann::json(nullptr)}};
+          {"error", j.error ? nlohmann::json(*j.error) : nlohmann::json(nullptr)},
+          {"notice", j.notice ? nlohmann::json(*j.notice) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json TaskView(const store::TaskRecord& t) {

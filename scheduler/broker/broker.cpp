@@ -55,270 +55,6 @@ void Broker::Post(std::function<void()> fn) {
   (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
-void Broker::JobSubmitted(int64_t job_id) {
-  Post([this, job_id] { LoadTasks(job_id); });
-}
-
-Status Broker::CancelJob(int64_t job_id) {
-  return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
-           TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
-           for (const store::Lease& lease : leases) {
-             auto it = tasks_.find(lease.task_id);
-             if (it != tasks_.end() && it->second.running && it->second.attempt == lease.attempt) {
-               CancelLease(it->second);
-             }
-           }
-           DropQueued(job_id);
-           for (auto it = tasks_.begin(); it != tasks_.end();) {
-             it = it->second.job_id == job_id ? tasks_.erase(it) : std::next(it);
-           }
-           jobs_.erase(job_id);
-           spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
-           return static_cast<int>(leases.size());
-         })
-      .status();
-}
-
-Status Broker::SetJobPriority(int64_t job_id, int priority) {
-  return OnBrokerThread<int>([this, job_id, priority]() -> StatusOr<int> {
-           TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
-           auto it = jobs_.find(job_id);
-           if (it != jobs_.end()) {
-             DropQueued(job_id);
-             it->second.priority = priority;
-             EnqueueJob(job_id);
-           }
-           spdlog::info("job {} priority set to {}", job_id, priority);
-           return 0;
-         })
-      .status();
-}
-
-Status Broker::SetJobPaused(int64_t job_id, bool paused) {
-  return OnBrokerThread<int>([this, job_id, paused]() -> StatusOr<int> {
-           TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
-           auto it = jobs_.find(job_id);
-           if (it != jobs_.end()) {
-             it->second.paused = paused;
-             if (paused) {
-               DropQueued(job_id);
-             } else {
-               EnqueueJob(job_id);
-             }
-           }
-           spdlog::info("job {} {}", job_id, paused ? "paused" : "resumed");
-           return 0;
-         })
-      .status();
-}
-
-StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
-  return OnBrokerThread<int>([this, job_id, frames]() -> StatusOr<int> {
-    TSR_ASSIGN_OR_RETURN(int moved,
-                         frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
-                                : store_.RetryFailedTasks(job_id));
-    if (moved > 0) LoadTasks(job_id);
-    spdlog::info("job {}: {} task(s) requeued by request", job_id, moved);
-    return moved;
-  });
-}
-
-StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
-  return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end()) {
-      StatusOr<store::TaskRecord> rec = store_.GetTask(task_id);
-      if (!rec.ok()) return rec.status();
-      std::string state = store::TaskStateName(rec->state);
-      return nlohmann::json{
-          {"task_id", task_id},
-          {"state", state},
-          {"reason", "the task is " + state + (rec->message.empty() ? "" : ": " + rec->message)},
-          {"details", nlohmann::json::array()}};
-    }
-    const LiveTask& task = it->second;
-    const JobInfo& job = jobs_[task.job_id];
-    nlohmann::json details = nlohmann::json::array();
-    std::string reason;
-    if (task.running) {
-      auto wit = workers_.find(task.worker);
-      reason = "running on worker " + (wit != workers_.end() ? wit->second.name : "?") +
-               ", attempt " + std::to_string(task.attempt);
-    } else if (!job.waiting_on.empty()) {
-      reason = "waiting for job(s) it depends on:";
-      for (int64_t dep : job.waiting_on) {
-        StatusOr<store::JobRecord> other = store_.GetJob(dep);
-        reason += " " + std::to_string(dep) + " (" +
-                  (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
-      }
-    } else if (!LimitsAllow(job)) {
-      reason = "a limit is at its maximum:";
-      for (const std::string& name : job.limits) {
-        auto max = options_.limits.find(name);
-        reason += " " + name + " (" + std::to_string(limits_in_use_[name]) + " of " +
-                  (max == options_.limits.end() ? std::string("0, not configured")
-                                                : std::to_string(max->second)) +
-                  " in use)";
-      }
-    } else if (job.paused) {
-      reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
-               std::to_string(task.job_id) + ")";
-    } else if (workers_.empty()) {
-      reason = "no workers are connected";
-    } else {
-      int eligible = 0, free = 0;
-      for (const auto& [identity, worker] : workers_) {
-        const bool fits = WorkerFits(job, worker);
-        eligible += fits;
-        free += fits && worker.free_slots() > 0;
-        std::string why_not = job.blocklist.count(worker.id) ? "blocklisted for this job"
-                              : !FitsResources(job.resources, worker)
-                                  ? "lacks the resources one task needs (" +
-                                        nlohmann::json(job.resources).dump() + ")"
-                                  : "not in its pools or lacks its tags";
-        details.push_back(worker.name + ": " +
-                          (fits ? std::to_string(worker.free_slots()) + " free slot(s)" : why_not));
-      }
-      const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
-      const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
-      if (eligible == 0) {
-        reason = "no connected worker can run job " + std::to_string(task.job_id) + " (pools " +
-                 nlohmann::json(job.pools).dump() + ", tags " + nlohmann::json(job.tags).dump() +
-                 ", resources " + nlohmann::json(job.resources).dump() + ", or blocklisted)";
-      } else if (free == 0) {
-        reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
-                 std::to_string(ahead) + " queued task(s) are ahead of it";
-      } else {
-        reason = "about to be dispatched (" + std::to_string(ahead) + " task(s) ahead)";
-      }
-      details.push_back("failures so far: " + std::to_string(task.failures) + " of " +
-                        std::to_string(job.max_retries) + " allowed retries");
-    }
-    return nlohmann::json{{"task_id", task_id},
-                          {"state", task.running ? "running" : "queued"},
-                          {"reason", reason},
-                          {"details", details}};
-  });
-}
-
-bool Broker::WorkerFits(const JobInfo& job, const WorkerConn& worker) {
-  if (job.blocklist.count(worker.id)) return false;
-  if (!job.pools.empty() && std::none_of(job.pools.begin(), job.pools.end(), [&](const auto& p) {
-        return worker.pools.count(p) > 0;
-      })) {
-    return false;
-  }
-  if (!std::all_of(job.tags.begin(), job.tags.end(),
-                   [&](const auto& t) { return worker.tags.count(t) > 0; })) {
-    return false;
-  }
-  return FitsResources(job.resources, worker);
-}
-
-bool Broker::FitsResources(const spec::ResourceSpec& need, const WorkerConn& worker) {
-  if (worker.cpu_cores < need.cpu_cores || worker.ram_mb < need.ram_mb) return false;
-  int usable = 0;
-  for (const protocol::GpuInfo& g : worker.gpus) {
-    const double compute = g.compute_major + g.compute_minor / 10.0;
-    usable += g.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
-  }
-  return usable >= need.gpus;
-}
-
-bool Broker::LimitsAllow(const JobInfo& job) {
-  for (const std::string& name : job.limits) {
-    auto max = options_.limits.find(name);
-    if (max == options_.limits.end() || limits_in_use_[name] >= max->second) return false;
-  }
-  return true;
-}
-
-void Broker::HoldLimits(const JobInfo& job, int delta) {
-  for (const std::string& name : job.limits) limits_in_use_[name] += delta;
-}
-
-void Broker::DropQueued(int64_t job_id) {
-  auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
-  auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});
-  queue_.erase(first, last);
-}
-
-void Broker::EnqueueJob(int64_t job_id) {
-  for (const auto& [id, task] : tasks_) {
-    if (task.job_id == job_id && !task.running) Enqueue(task);
-  }
-}
-
-// ---- loading from the store -----------------------------------------------------------------
-
-Status Broker::LoadJob(int64_t job_id) {
-  if (jobs_.count(job_id)) return Status::Ok();
-  TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
-  TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
-  JobInfo info;
-  info.priority = job.priority;
-  info.max_retries = job.max_retries;
-  info.output_dir = job.output_dir;
-  info.pattern = job.output_pattern;
-  info.formats = job.output_formats;
-  info.scene_yaml = std::make_shared<const std::string>(scene);
-  info.paused = job.paused;
-  info.task_timeout_s = job.task_timeout_s;
-  info.progress_timeout_s = job.progress_timeout_s;
-  info.blocklist_after = job.blocklist_after;
-  info.limits = job.limits;
-  info.pools = job.pools;
-  info.tags = job.tags;
-  info.resources = job.resources;
-  for (int64_t dep : job.depends_on) {
-    StatusOr<store::JobRecord> other = store_.GetJob(dep);
-    // A dependency deleted from the farm was finished; only a live, unfinished one holds.
-    if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
-  }
-  jobs_[job_id] = std::move(info);
-  return Status::Ok();
-}
-
-void Broker::LoadTasks(std::optional<int64_t> job_id) {
-  StatusOr<std::vector<store::TaskRecord>> tasks = store_.LoadUnfinishedTasks(job_id);
-  if (!tasks.ok()) {
-    spdlog::error("cannot load tasks: {}", tasks.status().ToString());
-    return;
-  }
-  size_t added = 0;
-  for (const store::TaskRecord& t : *tasks) {
-    if (tasks_.count(t.id)) continue;
-    if (Status s = LoadJob(t.job_id); !s.ok()) {
-      spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
-      continue;
-    }
-    LiveTask live;
-    live.task_id = t.id;
-    live.job_id = t.job_id;
-    live.index = t.index;
-    live.frame_start = t.frame_start;
-    live.frame_end = t.frame_end;
-    live.attempt = t.attempt;
-    live.failures = t.failures;
-    ++jobs_[t.job_id].unfinished;
-    Enqueue(tasks_.emplace(t.id, std::move(live)).first->second);
-    ++added;
-  }
-  if (job_id) {
-    spdlog::info("job {} queued: {} tasks", *job_id, added);
-  } else if (added) {
-    spdlog::info("restored {} unfinished tasks from the store", added);
-  }
-  Dispatch();
-}
-
-void Broker::Enqueue(const LiveTask& task) {
-  const JobInfo& job = jobs_[task.job_id];
-  if (!job.paused && job.waiting_on.empty()) {
-    queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
-  }
-}
-
 // ---- the poll loop --------------------------------------------------------------------------
 
 void Broker::Run(std::promise<StatusOr<std::string>> started) {
@@ -350,7 +86,6 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 
   next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
   next_touch_ = Clock::now() + std::chrono::seconds(5);
-  std::vector<zmq::message_t> frames;
   for (;;) {
     zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
@@ -360,36 +95,60 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) spdlog::error("poll: {}", e.what());
     }
-    if (items[1].revents & ZMQ_POLLIN) {
+    const bool woken = items[1].revents & ZMQ_POLLIN;
+    if (woken) {
       uint64_t n;
       (void)!::read(wake_fd_, &n, sizeof(n));
-      {
-        std::lock_guard<std::mutex> lock(inbox_mu_);
-        if (stop_) break;
-      }
-      DrainInbox();
+      std::lock_guard<std::mutex> lock(inbox_mu_);
+      if (stop_) break;
     }
-    // Bounded batch so timers and the inbox are never starved by a busy socket.
-    for (int i = 0; i < 1000; ++i) {
-      frames.clear();
-      try {
-        if (!zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-          break;
-        }
-      } catch (const zmq::error_t& e) {
-        spdlog::warn("receive: {}", e.what());
-        break;
-      }
-      HandleMessage(frames);
-    }
-    if (Clock::now() >= next_timer_) {
-      OnTimer();
-      next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
-    }
+    RunPass(woken);
   }
   assembler_.reset();  // finish pending writes; their completions are dropped with the inbox
   router_.reset();
   spdlog::info("broker stopped");
+}
+
+void Broker::RunPass(bool woken) {
+  {
+    store::Store::WriteGroup group(store_);
+    if (woken) DrainInbox();
+    ReceiveMessages();
+    if (Clock::now() >= next_timer_) {
+      OnTimer();
+      next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
+    }
+    Dispatch();
+    if (Status s = group.Commit(); !s.ok()) {
+      // The pass's decisions live in memory but not in the database, and nothing of them has
+      // been sent. Carrying on would let the two disagree; stopping loses nothing that was
+      // acknowledged, and a restart (systemd's Restart=on-failure) reloads the committed truth.
+      spdlog::critical(
+          "cannot commit scheduler state: {}; stopping so memory never disagrees "
+          "with the database -- restart the scheduler to resume",
+          s.ToString());
+      spdlog::shutdown();
+      std::_Exit(74);  // EX_IOERR
+    }
+  }
+  FlushOutbox();
+}
+
+void Broker::ReceiveMessages() {
+  // Bounded, so timers and the inbox are never starved by a busy socket.
+  std::vector<zmq::message_t> frames;
+  for (int i = 0; i < kMessagesPerPass; ++i) {
+    frames.clear();
+    try {
+      if (!zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        return;
+      }
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("receive: {}", e.what());
+      return;
+    }
+    HandleMessage(frames);
+  }
 }
 
 void Broker::DrainInbox() {
@@ -402,13 +161,23 @@ void Broker::DrainInbox() {
 }
 
 void Broker::Send(const std::string& identity, std::vector<zmq::message_t> frames) {
-  frames.insert(frames.begin(), zmq::message_t(identity.data(), identity.size()));
-  try {
-    zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH: the peer is gone; liveness will clean it up.
-    spdlog::debug("send to worker failed: {}", e.what());
+  outbox_.emplace_back(identity, std::move(frames));
+}
+
+void Broker::FlushOutbox() {
+  for (auto& [identity, frames] : outbox_) {
+    frames.insert(frames.begin(), zmq::message_t(identity.data(), identity.size()));
+    try {
+      zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      // EHOSTUNREACH: the peer is gone; liveness will clean it up. A dropped assignment is
+      // noticed by heartbeat reconciliation (the worker does not list it) and requeued.
+      spdlog::debug("send to worker failed: {}", e.what());
+    }
   }
+  outbox_.clear();
+  for (auto& answer : after_commit_) answer();
+  after_commit_.clear();
 }
 
 void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
@@ -467,10 +236,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       DropWorker(identity, "worker shut down");
       break;
     default:
-      spdlog::warn("worker {} sent unexpected {}", worker.name,
+      spdlog::warn("worker {} sent unexpected {}", worker.offer.name,
                    protocol::MessageTypeName(env.type));
   }
-  Dispatch();
 }
 
 void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env) {
@@ -485,7 +253,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   }
   // The same worker coming back (new connection or restart): its old leases are void.
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
-    if (it->second.name == reg->name) {
+    if (it->second.offer.name == reg->name) {
       DropWorker(it->first, "worker re-registered");
       break;
     }
@@ -498,23 +266,24 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     return;
   }
   WorkerConn conn;
-  conn.id = *id;
-  conn.name = reg->name;
+  conn.offer.id = *id;
+  conn.offer.name = reg->name;
+  conn.offer.pools = {reg->pools.begin(), reg->pools.end()};
+  conn.offer.tags = {reg->tags.begin(), reg->tags.end()};
+  conn.offer.cpu_cores = reg->cpu_cores;
+  conn.offer.ram_mb = reg->ram_mb;
+  conn.offer.gpus = reg->gpus;
   conn.slots = std::clamp(reg->slots, 1, 64);
-  conn.pools = {reg->pools.begin(), reg->pools.end()};
-  conn.tags = {reg->tags.begin(), reg->tags.end()};
-  conn.cpu_cores = reg->cpu_cores;
-  conn.ram_mb = reg->ram_mb;
-  conn.gpus = reg->gpus;
+  conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();
   workers_[identity] = std::move(conn);
+  UpdateAllFeasibility();
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
   spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
                reg->cpu_cores, reg->gpus.size(), nlohmann::json(reg->backends).dump());
   Send(identity,
        protocol::Encode(MessageType::kWelcome,
                         protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
-  Dispatch();
 }
 
 Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
@@ -533,7 +302,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
                            protocol::Envelope& env) {
   auto m = env.As<protocol::FrameResult>();
   if (!m.ok()) {
-    spdlog::warn("worker {}: {}", worker.name, m.status().message());
+    spdlog::warn("worker {}: {}", worker.offer.name, m.status().message());
     return;
   }
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
@@ -559,7 +328,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   }
   if (!problem.empty()) {
     spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, task->attempt,
-                 worker.name, problem);
+                 worker.offer.name, problem);
     CancelLease(*task);
     Requeue(*task, "bad frame result: " + problem, /*count_failure=*/true);
     return;
@@ -583,7 +352,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   task->last_progress = Clock::now();
   assembler_->Submit(std::move(out));
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
-                task->attempt, m->frame, worker.name, m->render_seconds, m->backend);
+                task->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
 }
 
 void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
@@ -598,7 +367,6 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
       CancelLease(task);
     }
     Requeue(task, "output write failed: " + written.status.message(), /*count_failure=*/true);
-    Dispatch();
     return;
   }
   task.frames_written.insert(written.frame);
@@ -616,7 +384,9 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
 
 void Broker::MaybeComplete(LiveTask& task) {
   if (!task.worker_done || task.frames_in_flight > 0) return;
-  const size_t frames = static_cast<size_t>(task.frame_end - task.frame_start + 1);
+  const size_t frames = jobs_[task.job_id].produces_frames
+                            ? static_cast<size_t>(task.frame_end - task.frame_start + 1)
+                            : 0;
   if (task.frames_written.size() != frames) {
     Requeue(task,
             "worker reported done but delivered " + std::to_string(task.frames_written.size()) +
@@ -630,6 +400,7 @@ void Broker::MaybeComplete(LiveTask& task) {
   }
   spdlog::info("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
                task.frame_start, task.frame_end, task.attempt);
+  OnFramesDone(task.job_id, task.frame_start, task.frame_end);
   Forget(task.task_id);
 }
 
@@ -645,50 +416,39 @@ void Broker::Forget(int64_t task_id) {
   }
 }
 
-void Broker::OnJobFinished(int64_t job_id) {
-  StatusOr<store::JobRecord> job = store_.GetJob(job_id);
-  if (!job.ok() || job->state != store::JobState::kDone) return;  // dependents keep waiting
-  for (auto& [id, info] : jobs_) {
-    if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
-      spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);
-      EnqueueJob(id);
-    }
-  }
-}
-
 void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
                           const protocol::TaskFailed& m) {
   LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task failure");
   if (!task) return;
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id,
-               task->attempt, worker.name, m.message);
+               task->attempt, worker.offer.name, m.message);
   if (m.charge) ChargeWorker(*task, worker);
   ReleaseFromWorker(*task);
   Requeue(*task, m.message, /*count_failure=*/m.charge);
 }
 
 void Broker::ReleaseFromWorker(LiveTask& task) {
-  if (task.running) {
-    --jobs_[task.job_id].running;
-    HoldLimits(jobs_[task.job_id], -1);
-  }
+  if (task.running) CountRunning(jobs_[task.job_id], -1);
   auto wit = workers_.find(task.worker);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
     worker.tasks.erase(task.task_id);
+    // A stopping lease keeps its GPUs until the worker confirms it has stopped.
+    if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(task.gpus, false);
     if (worker.tasks.empty() && worker.stopping.empty()) {
-      (void)store_.SetWorkerState(worker.id, store::WorkerState::kIdle);
+      (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
     }
   }
   task.running = false;
   task.worker.clear();
+  task.gpus.clear();
 }
 
 void Broker::CancelLease(LiveTask& task) {
   Send(task.worker,
        protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
   auto wit = workers_.find(task.worker);
-  if (wit != workers_.end()) wit->second.stopping.insert(task.task_id);
+  if (wit != workers_.end()) wit->second.stopping[task.task_id] = task.gpus;
   ReleaseFromWorker(task);
 }
 
@@ -699,7 +459,12 @@ void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
     });
   };
   for (auto it = worker.stopping.begin(); it != worker.stopping.end();) {
-    it = listed(*it, 0) ? std::next(it) : worker.stopping.erase(it);
+    if (listed(it->first, 0)) {
+      ++it;
+    } else {
+      worker.SetGpusBusy(it->second, false);
+      it = worker.stopping.erase(it);
+    }
   }
   // An assignment may cross a heartbeat already on its way, hence the grace period.
   const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
@@ -713,58 +478,77 @@ void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
   for (int64_t task_id : lost) {
     LiveTask& task = tasks_.at(task_id);
     ReleaseFromWorker(task);
-    Requeue(task, "worker " + worker.name + " does not hold the lease (assignment lost)",
+    Requeue(task, "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
             /*count_failure=*/false);
   }
   if (worker.tasks.empty() && worker.stopping.empty()) {
-    (void)store_.SetWorkerState(worker.id, store::WorkerState::kIdle);
+    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
   }
 }
 
-void Broker::ChargeWorker(const LiveTask& task, const WorkerConn& worker) {
+void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
   JobInfo& job = jobs_[task.job_id];
-  int failures = ++job.failures_by_worker[worker.id];
+  const int64_t worker_id = worker.offer.id;
+  task.failed_on.insert(worker_id);
+  if (Status s = store_.RecordWorkerFailure(task.job_id, task.task_id, worker_id); !s.ok()) {
+    spdlog::error("job {}: cannot record a failure on worker {}: {}", task.job_id,
+                  worker.offer.name, s.ToString());
+  }
+  int failures = ++job.failures_by_worker[worker_id];
   if (job.blocklist_after > 0 && failures >= job.blocklist_after &&
-      job.blocklist.insert(worker.id).second) {
-    spdlog::warn("job {}: worker {} blocklisted after {} failures", task.job_id, worker.name,
+      job.needs.blocklist.insert(worker_id).second) {
+    spdlog::warn("job {}: worker {} blocklisted after {} failures", task.job_id, worker.offer.name,
                  failures);
-    (void)store_.AddEvent(task.job_id, task.task_id, worker.id, "worker_blocklisted",
-                          worker.name + " failed " + std::to_string(failures) + " tasks");
+    (void)store_.AddEvent(task.job_id, task.task_id, worker_id, "worker_blocklisted",
+                          worker.offer.name + " failed " + std::to_string(failures) + " tasks");
+    UpdateFeasibility(task.job_id, job);
   }
 }
 
-std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker) {
-  // Walk the queue one job at a time (it is ordered by priority, then job). Within the highest
-  // priority that has a job this worker may run, the job with the fewest running tasks wins,
-  // then the one served least so far, then the oldest: fair share, so no job starves because
-  // another of equal priority was submitted first.
-  auto best = queue_.end();
-  std::pair<int, int64_t> best_load;
+std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker,
+                                                         std::vector<int>* gpus) {
+  // Walk the queue one job at a time (it is ordered by priority, then job). Among the jobs of
+  // the highest priority that have a task this worker can run now, the policy's fair share
+  // picks one; only when none can run does a lower priority get the worker.
+  std::vector<policy::Candidate> candidates;
+  std::vector<std::set<QueueKey>::iterator> heads;
+  std::vector<std::vector<int>> picked_gpus;
   for (auto it = queue_.begin(); it != queue_.end();) {
     const int neg_priority = std::get<0>(*it);
-    if (best != queue_.end() && neg_priority != std::get<0>(*best)) break;
+    if (!candidates.empty() && neg_priority != std::get<0>(*heads.front())) break;
     const int64_t job_id = std::get<1>(*it);
     const JobInfo& job = jobs_[job_id];
-    if (WorkerFits(job, worker) && LimitsAllow(job)) {
-      std::pair<int, int64_t> load{job.running, job.dispatched};
-      if (best == queue_.end() || load < best_load) {
-        best = it;
-        best_load = load;
+    if (policy::CouldEverRun(job.needs, worker.offer) &&
+        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
+      if (auto picked = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)) {
+        candidates.push_back({job_id, job.project, job.user, job.running, job.dispatched});
+        heads.push_back(it);
+        picked_gpus.push_back(std::move(*picked));
       }
     }
     it = queue_.lower_bound({neg_priority, job_id + 1, INT_MIN, INT64_MIN});
   }
-  return best;
+  std::optional<size_t> best = policy::PickFairShare(candidates, shares_);
+  if (!best) return queue_.end();
+  *gpus = std::move(picked_gpus[*best]);
+  return heads[*best];
 }
 
 void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
   const JobInfo& job = jobs_[task.job_id];
   if (count_failure) ++task.failures;
+  std::string fatal;
   if (count_failure && task.failures > job.max_retries) {
-    Status s = store_.FailTask(task.task_id, task.attempt, reason);
+    fatal = "after " + std::to_string(task.failures) + " failures";
+  } else if (count_failure && job.fail_after_workers > 0 &&
+             static_cast<int>(task.failed_on.size()) >= job.fail_after_workers) {
+    fatal = "after failing on " + std::to_string(task.failed_on.size()) + " different workers";
+  }
+  if (!fatal.empty()) {
+    Status s = store_.FailTask(task.task_id, task.attempt, reason + " (failed " + fatal + ")");
     if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
-    spdlog::error("job {} task {} failed permanently after {} failures: {}", task.job_id,
-                  task.task_id, task.failures, reason);
+    spdlog::error("job {} task {} failed permanently {}: {}", task.job_id, task.task_id, fatal,
+                  reason);
     Forget(task.task_id);
     return;
   }
@@ -786,18 +570,18 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   for (int64_t task_id : worker.tasks) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
-    if (it->second.running) {
-      --jobs_[it->second.job_id].running;
-      HoldLimits(jobs_[it->second.job_id], -1);
-    }
+    if (it->second.running) CountRunning(jobs_[it->second.job_id], -1);
     it->second.running = false;
     it->second.worker.clear();
-    Requeue(it->second, "worker " + worker.name + " lost: " + reason, /*count_failure=*/false);
+    it->second.gpus.clear();
+    Requeue(it->second, "worker " + worker.offer.name + " lost: " + reason,
+            /*count_failure=*/false);
   }
-  (void)store_.SetWorkerState(worker.id, store::WorkerState::kOffline);
-  (void)store_.AddEvent(std::nullopt, std::nullopt, worker.id, "worker_lost", reason);
-  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.name, worker.id, reason,
-               worker.tasks.size());
+  (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kOffline);
+  (void)store_.AddEvent(std::nullopt, std::nullopt, worker.offer.id, "worker_lost", reason);
+  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.offer.name,
+               worker.offer.id, reason, worker.tasks.size());
+  UpdateAllFeasibility();
 }
 
 void Broker::OnTimer() {
@@ -839,50 +623,52 @@ void Broker::OnTimer() {
     const int64_t wall_now = store::NowMs();
     for (const auto& [identity, worker] : workers_) {
       auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - worker.last_heard);
-      seen.emplace_back(worker.id, wall_now - age.count());
+      seen.emplace_back(worker.offer.id, wall_now - age.count());
     }
     (void)store_.TouchWorkers(seen);
     next_touch_ = now + std::chrono::seconds(5);
   }
-  if (!dead.empty() || !expired.empty()) Dispatch();
 }
 
 void Broker::Dispatch() {
   if (queue_.empty()) return;
   for (auto& [identity, worker] : workers_) {
     while (worker.free_slots() > 0 && !queue_.empty()) {
-      auto next = NextTaskFor(worker);
+      std::vector<int> gpus;
+      auto next = NextTaskFor(worker, &gpus);
       if (next == queue_.end()) break;
       QueueKey key = *next;
       queue_.erase(next);
       auto it = tasks_.find(std::get<3>(key));
       if (it == tasks_.end() || it->second.running) continue;
       LiveTask& task = it->second;
-      const JobInfo& job = jobs_[task.job_id];
+      JobInfo& job = jobs_[task.job_id];
       int attempt = task.attempt + 1;
-      // Durable before sent: the lease exists in SQLite before the worker hears of it.
-      if (Status s = store_.StartTask(task.task_id, attempt, worker.id); !s.ok()) {
+      // The lease is written in this pass's transaction; the assignment leaves only after
+      // that commits (FlushOutbox), so a worker never holds a lease the store does not.
+      if (Status s = store_.StartTask(task.task_id, attempt, worker.offer.id); !s.ok()) {
         spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
         continue;
       }
       task.attempt = attempt;
-      ++jobs_[task.job_id].running;
-      HoldLimits(jobs_[task.job_id], +1);
-      ++jobs_[task.job_id].dispatched;
+      CountRunning(job, +1);
+      ++job.dispatched;
       task.leased_at = task.last_progress = Clock::now();
       task.running = true;
       task.worker = identity;
+      task.gpus = gpus;
       task.worker_done = false;
       task.frames_written.clear();
       if (worker.tasks.empty() && worker.stopping.empty()) {
-        (void)store_.SetWorkerState(worker.id, store::WorkerState::kBusy);
+        (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
       }
       worker.tasks.insert(task.task_id);
-      protocol::Assign assign{task.task_id,     attempt,        task.job_id,
-                              task.frame_start, task.frame_end, *job.scene_yaml};
+      worker.SetGpusBusy(gpus, true);
+      protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
+                              task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
       Send(identity, protocol::Encode(MessageType::kAssign, assign));
       spdlog::info("job {} task {} (frames {}-{}) -> worker {}, attempt {}", task.job_id,
-                   task.task_id, task.frame_start, task.frame_end, worker.name, attempt);
+                   task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt);
     }
     if (queue_.empty()) return;
   }

@@ -7,6 +7,11 @@
 // Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
 // thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
 // loop through an eventfd.
+//
+// Group commit: each pass of the poll loop (inbox, up to kMessagesPerPass worker messages,
+// timers, dispatch) makes its store writes inside one Store::WriteGroup. Everything that tells
+// the outside world about those writes -- assignments, cancels, acknowledgements, the answers to
+// other threads' requests -- is held in the outbox and released only after the commit.
 
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +33,7 @@
 #include <zmq.hpp>
 
 #include "scheduler/assembler/assembler.h"
+#include "scheduler/policy/policy.h"
 #include "scheduler/store/store.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
@@ -41,6 +47,7 @@ struct BrokerOptions {
   int assembler_threads = 2;
   int max_image_side = 16384;         // frame results larger than this are rejected
   std::map<std::string, int> limits;  // named counted limits: name -> tasks allowed at once
+  std::map<std::string, policy::ProjectShare> projects;  // fair-share weights and caps
 };
 
 class Broker {
@@ -75,6 +82,8 @@ class Broker {
   struct JobInfo {
     int priority = 50;
     int max_retries = 3;
+    bool produces_frames = true;  // false: tasks only report done (noop)
+    std::string renderer;
     std::string output_dir;
     std::string pattern;
     std::vector<std::string> formats;
@@ -83,16 +92,16 @@ class Broker {
     int task_timeout_s = 0;
     int progress_timeout_s = 0;
     int blocklist_after = 3;
+    int fail_after_workers = 0;
+    std::string project, user;                  // fair share
+    policy::JobNeeds needs;                     // pools, tags, limits, resources, blocklist
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
-    std::set<int64_t> blocklist;                // workers this job no longer runs on
     int running = 0;                            // leases held now (fair share)
     int64_t dispatched = 0;                     // leases handed out since it was loaded
     int64_t unfinished = 0;                     // its tasks in tasks_
-    std::set<int64_t> waiting_on;               // dependencies not done yet; tasks wait until empty
-    std::vector<std::string> limits;            // named limits each running task holds
-    std::vector<std::string> pools;             // empty: any pool
-    std::vector<std::string> tags;              // all required
-    spec::ResourceSpec resources;               // per task
+    std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
+    std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
+    std::optional<std::string> notice;          // as last written to the store
   };
   struct LiveTask {
     int64_t task_id = 0;
@@ -103,53 +112,68 @@ class Broker {
     std::chrono::steady_clock::time_point leased_at;
     std::chrono::steady_clock::time_point last_progress;  // lease start, progress or a frame
     int failures = 0;
+    std::set<int64_t> failed_on;  // workers a charged failure happened on
     bool running = false;
-    std::string worker;  // routing identity of the lease holder
+    std::string worker;     // routing identity of the lease holder
+    std::vector<int> gpus;  // the holder's GPUs pinned to this lease
     std::set<int> frames_written;
     int frames_in_flight = 0;  // handed to the assembler, not yet written
     bool worker_done = false;  // the worker reported kTaskDone for this attempt
   };
   struct WorkerConn {
-    int64_t id = 0;
-    std::string name;
+    policy::WorkerOffer offer;  // id, name, pools, tags, hardware
     int slots = 1;
-    std::set<std::string> pools, tags;
-    int cpu_cores = 0;
-    int64_t ram_mb = 0;
-    std::vector<protocol::GpuInfo> gpus;
-    std::set<int64_t> tasks;  // current leases
-    // Cancelled leases whose render may still be stopping. They keep their slot until a
-    // heartbeat no longer lists them, so the worker is never sent more than it can hold.
-    std::set<int64_t> stopping;
+    std::vector<bool> gpu_busy;  // by GPU index: pinned to a lease
+    std::set<int64_t> tasks;     // current leases
+    // Cancelled leases whose render may still be stopping, with their GPUs. They keep their
+    // slot and GPUs until a heartbeat no longer lists them, so the worker is never sent more
+    // than it can hold.
+    std::map<int64_t, std::vector<int>> stopping;
     int free_slots() const { return slots - static_cast<int>(tasks.size() + stopping.size()); }
+    void SetGpusBusy(const std::vector<int>& gpus, bool busy) {
+      for (int g : gpus) {
+        if (g >= 0 && static_cast<size_t>(g) < gpu_busy.size()) gpu_busy[g] = busy;
+      }
+    }
     std::chrono::steady_clock::time_point last_heard;
   };
+  // Frame-on-frame dependencies: the frame ranges of a depended-on job's tasks that are not done
+  // (start -> end; disjoint), and the dependent tasks waiting on them (by frame_start).
+  struct FrameGate {
+    std::map<int, int> undone;
+    std::multimap<int, int64_t> waiters;
+  };
+  static constexpr int kMessagesPerPass = 2000;  // worker messages per poll pass (one commit)
+
   // Queue order: higher priority first, then older job, then frame order.
   using QueueKey = std::tuple<int, int64_t, int, int64_t>;  // (-priority, job, index, task)
 
   void Post(std::function<void()> fn);
-  // Runs `fn` on the broker thread, waits for its result, then dispatches.
+  // Runs `fn` on the broker thread (inside a pass, which dispatches) and waits for its result.
+  // The answer is released after the pass commits, like any other acknowledgement.
   template <typename T>
   StatusOr<T> OnBrokerThread(std::function<StatusOr<T>()> fn) {
     auto done = std::make_shared<std::promise<StatusOr<T>>>();
     auto result = done->get_future();
     Post([this, fn = std::move(fn), done] {
-      done->set_value(fn());
-      Dispatch();
+      auto value = std::make_shared<StatusOr<T>>(fn());
+      after_commit_.push_back([done, value] { done->set_value(std::move(*value)); });
     });
     return result.get();
   }
   void DropQueued(int64_t job_id);
-  // Named counted limits: whether a task of `job` may start now; take or give back its units.
-  bool LimitsAllow(const JobInfo& job);
-  // Pools, tags and the job's blocklist: whether this worker may ever run the job's tasks.
-  static bool WorkerFits(const JobInfo& job, const WorkerConn& worker);
-  // The worker's hardware could ever satisfy one task's requirements.
-  static bool FitsResources(const spec::ResourceSpec& need, const WorkerConn& worker);
-  void HoldLimits(const JobInfo& job,
-                  int delta);       // takes the job's tasks out of the dispatch queue
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
+  // A lease starts (+1) or ends (-1): the job's, its project's and its user's running counts
+  // and its named limits follow.
+  void CountRunning(JobInfo& job, int delta);
+  // Re-evaluates whether any connected worker could ever run the job; records a notice on the
+  // job (and an event) when none can, and clears it when one can again.
+  void UpdateFeasibility(int64_t job_id, JobInfo& job);
+  void UpdateAllFeasibility();
   void Run(std::promise<StatusOr<std::string>> started);
+  // One pass of the loop inside one store transaction; then the outbox goes out.
+  void RunPass(bool woken);
+  void ReceiveMessages();
   void DrainInbox();
   void HandleMessage(std::vector<zmq::message_t>& frames);
   void OnRegister(const std::string& identity, const protocol::Envelope& env);
@@ -168,11 +192,12 @@ class Broker {
   // Frees the slots of stopped cancelled leases, and requeues leases the worker does not hold
   // (a lost assignment) once they are older than two heartbeats.
   void OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat);
-  // Counts a charged failure against the worker for the task's job; blocklists it at the
-  // job's threshold.
-  void ChargeWorker(const LiveTask& task, const WorkerConn& worker);
+  // Counts a charged failure against the worker for the task's job (durably); blocklists it at
+  // the job's threshold.
+  void ChargeWorker(LiveTask& task, const WorkerConn& worker);
   // First queued task the worker may run (skipping jobs that blocklist it), or queue_.end().
-  std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker);
+  // `gpus` receives the GPUs the task would be pinned to.
+  std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker, std::vector<int>* gpus);
   void Requeue(LiveTask& task, const std::string& reason, bool count_failure);
   void MaybeComplete(LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).
@@ -180,11 +205,18 @@ class Broker {
   // A job left memory (all its tasks finished): release the jobs that were waiting on it.
   void OnJobFinished(int64_t job_id);
   void Enqueue(const LiveTask& task);
+  // Frame-on-frame dependencies: whether the task still waits on an undone frame; the gate of a
+  // depended-on job (built from the store on first use); a depended-on task finished.
+  bool WaitsOnFrames(const LiveTask& task, const JobInfo& job);
+  FrameGate& GateFor(int64_t job_id);
+  void OnFramesDone(int64_t job_id, int frame_start, int frame_end);
   void DropWorker(const std::string& identity, const std::string& reason);
   Status LoadJob(int64_t job_id);
   void LoadTasks(std::optional<int64_t> job_id);
 
+  // Queues a message for the worker; it leaves after the pass's commit (FlushOutbox).
   void Send(const std::string& identity, std::vector<zmq::message_t> frames);
+  void FlushOutbox();
 
   store::Store& store_;
   BrokerOptions options_;
@@ -202,7 +234,11 @@ class Broker {
   std::unordered_map<int64_t, LiveTask> tasks_;          // unfinished tasks by id
   std::unordered_map<int64_t, JobInfo> jobs_;            // jobs with unfinished tasks
   std::set<QueueKey> queue_;
-  std::map<std::string, int> limits_in_use_;  // named limit -> running tasks holding it
+  std::map<std::string, int> limits_in_use_;      // named limit -> running tasks holding it
+  policy::FarmShares shares_;                     // fair share: running tasks by project and user
+  std::unordered_map<int64_t, FrameGate> gates_;  // by depended-on job id
+  std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
+  std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;
 };

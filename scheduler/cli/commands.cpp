@@ -6,6 +6,7 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/format.h"
+#include "shared/job_spec.h"
 
 namespace tessera::cli {
 
@@ -108,6 +109,10 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
             << "  (chunk " << Int(job, "chunk_size", 1) << ", priority " << Int(job, "priority")
             << ")\n";
   std::cout << "  tasks      " << TaskCounts(Member(job, "tasks")) << "\n";
+  std::cout << "  owner      " << Str(job, "user") << " (project " << Str(job, "project") << ")\n";
+  if (Str(job, "renderer") != spec::kRendererPathTracer) {
+    std::cout << "  renderer   " << Str(job, "renderer") << "\n";
+  }
   // Scheduling constraints, shown only when the job has them.
   auto list = [](const json& values) {
     std::string out;
@@ -115,11 +120,13 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
       out += (out.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : v.dump());
     return out;
   };
-  for (const char* key : {"depends_on", "pools", "tags", "limits"}) {
+  for (auto [key, label] :
+       {std::pair{"depends_on", "depends_on "}, std::pair{"frame_depends_on", "frame deps "},
+        std::pair{"pools", "pools      "}, std::pair{"tags", "tags       "},
+        std::pair{"limits", "limits     "}}) {
     const json& values = Member(job, key);
     if (values.is_array() && !values.empty()) {
-      std::cout << "  " << key << std::string(11 - std::string(key).size(), ' ') << list(values)
-                << "\n";
+      std::cout << "  " << label << list(values) << "\n";
     }
   }
   const json& resources = Member(job, "resources");
@@ -136,6 +143,7 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
   std::cout << "  submitted  " << FormatTimestamp(Member(job, "submitted_at")) << "\n";
   std::cout << "  started    " << FormatTimestamp(Member(job, "started_at")) << "\n";
   std::cout << "  finished   " << FormatTimestamp(Member(job, "finished_at")) << "\n";
+  if (Member(job, "notice").is_string()) std::cout << "  notice     " << Str(job, "notice") << "\n";
   if (Member(job, "error").is_string() && !Str(job, "error").empty()) {
     std::cout << "  error      " << Str(job, "error") << "\n";
   }

@@ -1,6 +1,8 @@
 // `tessera submit`: validate the job (and its scene) locally with the same parsers the scheduler
 // uses, so a mistake is reported with the file and field before anything is sent.
 
+#include <cctype>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -74,7 +76,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
     scene_text = std::move(read).value();
     StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
     if (!scene.ok()) return LocalError(scene_path.string(), scene.status().message());
-  } else {
+  } else if (job->produces_frames()) {
     scene_text = job->scene_yaml;
     StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
     if (!scene.ok()) return LocalError(job_file, "scene: " + scene.status().message());
@@ -82,6 +84,14 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
 
   ApiClient client(options.server);
   json body = {{"job_yaml", *job_text}, {"scene_yaml", scene_text}};
+  // Fair share counts jobs per user; a job file may name its user itself.
+  if (const char* user = std::getenv("USER"); user && *user) {
+    std::string name = std::string(user).substr(0, spec::kMaxNameLength);
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    }
+    body["user"] = name;
+  }
   StatusOr<json> reply = client.Post("/api/v1/jobs", body);
   if (!reply.ok()) return ReportError(client.server_url(), reply.status());
   const json& submitted = (*reply).contains("job") ? (*reply)["job"] : *reply;

@@ -94,15 +94,20 @@ StatusOr<Stmt> Db::Prepare(const std::string& sql) {
   return Stmt(raw);
 }
 
-Transaction::Transaction(Db& db) : db_(db) { begin_ = db_.Exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Db& db) : db_(db), nested_(db.open_transactions_ > 0) {
+  begin_ = db_.Exec(nested_ ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+  if (begin_.ok()) ++db_.open_transactions_;
+}
 
 Transaction::~Transaction() {
-  if (begin_.ok() && !done_) (void)db_.Exec("ROLLBACK");
+  if (!begin_.ok()) return;
+  if (!done_) (void)db_.Exec(nested_ ? "ROLLBACK TO nested; RELEASE nested" : "ROLLBACK");
+  --db_.open_transactions_;
 }
 
 Status Transaction::Commit() {
   TSR_RETURN_IF_ERROR(begin_);
-  Status s = db_.Exec("COMMIT");
+  Status s = db_.Exec(nested_ ? "RELEASE nested" : "COMMIT");
   if (s.ok()) done_ = true;
   return s;
 }

@@ -78,6 +78,7 @@ class Db {
   Status Error(const std::string& what) const;
 
  private:
+  friend class Transaction;
   explicit Db(sqlite3* db) : db_(db) {}
 
   struct StmtDeleter {
@@ -85,9 +86,12 @@ class Db {
   };
   sqlite3* db_;
   std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtDeleter>> cache_;
+  int open_transactions_ = 0;  // Transaction objects alive on this connection
 };
 
 // BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless Commit() succeeded.
+// Transactions nest: one opened while another is open on the same Db is a SAVEPOINT inside it,
+// so an operation stays all-or-nothing when it joins a larger group commit.
 class Transaction {
  public:
   explicit Transaction(Db& db);
@@ -101,6 +105,7 @@ class Transaction {
  private:
   Db& db_;
   Status begin_;
+  bool nested_ = false;
   bool done_ = false;
 };
 

@@ -113,6 +113,24 @@ ALTER TABLE workers ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]';
     R"sql(
 ALTER TABLE jobs ADD COLUMN resources TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 8 -> 9: renderer, fair-share owners, frame-on-frame dependencies, the distinct-worker
+    // failure limit, the scheduler's notice on a job (e.g. no worker can run it), the workers
+    // each task failed on, and each job's failure count per worker (its blocklist).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN renderer TEXT NOT NULL DEFAULT 'pathtracer';
+ALTER TABLE jobs ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE jobs ADD COLUMN user_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN frame_depends_on TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN fail_after_workers INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN notice TEXT;
+ALTER TABLE tasks ADD COLUMN failed_on TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE job_worker_failures (
+  job_id    INTEGER NOT NULL,
+  worker_id INTEGER NOT NULL,
+  failures  INTEGER NOT NULL,
+  PRIMARY KEY (job_id, worker_id)
+) WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -136,7 +154,7 @@ const char* kJobColumns =
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
-    "resources";
+    "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -165,12 +183,18 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.pools = nlohmann::json::parse(s.Text(27)).get<std::vector<std::string>>();
   j.tags = nlohmann::json::parse(s.Text(28)).get<std::vector<std::string>>();
   j.resources = nlohmann::json::parse(s.Text(29)).get<spec::ResourceSpec>();
+  j.renderer = s.Text(30);
+  j.project = s.Text(31);
+  j.user = s.Text(32);
+  j.frame_depends_on = nlohmann::json::parse(s.Text(33)).get<std::vector<int64_t>>();
+  j.fail_after_workers = static_cast<int>(s.Int(34));
+  if (!s.IsNull(35)) j.notice = s.Text(35);
   return j;
 }
 
 const char* kTaskColumns =
     "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
-    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at";
+    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on";
 
 StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   TaskRecord t;
@@ -188,6 +212,7 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   t.message = s.Text(11);
   t.started_at_ms = s.OptInt(12);
   t.finished_at_ms = s.OptInt(13);
+  t.failed_on = nlohmann::json::parse(s.Text(14)).get<std::vector<int64_t>>();
   return t;
 }
 
@@ -229,22 +254,29 @@ bool IsTerminal(TaskState s) {
 
 // ---- reader pool ------------------------------------------------------------------------------
 
+// A read connection for one call: one from the pool, or -- for the thread inside a WriteGroup,
+// which must see its own uncommitted writes -- the writer itself (that thread holds its lock).
 class Store::Reader {
  public:
-  Reader(Store* store, std::unique_ptr<Db> db) : store_(store), db_(std::move(db)) {}
+  Reader(Store* store, std::unique_ptr<Db> db) : store_(store), owned_(std::move(db)) {
+    db_ = owned_.get();
+  }
+  explicit Reader(Db* writer) : db_(writer) {}
   Reader(Reader&&) = default;
   ~Reader() {
-    if (db_) store_->ReturnReader(std::move(db_));
+    if (owned_) store_->ReturnReader(std::move(owned_));
   }
   Db& operator*() { return *db_; }
-  Db* operator->() { return db_.get(); }
+  Db* operator->() { return db_; }
 
  private:
-  Store* store_;
-  std::unique_ptr<Db> db_;
+  Store* store_ = nullptr;
+  std::unique_ptr<Db> owned_;
+  Db* db_ = nullptr;
 };
 
 StatusOr<Store::Reader> Store::BorrowReader() {
+  if (group_thread_.load() == std::this_thread::get_id()) return Reader(writer_.get());
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!readers_.empty()) {
@@ -282,7 +314,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
 }
 
 Status Store::Migrate() {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
   TSR_ASSIGN_OR_RETURN(bool row, v.Step());
   int version = row ? static_cast<int>(v.Int(0)) : 0;
@@ -310,7 +342,7 @@ StatusOr<JobRecord> Store::CreateJob(
   std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
   int64_t job_id = 0;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    std::lock_guard<std::recursive_mutex> lock(write_mu_);
     Transaction tx(*writer_);
     TSR_RETURN_IF_ERROR(tx.begin_status());
     int64_t now = NowMs();
@@ -320,8 +352,9 @@ StatusOr<JobRecord> Store::CreateJob(
                       "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
                       "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
-                      "resources) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?)"));
+                      "resources, renderer, project, user_name, frame_depends_on, "
+                      "fail_after_workers) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -331,7 +364,9 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(16, nlohmann::json(spec.depends_on).dump());
     ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
     ins.Bind(19, nlohmann::json(spec.pools).dump()).Bind(20, nlohmann::json(spec.tags).dump());
-    ins.Bind(21, nlohmann::json(spec.resources).dump());
+    ins.Bind(21, nlohmann::json(spec.resources).dump()).Bind(22, spec.renderer);
+    ins.Bind(23, spec.project).Bind(24, spec.user.empty() ? "unknown" : spec.user);
+    ins.Bind(25, nlohmann::json(spec.frame_depends_on).dump()).Bind(26, spec.fail_after_workers);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 
@@ -356,7 +391,7 @@ StatusOr<JobRecord> Store::CreateJob(
 }
 
 StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
@@ -416,7 +451,7 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
     return Status::InvalidArgument("priority: must be in [0, 100], got " +
                                    std::to_string(priority));
   }
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
@@ -426,7 +461,7 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
 }
 
 Status Store::SetJobPaused(int64_t job_id, bool paused) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
@@ -474,7 +509,7 @@ StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_fil
 }
 
 StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(
@@ -488,7 +523,7 @@ StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
     return Status::InvalidArgument("frames: start " + std::to_string(first) + " is after end " +
                                    std::to_string(last));
   }
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(int moved,
@@ -498,7 +533,7 @@ StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
 }
 
 Status Store::DeleteJob(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     if (state == JobState::kQueued || state == JobState::kRunning) {
@@ -507,7 +542,7 @@ Status Store::DeleteJob(int64_t job_id) {
     }
     for (const char* sql :
          {"DELETE FROM events WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
-          "DELETE FROM jobs WHERE id = ?"}) {
+          "DELETE FROM job_worker_failures WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
       TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
       TSR_RETURN_IF_ERROR(s.Bind(1, job_id).Run());
     }
@@ -518,7 +553,7 @@ Status Store::DeleteJob(int64_t job_id) {
 // ---- tasks ------------------------------------------------------------------------------------
 
 StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   if (!job_id) {
     // Leases do not survive a restart: running tasks go back to the queue, uncharged.
     Transaction tx(*writer_);
@@ -616,14 +651,14 @@ Status Store::RefreshJobState(int64_t job_id) {
 }
 
 Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, TaskState::kRunning, "", false, worker_id);
   });
 }
 
 Status Store::FinishTask(int64_t task_id, int attempt) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(Stmt w, writer_->Prepare("SELECT worker_id FROM tasks WHERE id = ?"));
     w.Bind(1, task_id);
@@ -635,7 +670,7 @@ Status Store::FinishTask(int64_t task_id, int attempt) {
 
 Status Store::RequeueTask(int64_t task_id, int attempt, const std::string& message,
                           bool count_failure) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, TaskState::kQueued, message, count_failure,
                           std::nullopt);
@@ -643,24 +678,72 @@ Status Store::RequeueTask(int64_t task_id, int attempt, const std::string& messa
 }
 
 Status Store::FailTask(int64_t task_id, int attempt, const std::string& message) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
   });
 }
 
 Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
                                "AND state = 'running'"));
   return s.Bind(1, progress).Bind(2, task_id).Bind(3, attempt).Run();
 }
 
+Status Store::RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(
+        Stmt t, writer_->Prepare("UPDATE tasks SET failed_on = json_insert(failed_on, '$[#]', ?) "
+                                 "WHERE id = ? AND NOT EXISTS (SELECT 1 FROM "
+                                 "json_each(failed_on) WHERE value = ?)"));
+    TSR_RETURN_IF_ERROR(t.Bind(1, worker_id).Bind(2, task_id).Bind(3, worker_id).Run());
+    TSR_ASSIGN_OR_RETURN(
+        Stmt j, writer_->Prepare("INSERT INTO job_worker_failures (job_id, worker_id, failures) "
+                                 "VALUES (?, ?, 1) ON CONFLICT (job_id, worker_id) DO UPDATE "
+                                 "SET failures = failures + 1"));
+    return j.Bind(1, job_id).Bind(2, worker_id).Run();
+  });
+}
+
+StatusOr<std::vector<std::pair<int64_t, int>>> Store::WorkerFailures(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT worker_id, failures FROM job_worker_failures "
+                                          "WHERE job_id = ?"));
+  s.Bind(1, job_id);
+  std::vector<std::pair<int64_t, int>> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace_back(s.Int(0), static_cast<int>(s.Int(1)));
+  }
+}
+
+StatusOr<std::vector<std::pair<int, int>>> Store::UndoneFrameRanges(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame_start, frame_end FROM tasks WHERE "
+                                          "job_id = ? AND state != 'done' ORDER BY idx"));
+  s.Bind(1, job_id);
+  std::vector<std::pair<int, int>> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace_back(static_cast<int>(s.Int(0)), static_cast<int>(s.Int(1)));
+  }
+}
+
+Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& notice) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET notice = ? WHERE id = ?"));
+  return s.Bind(1, notice).Bind(2, job_id).Run();
+}
+
 // ---- workers ----------------------------------------------------------------------------------
 
 StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   int64_t now = NowMs();
   TSR_ASSIGN_OR_RETURN(
       Stmt s,
@@ -683,7 +766,7 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
 }
 
 Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
   return s.Bind(1, WorkerStateName(state)).Bind(2, NowMs()).Bind(3, worker_id).Run();
@@ -691,7 +774,7 @@ Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
 
 Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms) {
   if (id_and_last_seen_ms.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     for (const auto& [id, seen] : id_and_last_seen_ms) {
       TSR_ASSIGN_OR_RETURN(Stmt s,
@@ -703,14 +786,14 @@ Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_an
 }
 
 Status Store::MarkAllWorkersOffline() {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return writer_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
 }
 
 Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                        std::optional<int64_t> worker_id, const std::string& kind,
                        const std::string& message) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
   TSR_ASSIGN_OR_RETURN(Stmt s,
                        writer_->Prepare("INSERT INTO events (at, job_id, task_id, worker_id, kind, "
                                         "message) VALUES (?, ?, ?, ?, ?, ?)"));

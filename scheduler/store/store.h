@@ -3,16 +3,19 @@
 // the broker keeps in-memory indexes rebuilt from it at start-up.
 //
 // Threads: every method may be called from any thread. Writes go through one writer connection
-// under a mutex (BEGIN IMMEDIATE per call); reads use a pool of read-only connections (WAL lets
-// them run beside the writer). Job rows carry per-state task counters, updated in the same
+// under a mutex (BEGIN IMMEDIATE per call, or one shared transaction while the calling thread
+// holds a WriteGroup); reads use a pool of read-only connections (WAL lets them run beside the
+// writer). Job rows carry per-state task counters, updated in the same
 // transaction as every task change, so status queries never scan the task table.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "scheduler/store/sqlite.h"
@@ -57,7 +60,16 @@ struct JobRecord {
   std::vector<std::string> pools;   // empty: any
   std::vector<std::string> tags;    // required
   spec::ResourceSpec resources;     // per task
+  std::string renderer = spec::kRendererPathTracer;
+  std::string project = "default";
+  std::string user;                       // who submitted it ("unknown" when not said)
+  std::vector<int64_t> frame_depends_on;  // jobs whose same frames must be done first
+  int fail_after_workers = 0;             // 0: off
+  // Set by the scheduler when something the job cannot fix by waiting holds it, e.g. no
+  // connected worker can ever run its tasks; cleared when that passes.
+  std::optional<std::string> notice;
 
+  bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
   }
@@ -76,6 +88,7 @@ struct TaskRecord {
   double progress = 0;
   std::string message;
   std::optional<int64_t> started_at_ms, finished_at_ms;
+  std::vector<int64_t> failed_on;  // workers a charged failure happened on
 };
 
 struct WorkerRecord {
@@ -108,7 +121,29 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
+
+  // Group commit: while a WriteGroup is alive, every write made by the thread that opened it
+  // joins one transaction (each call still all-or-nothing, as a savepoint), and other threads'
+  // writes wait. The broker opens one per poll pass and sends nothing that depends on those
+  // writes until Commit() has returned OK: durable before acknowledged, at one commit per pass
+  // instead of one per state change.
+  class WriteGroup {
+   public:
+    explicit WriteGroup(Store& store) : store_(store), lock_(store.write_mu_), tx_(*store.writer_) {
+      store_.group_thread_.store(std::this_thread::get_id());
+    }
+    // Rolls back whatever was not committed.
+    ~WriteGroup() { store_.group_thread_.store(std::thread::id()); }
+    WriteGroup(const WriteGroup&) = delete;
+    WriteGroup& operator=(const WriteGroup&) = delete;
+    Status Commit() { return tx_.Commit(); }
+
+   private:
+    Store& store_;
+    std::lock_guard<std::recursive_mutex> lock_;
+    Transaction tx_;
+  };
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
@@ -147,6 +182,15 @@ class Store {
   Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure);
   Status FailTask(int64_t task_id, int attempt, const std::string& message);
   Status SetTaskProgress(int64_t task_id, int attempt, double progress);
+  // A charged failure of `task_id` on `worker_id`: adds the worker to the task's failed_on and
+  // counts it against the job's failures on that worker (its blocklist, which survives restarts).
+  Status RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id);
+  // The job's charged failures by worker id.
+  StatusOr<std::vector<std::pair<int64_t, int>>> WorkerFailures(int64_t job_id);
+  // Frame ranges of the job's tasks that are not done, in frame order (frame-on-frame
+  // dependencies wait on these).
+  StatusOr<std::vector<std::pair<int, int>>> UndoneFrameRanges(int64_t job_id);
+  Status SetJobNotice(int64_t job_id, const std::optional<std::string>& notice);
 
   // ---- workers (broker thread) -----------------------------------------------------------
   // Inserts or refreshes the worker by name; returns its id.
@@ -192,8 +236,9 @@ class Store {
 
   std::string path_;
   int schema_version_ = 0;
-  std::mutex write_mu_;
+  std::recursive_mutex write_mu_;  // recursive: a WriteGroup's thread writes inside it
   std::unique_ptr<Db> writer_;
+  std::atomic<std::thread::id> group_thread_;  // the thread inside a WriteGroup, if any
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Db>> readers_;
 };

@@ -474,7 +474,13 @@ TEST(FarmOpsTest, ResourceRequirementsMatchTheHardware) {
   nlohmann::json why = farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why");
   EXPECT_NE(why["reason"].get<std::string>().find("no connected worker can run"), std::string::npos)
       << why.dump();
-  EXPECT_NE(why["details"].dump().find("lacks the resources"), std::string::npos) << why.dump();
+  EXPECT_NE(why["details"].dump().find("h200: has 0 GPU(s) with >= 0 MB and compute >= 10.0"),
+            std::string::npos)
+      << why.dump();
+  // Not left waiting silently: the job itself says why nothing runs it.
+  nlohmann::json job = farm.Get("/api/v1/jobs/" + std::to_string(future))["job"];
+  EXPECT_NE(job["notice"].dump().find("no connected worker can run this job"), std::string::npos)
+      << job.dump();
 
   EXPECT_EQ(farm.Submit("name: x\nscene: s\nframes: 1\nresources:\n  gpus: -1\n", scene, &error),
             -1);

@@ -1,0 +1,376 @@
+// The broker's job side: operations other threads ask for (cancel, priority, pause, requeue,
+// why), loading jobs and tasks from the store into the queue, job and frame dependencies, and
+// the feasibility notice. The poll loop, worker messages and leases are in broker.cpp.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "scheduler/broker/broker.h"
+
+namespace tessera::broker {
+
+void Broker::JobSubmitted(int64_t job_id) {
+  Post([this, job_id] { LoadTasks(job_id); });
+}
+
+Status Broker::CancelJob(int64_t job_id) {
+  return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
+           TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
+           for (const store::Lease& lease : leases) {
+             auto it = tasks_.find(lease.task_id);
+             if (it != tasks_.end() && it->second.running && it->second.attempt == lease.attempt) {
+               CancelLease(it->second);
+             }
+           }
+           DropQueued(job_id);
+           for (auto it = tasks_.begin(); it != tasks_.end();) {
+             it = it->second.job_id == job_id ? tasks_.erase(it) : std::next(it);
+           }
+           jobs_.erase(job_id);
+           spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
+           return static_cast<int>(leases.size());
+         })
+      .status();
+}
+
+Status Broker::SetJobPriority(int64_t job_id, int priority) {
+  return OnBrokerThread<int>([this, job_id, priority]() -> StatusOr<int> {
+           TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
+           auto it = jobs_.find(job_id);
+           if (it != jobs_.end()) {
+             DropQueued(job_id);
+             it->second.priority = priority;
+             EnqueueJob(job_id);
+           }
+           spdlog::info("job {} priority set to {}", job_id, priority);
+           return 0;
+         })
+      .status();
+}
+
+Status Broker::SetJobPaused(int64_t job_id, bool paused) {
+  return OnBrokerThread<int>([this, job_id, paused]() -> StatusOr<int> {
+           TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
+           auto it = jobs_.find(job_id);
+           if (it != jobs_.end()) {
+             it->second.paused = paused;
+             if (paused) {
+               DropQueued(job_id);
+             } else {
+               EnqueueJob(job_id);
+             }
+           }
+           spdlog::info("job {} {}", job_id, paused ? "paused" : "resumed");
+           return 0;
+         })
+      .status();
+}
+
+StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
+  return OnBrokerThread<int>([this, job_id, frames]() -> StatusOr<int> {
+    TSR_ASSIGN_OR_RETURN(int moved,
+                         frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
+                                : store_.RetryFailedTasks(job_id));
+    if (moved > 0) LoadTasks(job_id);
+    spdlog::info("job {}: {} task(s) requeued by request", job_id, moved);
+    return moved;
+  });
+}
+
+StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
+  return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) {
+      StatusOr<store::TaskRecord> rec = store_.GetTask(task_id);
+      if (!rec.ok()) return rec.status();
+      std::string state = store::TaskStateName(rec->state);
+      return nlohmann::json{
+          {"task_id", task_id},
+          {"state", state},
+          {"reason", "the task is " + state + (rec->message.empty() ? "" : ": " + rec->message)},
+          {"details", nlohmann::json::array()}};
+    }
+    const LiveTask& task = it->second;
+    const JobInfo& job = jobs_[task.job_id];
+    nlohmann::json details = nlohmann::json::array();
+    std::string reason;
+    if (task.running) {
+      auto wit = workers_.find(task.worker);
+      reason = "running on worker " + (wit != workers_.end() ? wit->second.offer.name : "?") +
+               ", attempt " + std::to_string(task.attempt);
+    } else if (!job.waiting_on.empty()) {
+      reason = "waiting for job(s) it depends on:";
+      for (int64_t dep : job.waiting_on) {
+        StatusOr<store::JobRecord> other = store_.GetJob(dep);
+        reason += " " + std::to_string(dep) + " (" +
+                  (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
+      }
+    } else if (WaitsOnFrames(task, job)) {
+      reason = "waiting for frames " + std::to_string(task.frame_start) + "-" +
+               std::to_string(task.frame_end) + " of job(s) " +
+               nlohmann::json(job.frame_deps).dump() + " to be done";
+    } else if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
+      reason = "a limit is at its maximum:";
+      for (const std::string& name : job.needs.limits) {
+        auto max = options_.limits.find(name);
+        reason += " " + name + " (" + std::to_string(limits_in_use_[name]) + " of " +
+                  (max == options_.limits.end() ? std::string("0, not configured")
+                                                : std::to_string(max->second)) +
+                  " in use)";
+      }
+    } else if (!policy::ProjectAllows(job.project, shares_)) {
+      reason = "project " + job.project + " is at its cap of " +
+               std::to_string(options_.projects.at(job.project).max_running) + " running tasks";
+    } else if (job.paused) {
+      reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
+               std::to_string(task.job_id) + ")";
+    } else if (workers_.empty()) {
+      reason = "no workers are connected";
+    } else {
+      int eligible = 0, free = 0;
+      for (const auto& [identity, worker] : workers_) {
+        const std::string never = policy::WhyNever(job.needs, worker.offer);
+        const bool now =
+            never.empty() && worker.free_slots() > 0 &&
+            policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy).has_value();
+        eligible += never.empty();
+        free += now;
+        details.push_back(worker.offer.name + ": " +
+                          (!never.empty() ? never
+                           : now          ? std::to_string(worker.free_slots()) + " free slot(s)"
+                                          : "busy"));
+      }
+      const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
+      const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
+      if (eligible == 0) {
+        reason =
+            job.notice.value_or("no connected worker can run job " + std::to_string(task.job_id));
+      } else if (free == 0) {
+        reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
+                 std::to_string(ahead) + " queued task(s) are ahead of it";
+      } else {
+        reason = "about to be dispatched (" + std::to_string(ahead) + " task(s) ahead)";
+      }
+      details.push_back("failures so far: " + std::to_string(task.failures) + " of " +
+                        std::to_string(job.max_retries) + " allowed retries");
+    }
+    return nlohmann::json{{"task_id", task_id},
+                          {"state", task.running ? "running" : "queued"},
+                          {"reason", reason},
+                          {"details", details}};
+  });
+}
+
+void Broker::DropQueued(int64_t job_id) {
+  auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
+  auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});
+  queue_.erase(first, last);
+}
+
+void Broker::EnqueueJob(int64_t job_id) {
+  for (const auto& [id, task] : tasks_) {
+    if (task.job_id == job_id && !task.running) Enqueue(task);
+  }
+}
+
+void Broker::CountRunning(JobInfo& job, int delta) {
+  job.running += delta;
+  for (const std::string& name : job.needs.limits) limits_in_use_[name] += delta;
+  shares_.project_running[job.project] += delta;
+  shares_.user_running[{job.project, job.user}] += delta;
+}
+
+void Broker::UpdateFeasibility(int64_t job_id, JobInfo& job) {
+  std::optional<std::string> notice;
+  if (!workers_.empty() && std::none_of(workers_.begin(), workers_.end(), [&](const auto& w) {
+        return policy::CouldEverRun(job.needs, w.second.offer);
+      })) {
+    const auto& [identity, first] = *workers_.begin();
+    notice = "no connected worker can run this job (" + std::to_string(workers_.size()) +
+             " connected; e.g. " + first.offer.name + ": " +
+             policy::WhyNever(job.needs, first.offer) + ")";
+  }
+  if (notice == job.notice) return;
+  job.notice = notice;
+  (void)store_.SetJobNotice(job_id, notice);
+  if (notice) {
+    spdlog::warn("job {}: {}", job_id, *notice);
+    (void)store_.AddEvent(job_id, std::nullopt, std::nullopt, "job_infeasible", *notice);
+  } else {
+    spdlog::info("job {}: a connected worker can run it again", job_id);
+  }
+}
+
+void Broker::UpdateAllFeasibility() {
+  for (auto& [id, job] : jobs_) UpdateFeasibility(id, job);
+}
+
+// ---- loading from the store -----------------------------------------------------------------
+
+Status Broker::LoadJob(int64_t job_id) {
+  if (jobs_.count(job_id)) return Status::Ok();
+  TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
+  TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
+  TSR_ASSIGN_OR_RETURN(auto failures, store_.WorkerFailures(job_id));
+  JobInfo info;
+  info.priority = job.priority;
+  info.max_retries = job.max_retries;
+  info.produces_frames = job.produces_frames();
+  info.renderer = job.renderer;
+  info.output_dir = job.output_dir;
+  info.pattern = job.output_pattern;
+  info.formats = job.output_formats;
+  info.scene_yaml = std::make_shared<const std::string>(scene);
+  info.paused = job.paused;
+  info.task_timeout_s = job.task_timeout_s;
+  info.progress_timeout_s = job.progress_timeout_s;
+  info.blocklist_after = job.blocklist_after;
+  info.fail_after_workers = job.fail_after_workers;
+  info.project = job.project;
+  info.user = job.user;
+  info.needs.limits = job.limits;
+  info.needs.pools = job.pools;
+  info.needs.tags = job.tags;
+  info.needs.resources = job.resources;
+  info.notice = job.notice;
+  for (const auto& [worker_id, count] : failures) {
+    info.failures_by_worker[worker_id] = count;
+    if (info.blocklist_after > 0 && count >= info.blocklist_after) {
+      info.needs.blocklist.insert(worker_id);
+    }
+  }
+  for (int64_t dep : job.depends_on) {
+    StatusOr<store::JobRecord> other = store_.GetJob(dep);
+    // A dependency deleted from the farm was finished; only a live, unfinished one holds.
+    if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
+  }
+  info.frame_deps = job.frame_depends_on;
+  auto& stored = jobs_[job_id] = std::move(info);
+  UpdateFeasibility(job_id, stored);
+  return Status::Ok();
+}
+
+void Broker::LoadTasks(std::optional<int64_t> job_id) {
+  StatusOr<std::vector<store::TaskRecord>> tasks = store_.LoadUnfinishedTasks(job_id);
+  if (!tasks.ok()) {
+    spdlog::error("cannot load tasks: {}", tasks.status().ToString());
+    return;
+  }
+  size_t added = 0;
+  for (const store::TaskRecord& t : *tasks) {
+    if (tasks_.count(t.id)) continue;
+    if (Status s = LoadJob(t.job_id); !s.ok()) {
+      spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
+      continue;
+    }
+    // A re-rendered task of a job others depend on frame by frame holds those frames again.
+    if (auto gate = gates_.find(t.job_id); gate != gates_.end()) {
+      gate->second.undone[t.frame_start] = t.frame_end;
+    }
+    LiveTask live;
+    live.task_id = t.id;
+    live.job_id = t.job_id;
+    live.index = t.index;
+    live.frame_start = t.frame_start;
+    live.frame_end = t.frame_end;
+    live.attempt = t.attempt;
+    live.failures = t.failures;
+    live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
+    ++jobs_[t.job_id].unfinished;
+    Enqueue(tasks_.emplace(t.id, std::move(live)).first->second);
+    ++added;
+  }
+  if (job_id) {
+    spdlog::info("job {} queued: {} tasks", *job_id, added);
+  } else if (added) {
+    spdlog::info("restored {} unfinished tasks from the store", added);
+  }
+}
+
+void Broker::Enqueue(const LiveTask& task) {
+  const JobInfo& job = jobs_[task.job_id];
+  if (job.paused || !job.waiting_on.empty()) return;
+  if (WaitsOnFrames(task, job)) {
+    for (int64_t dep : job.frame_deps) {
+      GateFor(dep).waiters.emplace(task.frame_start, task.task_id);
+    }
+    return;
+  }
+  queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
+}
+
+// ---- dependencies ---------------------------------------------------------------------------
+
+void Broker::OnJobFinished(int64_t job_id) {
+  StatusOr<store::JobRecord> job = store_.GetJob(job_id);
+  if (!job.ok() || job->state != store::JobState::kDone) return;  // dependents keep waiting
+  for (auto& [id, info] : jobs_) {
+    if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
+      spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);
+      EnqueueJob(id);
+    }
+  }
+  // Gates no loaded job depends on any more are dropped.
+  for (auto it = gates_.begin(); it != gates_.end();) {
+    const bool used = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
+      const auto& deps = j.second.frame_deps;
+      return std::find(deps.begin(), deps.end(), it->first) != deps.end();
+    });
+    it = used ? std::next(it) : gates_.erase(it);
+  }
+}
+
+Broker::FrameGate& Broker::GateFor(int64_t job_id) {
+  auto it = gates_.find(job_id);
+  if (it != gates_.end()) return it->second;
+  FrameGate& gate = gates_[job_id];
+  // A job that no longer exists holds nothing; one that does holds its frames until done.
+  StatusOr<std::vector<std::pair<int, int>>> undone = store_.UndoneFrameRanges(job_id);
+  if (undone.ok()) {
+    for (const auto& [first, last] : *undone) gate.undone[first] = last;
+  } else {
+    spdlog::error("job {}: cannot read its frames for dependents: {}", job_id,
+                  undone.status().ToString());
+  }
+  return gate;
+}
+
+bool Broker::WaitsOnFrames(const LiveTask& task, const JobInfo& job) {
+  for (int64_t dep : job.frame_deps) {
+    const std::map<int, int>& undone = GateFor(dep).undone;
+    // Ranges are disjoint and keyed by start: only the last one starting at or before our end
+    // can reach into our range.
+    auto it = undone.upper_bound(task.frame_end);
+    if (it != undone.begin() && std::prev(it)->second >= task.frame_start) return true;
+  }
+  return false;
+}
+
+void Broker::OnFramesDone(int64_t job_id, int frame_start, int frame_end) {
+  auto gate_it = gates_.find(job_id);
+  if (gate_it == gates_.end()) return;
+  FrameGate& gate = gate_it->second;
+  gate.undone.erase(frame_start);
+  // Waiters are keyed by their first frame; a waiter overlapping [frame_start, frame_end] starts
+  // at most a chunk before it.
+  auto first = gate.waiters.lower_bound(frame_start - spec::kMaxChunkSize);
+  auto last = gate.waiters.upper_bound(frame_end);
+  std::vector<int64_t> ready;
+  for (auto it = first; it != last;) {
+    auto task = tasks_.find(it->second);
+    if (task == tasks_.end() || task->second.frame_end < frame_start) {
+      it = task == tasks_.end() ? gate.waiters.erase(it) : std::next(it);
+      continue;
+    }
+    ready.push_back(it->second);
+    it = gate.waiters.erase(it);
+  }
+  for (int64_t id : ready) {
+    auto task = tasks_.find(id);
+    if (task != tasks_.end() && !task->second.running) Enqueue(task->second);
+  }
+}
+
+}  // namespace tessera::broker

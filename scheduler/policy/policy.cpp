@@ -1,0 +1,107 @@
+#include "scheduler/policy/policy.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+namespace tessera::policy {
+namespace {
+
+bool GpuQualifies(const protocol::GpuInfo& gpu, const spec::ResourceSpec& need) {
+  const double compute = gpu.compute_major + gpu.compute_minor / 10.0;
+  return gpu.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
+}
+
+int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
+  return worker.gpus.empty() ? need.gpus : std::max(1, need.gpus);
+}
+
+}  // namespace
+
+std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
+  if (job.blocklist.count(worker.id)) return "blocklisted for this job";
+  if (!job.pools.empty() && std::none_of(job.pools.begin(), job.pools.end(), [&](const auto& p) {
+        return worker.pools.count(p) > 0;
+      })) {
+    return "not in any of the pools " + nlohmann::json(job.pools).dump();
+  }
+  for (const std::string& tag : job.tags) {
+    if (!worker.tags.count(tag)) return "lacks the tag '" + tag + "'";
+  }
+  const spec::ResourceSpec& need = job.resources;
+  if (worker.cpu_cores < need.cpu_cores) {
+    return "has " + std::to_string(worker.cpu_cores) + " CPU cores, a task needs " +
+           std::to_string(need.cpu_cores);
+  }
+  if (worker.ram_mb < need.ram_mb) {
+    return "has " + std::to_string(worker.ram_mb) + " MB of RAM, a task needs " +
+           std::to_string(need.ram_mb);
+  }
+  const int qualifying =
+      static_cast<int>(std::count_if(worker.gpus.begin(), worker.gpus.end(),
+                                     [&](const auto& g) { return GpuQualifies(g, need); }));
+  if (qualifying < GpusPerTask(need, worker)) {
+    return "has " + std::to_string(qualifying) +
+           " GPU(s) with >= " + std::to_string(need.gpu_memory_mb) +
+           " MB and compute >= " + nlohmann::json(need.compute_capability).dump() +
+           ", a task needs " + std::to_string(GpusPerTask(need, worker));
+  }
+  return "";
+}
+
+std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const WorkerOffer& worker,
+                                         const std::vector<bool>& busy) {
+  const int wanted = GpusPerTask(need, worker);
+  std::vector<int> picked;
+  for (size_t i = 0; i < worker.gpus.size() && static_cast<int>(picked.size()) < wanted; ++i) {
+    if ((i >= busy.size() || !busy[i]) && GpuQualifies(worker.gpus[i], need)) {
+      picked.push_back(static_cast<int>(i));
+    }
+  }
+  if (static_cast<int>(picked.size()) < wanted) return std::nullopt;
+  return picked;
+}
+
+bool LimitsAllow(const std::vector<std::string>& names, const std::map<std::string, int>& max,
+                 const std::map<std::string, int>& in_use) {
+  for (const std::string& name : names) {
+    auto limit = max.find(name);
+    auto used = in_use.find(name);
+    if (limit == max.end() || (used == in_use.end() ? 0 : used->second) >= limit->second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ProjectAllows(const std::string& project, const FarmShares& shares) {
+  auto config = shares.projects.find(project);
+  if (config == shares.projects.end() || config->second.max_running <= 0) return true;
+  auto running = shares.project_running.find(project);
+  return running == shares.project_running.end() || running->second < config->second.max_running;
+}
+
+std::optional<size_t> PickFairShare(const std::vector<Candidate>& candidates,
+                                    const FarmShares& shares) {
+  auto running_of = [](const auto& map, const auto& key) {
+    auto it = map.find(key);
+    return it == map.end() ? 0 : it->second;
+  };
+  // Lower is more deserving: the project's running tasks per unit of weight, the user's running
+  // tasks in that project, the job's running tasks, its leases so far, its age.
+  auto key = [&](const Candidate& c) {
+    auto config = shares.projects.find(c.project);
+    const double weight = config == shares.projects.end() ? 1.0 : config->second.weight;
+    return std::make_tuple(running_of(shares.project_running, c.project) / weight,
+                           running_of(shares.user_running, std::make_pair(c.project, c.user)),
+                           c.running, c.dispatched, c.job_id);
+  };
+  std::optional<size_t> best;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!ProjectAllows(candidates[i].project, shares)) continue;
+    if (!best || key(candidates[i]) < key(candidates[*best])) best = i;
+  }
+  return best;
+}
+
+}  // namespace tessera::policy
