@@ -15,7 +15,9 @@ using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
 Broker::Broker(store::Store& store, BrokerOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store), options_(std::move(options)) {
+  shares_.projects = options_.projects;
+}
 
 Broker::~Broker() { Stop(); }
 
@@ -539,15 +541,15 @@ void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failu
   if (count_failure) ++task.failures;
   std::string fatal;
   if (count_failure && task.failures > job.max_retries) {
-    fatal = "after " + std::to_string(task.failures) + " failures";
+    fatal = "failed " + std::to_string(task.failures) + " times";
   } else if (count_failure && job.fail_after_workers > 0 &&
              static_cast<int>(task.failed_on.size()) >= job.fail_after_workers) {
-    fatal = "after failing on " + std::to_string(task.failed_on.size()) + " different workers";
+    fatal = "failed on " + std::to_string(task.failed_on.size()) + " different workers";
   }
   if (!fatal.empty()) {
-    Status s = store_.FailTask(task.task_id, task.attempt, reason + " (failed " + fatal + ")");
+    Status s = store_.FailTask(task.task_id, task.attempt, reason + " (" + fatal + ")");
     if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
-    spdlog::error("job {} task {} failed permanently {}: {}", task.job_id, task.task_id, fatal,
+    spdlog::error("job {} task {} failed permanently ({}): {}", task.job_id, task.task_id, fatal,
                   reason);
     Forget(task.task_id);
     return;

@@ -18,7 +18,7 @@ class FakeWorker {
  public:
   FakeWorker(const std::string& endpoint, const std::string& name,
              std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {},
-             std::vector<protocol::GpuInfo> gpus = {})
+             std::vector<protocol::GpuInfo> gpus = {}, int slots = 1)
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
@@ -30,6 +30,7 @@ class FakeWorker {
     reg.pools = std::move(pools);
     reg.tags = std::move(tags);
     reg.gpus = std::move(gpus);
+    reg.slots = slots;
     Send(protocol::MessageType::kRegister, reg);
   }
 
@@ -63,6 +64,19 @@ class FakeWorker {
       if (env.ok() && env->type == type) return std::move(*env);
     }
     return std::nullopt;
+  }
+
+  // Waits for the next assignment and decodes it.
+  std::optional<protocol::Assign> NextAssign(std::chrono::milliseconds timeout) {
+    auto env = WaitFor(protocol::MessageType::kAssign, timeout);
+    if (!env) return std::nullopt;
+    auto assign = env->As<protocol::Assign>();
+    if (!assign.ok()) return std::nullopt;
+    return *assign;
+  }
+  // Reports a noop task done.
+  void Done(const protocol::Assign& a) {
+    Send(protocol::MessageType::kTaskDone, protocol::TaskDone{a.task_id, a.attempt});
   }
 
   std::vector<protocol::TaskRef> running;  // what heartbeats report
