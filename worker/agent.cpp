@@ -54,6 +54,11 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
     o.render.backend = pathtracer::Backend::kAuto;
     o.backends = hardware.backends;
   }
+  // GPUs this worker will not render on are not offered: the scheduler pins tasks to the GPUs
+  // a worker registers.
+  if (o.render.backend == pathtracer::Backend::kCpu) o.hardware.gpus.clear();
+  // Auto slots: one task per GPU, each pinned to its own; one task using every core without.
+  if (o.slots == 0) o.slots = std::max<int>(1, static_cast<int>(o.hardware.gpus.size()));
   return o;
 }
 

@@ -95,7 +95,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
   TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));
   TSR_RETURN_IF_ERROR(CheckRange("worker.threads", c.threads, 0, 4096));
-  TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 1, kMaxSlots));
+  TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 0, kMaxSlots));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));
   TSR_RETURN_IF_ERROR(

@@ -9,7 +9,8 @@
 //     name: <hostname>                # shown in the dashboard; empty means the hostname
 //     backend: auto                   # auto | cpu | cuda
 //     threads: 0                      # CPU render threads; 0 = all hardware threads
-//     slots: 1                        # tasks rendered at once, 1..64
+//     slots: 0                        # tasks rendered at once, 1..64; 0 = one per GPU (each
+//                                     #   task pinned to its own GPU), or 1 without GPUs
 //     pools: [default]                # pools this worker serves (jobs may ask for a pool)
 //     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
 //   heartbeat:
@@ -38,7 +39,7 @@ struct WorkerConfig {
   std::string name;              // resolved to the hostname when empty
   std::string backend = "auto";  // "auto", "cpu" or "cuda"
   int threads = 0;
-  int slots = 1;
+  int slots = 0;  // 0: one per GPU, 1 without GPUs
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
   int heartbeat_interval_ms = 1000;

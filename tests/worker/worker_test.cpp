@@ -52,7 +52,7 @@ TEST(WorkerConfig, DefaultsWhenEmpty) {
   EXPECT_EQ(c->name, "host-a");
   EXPECT_EQ(c->backend, "auto");
   EXPECT_EQ(c->threads, 0);
-  EXPECT_EQ(c->slots, 1);
+  EXPECT_EQ(c->slots, 0) << "auto: one per GPU";
   EXPECT_EQ(c->heartbeat_interval_ms, 1000);
   EXPECT_EQ(c->heartbeat_liveness, 5);
   EXPECT_EQ(c->log_level, "info");
@@ -65,7 +65,7 @@ TEST(WorkerConfig, ExampleConfigParses) {
   StatusOr<WorkerConfig> c = LoadWorkerConfig(flags, env, "host-a");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->name, "host-a");
-  EXPECT_EQ(c->slots, 1);
+  EXPECT_EQ(c->slots, 0);
 }
 
 TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
@@ -115,7 +115,8 @@ TEST(WorkerConfig, UnknownKeyIsAnErrorNamingIt) {
 TEST(WorkerConfig, BadValuesNameTheField) {
   auto message = [](const std::string& text) { return ParseText(text).status().message(); };
   EXPECT_THAT(message("worker: {backend: gpu}"), HasSubstr("worker.backend"));
-  EXPECT_THAT(message("worker: {slots: 0}"), HasSubstr("worker.slots"));
+  EXPECT_THAT(message("worker: {slots: -1}"), HasSubstr("worker.slots"));
+  EXPECT_THAT(message("worker: {slots: 65}"), HasSubstr("worker.slots"));
   EXPECT_THAT(message("worker: {threads: many}"), HasSubstr("worker.threads"));
   EXPECT_THAT(message("worker: {pools: []}"), HasSubstr("worker.pools"));
   EXPECT_THAT(message("worker: {pools: gpu}"), HasSubstr("worker.pools"));
@@ -144,6 +145,27 @@ TEST(WorkerConfig, CudaBackendNeedsAGpu) {
   StatusOr<AgentOptions> o = MakeAgentOptions(config, no_gpu);
   ASSERT_FALSE(o.ok());
   EXPECT_THAT(o.status().message(), HasSubstr("worker.backend"));
+}
+
+TEST(WorkerConfig, AutoSlotsAreOnePerGpuTheWorkerRendersOn) {
+  HardwareInfo box;
+  box.backends = {"cpu", "cuda"};
+  for (int i = 0; i < 4; ++i) box.gpus.push_back({i, "NVIDIA H200", 143771, 9, 0});
+  WorkerConfig config;  // slots: 0 (auto)
+  StatusOr<AgentOptions> o = MakeAgentOptions(config, box);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->slots, 4);
+  EXPECT_EQ(o->hardware.gpus.size(), 4u);
+  config.backend = "cpu";  // GPUs it will not use are not offered to the scheduler
+  o = MakeAgentOptions(config, box);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->slots, 1);
+  EXPECT_TRUE(o->hardware.gpus.empty());
+  config.slots = 2;  // explicit slots win
+  EXPECT_EQ(MakeAgentOptions(config, box)->slots, 2);
+  HardwareInfo cpu_only;
+  cpu_only.backends = {"cpu"};
+  EXPECT_EQ(MakeAgentOptions(WorkerConfig{}, cpu_only)->slots, 1);
 }
 
 // ---- agent against a scheduler played by the test ---------------------------------------------
