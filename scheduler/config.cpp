@@ -22,7 +22,9 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
   yaml::MapReader broker(top.Child("broker"), "broker");
   broker.Optional("listen", &c.broker_listen)
       .Optional("heartbeat_ms", &c.heartbeat_ms)
-      .Optional("liveness", &c.liveness);
+      .Optional("liveness", &c.liveness)
+      .Optional("backup_factor", &c.backup_factor)
+      .Optional("backup_min_seconds", &c.backup_min_seconds);
   yaml::MapReader assembler(top.Child("assembler"), "assembler");
   assembler.Optional("threads", &c.assembler_threads);
   YAML::Node limits = top.Child("limits");
@@ -87,6 +89,12 @@ Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   }
   if (c.liveness < 2 || c.liveness > 100) {
     return Status::InvalidArgument("broker.liveness: must be in [2, 100]");
+  }
+  if (c.backup_factor < 0 || c.backup_factor > 1000) {
+    return Status::InvalidArgument("broker.backup_factor: must be in [0, 1000] (0 = no backups)");
+  }
+  if (c.backup_min_seconds < 0) {
+    return Status::InvalidArgument("broker.backup_min_seconds: must be >= 0");
   }
   if (c.assembler_threads < 1 || c.assembler_threads > 64) {
     return Status::InvalidArgument("assembler.threads: must be in [1, 64]");

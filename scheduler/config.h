@@ -22,6 +22,8 @@ struct SchedulerConfig {
   std::string broker_listen = "tcp://127.0.0.1:8471";
   int heartbeat_ms = 1000;
   int liveness = 5;
+  double backup_factor = 1.5;  // straggler backups; 0 = off
+  double backup_min_seconds = 60;
   // assembler:
   int assembler_threads = 2;
   // limits: named counted limits, e.g. {blender: 20} (at most 20 tasks using it at once)

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
   bopts.assembler_threads = cfg.assembler_threads;
   bopts.limits = cfg.limits;
   bopts.projects = cfg.projects;
+  bopts.backup_factor = cfg.backup_factor;
+  bopts.backup_min_seconds = cfg.backup_min_seconds;
   broker::Broker broker(**store, bopts);
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());

@@ -116,11 +116,14 @@ void Broker::RunPass(bool woken) {
     store::Store::WriteGroup group(store_);
     if (woken) DrainInbox();
     ReceiveMessages();
-    if (Clock::now() >= next_timer_) {
+    const bool timer = Clock::now() >= next_timer_;
+    if (timer) {
       OnTimer();
       next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     }
     Dispatch();
+    // After dispatch, so backups only use workers the queue has no work for.
+    if (timer) StartBackups();
     if (Status s = group.Commit(); !s.ok()) {
       // The pass's decisions live in memory but not in the database, and nothing of them has
       // been sent. Carrying on would let the two disagree; stopping loses nothing that was
@@ -209,14 +212,14 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kHeartbeat: {
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
       auto beat = env.As<protocol::Heartbeat>();
-      if (beat.ok()) OnHeartbeat(worker, *beat);
+      if (beat.ok()) OnHeartbeat(identity, worker, *beat);
       break;
     }
     case MessageType::kProgress: {
       auto m = env.As<protocol::Progress>();
       if (!m.ok()) break;
       if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
-        task->last_progress = Clock::now();
+        task->LeaseOn(identity)->last_progress = Clock::now();
         (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
       }
       break;
@@ -291,13 +294,12 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
 Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
                                     const char* what) {
   auto it = tasks_.find(task_id);
-  if (it == tasks_.end() || !it->second.running || it->second.attempt != attempt ||
-      it->second.worker != identity) {
-    spdlog::info("ignoring {} for task {} attempt {}: not the current lease", what, task_id,
-                 attempt);
-    return nullptr;
+  if (it != tasks_.end()) {
+    Lease* lease = it->second.LeaseOn(identity);
+    if (lease && lease->attempt == attempt) return &it->second;
   }
-  return &it->second;
+  spdlog::info("ignoring {} for task {} attempt {}: not a current lease", what, task_id, attempt);
+  return nullptr;
 }
 
 void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
@@ -309,11 +311,14 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   }
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
   if (!task) return;
+  const JobInfo& job = jobs_[task->job_id];
   const size_t expected = static_cast<size_t>(std::max(0, m->width)) *
                           static_cast<size_t>(std::max(0, m->height)) *
                           static_cast<size_t>(std::max(0, m->channels)) * sizeof(float);
   std::string problem;
-  if (m->frame < task->frame_start || m->frame > task->frame_end) {
+  if (!job.produces_frames) {
+    problem = "renderer " + job.renderer + " sends no frames";
+  } else if (m->frame < task->frame_start || m->frame > task->frame_end) {
     problem = "frame " + std::to_string(m->frame) + " is not part of the task";
   } else if (m->width <= 0 || m->height <= 0 || m->width > options_.max_image_side ||
              m->height > options_.max_image_side || m->channels < 1 ||
@@ -325,21 +330,21 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   } else if (env.payload.size() != expected) {
     problem = "payload is " + std::to_string(env.payload.size()) + " bytes, expected " +
               std::to_string(expected);
-  } else if (task->frames_written.count(m->frame)) {
-    return;  // duplicate delivery
+  } else if (task->frames_written.count(m->frame) || task->frames_in_flight.count(m->frame)) {
+    return;  // duplicate delivery, or the other copy delivered this frame first
   }
   if (!problem.empty()) {
-    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, task->attempt,
+    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, m->attempt,
                  worker.offer.name, problem);
-    CancelLease(*task);
-    Requeue(*task, "bad frame result: " + problem, /*count_failure=*/true);
+    ChargeWorker(*task, worker);
+    EndLease(*task, identity, "bad frame result: " + problem, /*count_failure=*/true,
+             /*cancel=*/true);
     return;
   }
-  const JobInfo& job = jobs_[task->job_id];
   assembler::FrameJob out;
   out.job_id = task->job_id;
   out.task_id = task->task_id;
-  out.attempt = task->attempt;
+  out.attempt = m->attempt;
   out.frame = m->frame;
   out.output_dir = job.output_dir;
   out.pattern = job.pattern;
@@ -350,25 +355,30 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image.channel_names = m->channel_names;
   out.image.pixels.resize(expected / sizeof(float));
   std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
-  ++task->frames_in_flight;
-  task->last_progress = Clock::now();
+  task->frames_in_flight[m->frame] = m->attempt;
+  task->LeaseOn(identity)->last_progress = Clock::now();
   assembler_->Submit(std::move(out));
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
-                task->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
+                m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
 }
 
 void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
   auto it = tasks_.find(written.task_id);
-  if (it == tasks_.end() || it->second.attempt != written.attempt) return;
+  if (it == tasks_.end()) return;
   LiveTask& task = it->second;
-  --task.frames_in_flight;
+  auto flight = task.frames_in_flight.find(written.frame);
+  // Only the write this run of the task is waiting for counts (not one from before a requeue).
+  if (flight == task.frames_in_flight.end() || flight->second != written.attempt) return;
+  task.frames_in_flight.erase(flight);
   if (!written.status.ok()) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());
-    if (task.running) {
-      CancelLease(task);
-    }
-    Requeue(task, "output write failed: " + written.status.message(), /*count_failure=*/true);
+    // Not the workers' fault: every copy stops and the task is retried (charged).
+    std::vector<std::string> holders;
+    for (const Lease& l : task.leases) holders.push_back(l.worker);
+    for (const std::string& holder : holders) CancelLease(task, holder);
+    Requeue(task, written.attempt, "output write failed: " + written.status.message(),
+            /*count_failure=*/true);
     return;
   }
   task.frames_written.insert(written.frame);
@@ -379,29 +389,45 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
                         const protocol::TaskDone& m) {
   LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task done");
   if (!task) return;
-  task->worker_done = true;
-  ReleaseFromWorker(*task);
+  task->done_attempt = m.attempt;
+  task->done_worker_id = worker.offer.id;
+  task->done_seconds =
+      std::chrono::duration<double>(Clock::now() - task->LeaseOn(identity)->leased_at).count();
+  ReleaseLease(*task, identity);
   MaybeComplete(*task);
 }
 
 void Broker::MaybeComplete(LiveTask& task) {
-  if (!task.worker_done || task.frames_in_flight > 0) return;
-  const size_t frames = jobs_[task.job_id].produces_frames
-                            ? static_cast<size_t>(task.frame_end - task.frame_start + 1)
-                            : 0;
+  if (task.done_attempt == 0 || !task.frames_in_flight.empty()) return;
+  JobInfo& job = jobs_[task.job_id];
+  const size_t frames =
+      job.produces_frames ? static_cast<size_t>(task.frame_end - task.frame_start + 1) : 0;
+  const int attempt = task.done_attempt;
   if (task.frames_written.size() != frames) {
-    Requeue(task,
-            "worker reported done but delivered " + std::to_string(task.frames_written.size()) +
-                " of " + std::to_string(frames) + " frames",
-            /*count_failure=*/true);
+    const std::string reason = "worker reported done but delivered " +
+                               std::to_string(task.frames_written.size()) + " of " +
+                               std::to_string(frames) + " frames";
+    task.done_attempt = 0;
+    if (task.running()) {  // the other copy may still deliver them
+      spdlog::warn("task {} attempt {}: {}; its other copy runs on", task.task_id, attempt, reason);
+      (void)store_.EndCopy(task.task_id, attempt);
+    } else {
+      Requeue(task, attempt, reason, /*count_failure=*/true);
+    }
     return;
   }
-  if (Status s = store_.FinishTask(task.task_id, task.attempt); !s.ok()) {
+  // The first copy to deliver wins; a backup still running lost the race.
+  std::vector<std::string> losers;
+  for (const Lease& l : task.leases) losers.push_back(l.worker);
+  for (const std::string& loser : losers) CancelLease(task, loser);
+  if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id); !s.ok()) {
     spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
     return;
   }
+  ++job.tasks_done;
+  job.done_seconds += task.done_seconds;
   spdlog::info("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
-               task.frame_start, task.frame_end, task.attempt);
+               task.frame_start, task.frame_end, attempt);
   OnFramesDone(task.job_id, task.frame_start, task.frame_end);
   Forget(task.task_id);
 }
@@ -422,39 +448,65 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
                           const protocol::TaskFailed& m) {
   LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task failure");
   if (!task) return;
-  spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id,
-               task->attempt, worker.offer.name, m.message);
+  spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
+               worker.offer.name, m.message);
   if (m.charge) ChargeWorker(*task, worker);
-  ReleaseFromWorker(*task);
-  Requeue(*task, m.message, /*count_failure=*/m.charge);
+  EndLease(*task, identity, m.message, /*count_failure=*/m.charge, /*cancel=*/false);
 }
 
-void Broker::ReleaseFromWorker(LiveTask& task) {
-  if (task.running) CountRunning(jobs_[task.job_id], -1);
-  auto wit = workers_.find(task.worker);
+void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
+  auto lease = std::find_if(task.leases.begin(), task.leases.end(),
+                            [&](const Lease& l) { return l.worker == identity; });
+  if (lease == task.leases.end()) return;
+  CountRunning(jobs_[task.job_id], -1);
+  auto wit = workers_.find(identity);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
     worker.tasks.erase(task.task_id);
     // A stopping lease keeps its GPUs until the worker confirms it has stopped.
-    if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(task.gpus, false);
+    if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(lease->gpus, false);
     if (worker.tasks.empty() && worker.stopping.empty()) {
       (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
     }
   }
-  task.running = false;
-  task.worker.clear();
-  task.gpus.clear();
+  task.leases.erase(lease);
 }
 
-void Broker::CancelLease(LiveTask& task) {
-  Send(task.worker,
-       protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, task.attempt}));
-  auto wit = workers_.find(task.worker);
-  if (wit != workers_.end()) wit->second.stopping[task.task_id] = task.gpus;
-  ReleaseFromWorker(task);
+void Broker::CancelLease(LiveTask& task, const std::string& identity) {
+  Lease* lease = task.LeaseOn(identity);
+  if (!lease) return;
+  Send(identity,
+       protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, lease->attempt}));
+  auto wit = workers_.find(identity);
+  if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->gpus;
+  ReleaseLease(task, identity);
 }
 
-void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
+void Broker::EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
+                      bool count_failure, bool cancel) {
+  Lease* lease = task.LeaseOn(identity);
+  if (!lease) return;
+  const int attempt = lease->attempt;
+  if (cancel) {
+    CancelLease(task, identity);
+  } else {
+    ReleaseLease(task, identity);
+  }
+  if (task.running() || task.done_attempt != 0) {
+    // The other copy runs on (or has already delivered): only this one ends.
+    spdlog::info("job {} task {} attempt {} dropped ({}); its other copy runs on", task.job_id,
+                 task.task_id, attempt, reason);
+    if (Status s = store_.EndCopy(task.task_id, attempt); !s.ok()) {
+      spdlog::error("task {}: cannot drop attempt {}: {}", task.task_id, attempt, s.ToString());
+    }
+    if (count_failure) ++task.failures;
+    return;
+  }
+  Requeue(task, attempt, reason, count_failure);
+}
+
+void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
+                         const protocol::Heartbeat& beat) {
   auto listed = [&](int64_t task_id, int attempt) {
     return std::any_of(beat.running.begin(), beat.running.end(), [&](const protocol::TaskRef& r) {
       return r.task_id == task_id && (attempt == 0 || r.attempt == attempt);
@@ -472,16 +524,15 @@ void Broker::OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat) {
   const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
   std::vector<int64_t> lost;
   for (int64_t task_id : worker.tasks) {
-    const LiveTask& task = tasks_.at(task_id);
-    if (!listed(task_id, task.attempt) && Clock::now() - task.leased_at > grace) {
+    const Lease* lease = tasks_.at(task_id).LeaseOn(identity);
+    if (lease && !listed(task_id, lease->attempt) && Clock::now() - lease->leased_at > grace) {
       lost.push_back(task_id);
     }
   }
   for (int64_t task_id : lost) {
-    LiveTask& task = tasks_.at(task_id);
-    ReleaseFromWorker(task);
-    Requeue(task, "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
-            /*count_failure=*/false);
+    EndLease(tasks_.at(task_id), identity,
+             "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
+             /*count_failure=*/false, /*cancel=*/false);
   }
   if (worker.tasks.empty() && worker.stopping.empty()) {
     (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
@@ -536,7 +587,7 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
   return heads[*best];
 }
 
-void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failure) {
+void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure) {
   const JobInfo& job = jobs_[task.job_id];
   if (count_failure) ++task.failures;
   std::string fatal;
@@ -547,42 +598,41 @@ void Broker::Requeue(LiveTask& task, const std::string& reason, bool count_failu
     fatal = "failed on " + std::to_string(task.failed_on.size()) + " different workers";
   }
   if (!fatal.empty()) {
-    Status s = store_.FailTask(task.task_id, task.attempt, reason + " (" + fatal + ")");
+    Status s = store_.FailTask(task.task_id, attempt, reason + " (" + fatal + ")");
     if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
     spdlog::error("job {} task {} failed permanently ({}): {}", task.job_id, task.task_id, fatal,
                   reason);
     Forget(task.task_id);
     return;
   }
-  Status s = store_.RequeueTask(task.task_id, task.attempt, reason, count_failure);
+  Status s = store_.RequeueTask(task.task_id, attempt, reason, count_failure);
   if (!s.ok()) spdlog::error("task {}: cannot requeue: {}", task.task_id, s.ToString());
   spdlog::info("job {} task {} requeued ({}): {}", task.job_id, task.task_id,
                count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);
-  task.running = false;
-  task.worker_done = false;
+  task.done_attempt = 0;
   task.frames_written.clear();
+  task.frames_in_flight.clear();
   Enqueue(task);
 }
 
 void Broker::DropWorker(const std::string& identity, const std::string& reason) {
   auto wit = workers_.find(identity);
   if (wit == workers_.end()) return;
-  WorkerConn worker = std::move(wit->second);
-  workers_.erase(wit);
-  for (int64_t task_id : worker.tasks) {
+  const WorkerConn& worker = wit->second;
+  const std::string name = worker.offer.name;
+  const int64_t worker_id = worker.offer.id;
+  std::vector<int64_t> held(worker.tasks.begin(), worker.tasks.end());
+  for (int64_t task_id : held) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
-    if (it->second.running) CountRunning(jobs_[it->second.job_id], -1);
-    it->second.running = false;
-    it->second.worker.clear();
-    it->second.gpus.clear();
-    Requeue(it->second, "worker " + worker.offer.name + " lost: " + reason,
-            /*count_failure=*/false);
+    EndLease(it->second, identity, "worker " + name + " lost: " + reason,
+             /*count_failure=*/false, /*cancel=*/false);
   }
-  (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kOffline);
-  (void)store_.AddEvent(std::nullopt, std::nullopt, worker.offer.id, "worker_lost", reason);
-  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", worker.offer.name,
-               worker.offer.id, reason, worker.tasks.size());
+  workers_.erase(identity);
+  (void)store_.SetWorkerState(worker_id, store::WorkerState::kOffline);
+  (void)store_.AddEvent(std::nullopt, std::nullopt, worker_id, "worker_lost", reason);
+  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", name, worker_id, reason,
+               held.size());
   UpdateAllFeasibility();
 }
 
@@ -596,29 +646,34 @@ void Broker::OnTimer() {
   for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
   // Timeouts: a lease older than its job's task_timeout, or silent for longer than its
   // progress_timeout, is a (charged) failure.
-  std::vector<std::pair<int64_t, std::string>> expired;
+  struct Expired {
+    int64_t task_id;
+    std::string identity, why;
+  };
+  std::vector<Expired> expired;
   for (const auto& [identity, worker] : workers_) {
     for (int64_t task_id : worker.tasks) {
-      const LiveTask& task = tasks_.at(task_id);
+      LiveTask& task = tasks_.at(task_id);
+      const Lease* lease = task.LeaseOn(identity);
       const JobInfo& job = jobs_[task.job_id];
+      if (!lease) continue;
       if (job.task_timeout_s > 0 &&
-          now - task.leased_at > std::chrono::seconds(job.task_timeout_s)) {
-        expired.emplace_back(task_id,
-                             "timed out after " + std::to_string(job.task_timeout_s) + " s");
+          now - lease->leased_at > std::chrono::seconds(job.task_timeout_s)) {
+        expired.push_back(
+            {task_id, identity, "timed out after " + std::to_string(job.task_timeout_s) + " s"});
       } else if (job.progress_timeout_s > 0 &&
-                 now - task.last_progress > std::chrono::seconds(job.progress_timeout_s)) {
-        expired.emplace_back(task_id,
-                             "no progress for " + std::to_string(job.progress_timeout_s) + " s");
+                 now - lease->last_progress > std::chrono::seconds(job.progress_timeout_s)) {
+        expired.push_back({task_id, identity,
+                           "no progress for " + std::to_string(job.progress_timeout_s) + " s"});
       }
     }
   }
-  for (const auto& [task_id, why] : expired) {
-    LiveTask& task = tasks_.at(task_id);
-    spdlog::warn("job {} task {} attempt {}: {}", task.job_id, task_id, task.attempt, why);
-    auto wit = workers_.find(task.worker);
-    if (wit != workers_.end()) ChargeWorker(task, wit->second);
-    CancelLease(task);
-    Requeue(task, why, /*count_failure=*/true);
+  for (const Expired& e : expired) {
+    LiveTask& task = tasks_.at(e.task_id);
+    spdlog::warn("job {} task {} on {}: {}", task.job_id, e.task_id,
+                 workers_.at(e.identity).offer.name, e.why);
+    ChargeWorker(task, workers_.at(e.identity));
+    EndLease(task, e.identity, e.why, /*count_failure=*/true, /*cancel=*/true);
   }
   if (now >= next_touch_) {
     std::vector<std::pair<int64_t, int64_t>> seen;
@@ -632,6 +687,41 @@ void Broker::OnTimer() {
   }
 }
 
+bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
+                        std::vector<int> gpus, bool backup) {
+  JobInfo& job = jobs_[task.job_id];
+  const int attempt = task.attempt + 1;
+  // The lease is written in this pass's transaction; the assignment leaves only after that
+  // commits (FlushOutbox), so a worker never holds a lease the store does not.
+  Status s = backup ? store_.StartBackup(task.task_id, attempt)
+                    : store_.StartTask(task.task_id, attempt, worker.offer.id);
+  if (!s.ok()) {
+    spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
+    return false;
+  }
+  task.attempt = attempt;
+  CountRunning(job, +1);
+  ++job.dispatched;
+  Lease lease;
+  lease.attempt = attempt;
+  lease.worker = identity;
+  lease.gpus = gpus;
+  lease.leased_at = lease.last_progress = Clock::now();
+  task.leases.push_back(std::move(lease));
+  if (worker.tasks.empty() && worker.stopping.empty()) {
+    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
+  }
+  worker.tasks.insert(task.task_id);
+  worker.SetGpusBusy(gpus, true);
+  protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
+                          task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
+  Send(identity, protocol::Encode(MessageType::kAssign, assign));
+  spdlog::info("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
+               task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,
+               backup ? " (backup copy of a straggler)" : "");
+  return true;
+}
+
 void Broker::Dispatch() {
   if (queue_.empty()) return;
   for (auto& [identity, worker] : workers_) {
@@ -642,37 +732,59 @@ void Broker::Dispatch() {
       QueueKey key = *next;
       queue_.erase(next);
       auto it = tasks_.find(std::get<3>(key));
-      if (it == tasks_.end() || it->second.running) continue;
-      LiveTask& task = it->second;
-      JobInfo& job = jobs_[task.job_id];
-      int attempt = task.attempt + 1;
-      // The lease is written in this pass's transaction; the assignment leaves only after
-      // that commits (FlushOutbox), so a worker never holds a lease the store does not.
-      if (Status s = store_.StartTask(task.task_id, attempt, worker.offer.id); !s.ok()) {
-        spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
-        continue;
-      }
-      task.attempt = attempt;
-      CountRunning(job, +1);
-      ++job.dispatched;
-      task.leased_at = task.last_progress = Clock::now();
-      task.running = true;
-      task.worker = identity;
-      task.gpus = gpus;
-      task.worker_done = false;
-      task.frames_written.clear();
-      if (worker.tasks.empty() && worker.stopping.empty()) {
-        (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
-      }
-      worker.tasks.insert(task.task_id);
-      worker.SetGpusBusy(gpus, true);
-      protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
-                              task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
-      Send(identity, protocol::Encode(MessageType::kAssign, assign));
-      spdlog::info("job {} task {} (frames {}-{}) -> worker {}, attempt {}", task.job_id,
-                   task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt);
+      if (it == tasks_.end() || it->second.running()) continue;
+      StartLease(it->second, identity, worker, std::move(gpus), /*backup=*/false);
     }
     if (queue_.empty()) return;
+  }
+}
+
+void Broker::StartBackups() {
+  if (options_.backup_factor <= 0) return;
+  const auto now = Clock::now();
+  struct Straggler {
+    double seconds;
+    int64_t task_id;
+  };
+  std::vector<Straggler> stragglers;
+  for (const auto& [identity, worker] : workers_) {
+    for (int64_t task_id : worker.tasks) {
+      const LiveTask& task = tasks_.at(task_id);
+      const JobInfo& job = jobs_[task.job_id];
+      if (task.leases.size() != 1 || job.tasks_done == 0) continue;
+      // Only near the end of a job: none of its tasks is still waiting in the queue.
+      auto queued = queue_.lower_bound({-job.priority, task.job_id, INT_MIN, INT64_MIN});
+      if (queued != queue_.end() && std::get<1>(*queued) == task.job_id) continue;
+      const double seconds =
+          std::chrono::duration<double>(now - task.leases.front().leased_at).count();
+      const double mean = job.done_seconds / static_cast<double>(job.tasks_done);
+      if (seconds >= options_.backup_min_seconds && seconds > options_.backup_factor * mean) {
+        stragglers.push_back({seconds, task_id});
+      }
+    }
+  }
+  // Slowest first, each onto an idle worker other than the one running it.
+  std::sort(stragglers.begin(), stragglers.end(),
+            [](const Straggler& a, const Straggler& b) { return a.seconds > b.seconds; });
+  for (const Straggler& straggler : stragglers) {
+    LiveTask& task = tasks_.at(straggler.task_id);
+    const JobInfo& job = jobs_[task.job_id];
+    if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) continue;
+    for (auto& [identity, worker] : workers_) {
+      if (worker.free_slots() <= 0 || task.LeaseOn(identity) ||
+          !policy::CouldEverRun(job.needs, worker.offer)) {
+        continue;
+      }
+      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy);
+      if (!gpus) continue;
+      spdlog::info(
+          "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "
+          "backup copy on {}",
+          task.job_id, task.task_id, straggler.seconds,
+          job.done_seconds / static_cast<double>(job.tasks_done), worker.offer.name);
+      StartLease(task, identity, worker, std::move(*gpus), /*backup=*/true);
+      break;
+    }
   }
 }
 

@@ -48,6 +48,11 @@ struct BrokerOptions {
   int max_image_side = 16384;         // frame results larger than this are rejected
   std::map<std::string, int> limits;  // named counted limits: name -> tasks allowed at once
   std::map<std::string, policy::ProjectShare> projects;  // fair-share weights and caps
+  // Straggler backups: once a job has no queued tasks left, a running task that has taken
+  // backup_factor x the job's mean task time (and at least backup_min_seconds) gets a backup
+  // copy on an idle worker. 0 turns backups off.
+  double backup_factor = 1.5;
+  double backup_min_seconds = 60;
 };
 
 class Broker {
@@ -102,23 +107,40 @@ class Broker {
     std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
     std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
     std::optional<std::string> notice;          // as last written to the store
+    int64_t tasks_done = 0;                     // since loaded, for the straggler baseline
+    double done_seconds = 0;                    // their total render time
+  };
+  // One running copy of a task on one worker. A task has one, or two while a backup copy of a
+  // straggler runs beside the original (the first to deliver wins; the other is cancelled).
+  struct Lease {
+    int attempt = 0;        // the fencing token of this copy
+    std::string worker;     // routing identity of the holder
+    std::vector<int> gpus;  // the holder's GPUs pinned to this copy
+    std::chrono::steady_clock::time_point leased_at;
+    std::chrono::steady_clock::time_point last_progress;  // lease start, progress or a frame
   };
   struct LiveTask {
     int64_t task_id = 0;
     int64_t job_id = 0;
     int index = 0;
     int frame_start = 0, frame_end = 0;
-    int attempt = 0;  // current lease's attempt (0: never leased)
-    std::chrono::steady_clock::time_point leased_at;
-    std::chrono::steady_clock::time_point last_progress;  // lease start, progress or a frame
+    int attempt = 0;  // the highest attempt started (0: never leased)
     int failures = 0;
     std::set<int64_t> failed_on;  // workers a charged failure happened on
-    bool running = false;
-    std::string worker;     // routing identity of the lease holder
-    std::vector<int> gpus;  // the holder's GPUs pinned to this lease
+    std::vector<Lease> leases;    // running copies
     std::set<int> frames_written;
-    int frames_in_flight = 0;  // handed to the assembler, not yet written
-    bool worker_done = false;  // the worker reported kTaskDone for this attempt
+    std::map<int, int> frames_in_flight;  // frame -> attempt: with the assembler, not written
+    int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
+    int64_t done_worker_id = 0;           // and the worker it ran on
+    double done_seconds = 0;              // how long that copy ran
+
+    bool running() const { return !leases.empty(); }
+    Lease* LeaseOn(const std::string& identity) {
+      for (Lease& l : leases) {
+        if (l.worker == identity) return &l;
+      }
+      return nullptr;
+    }
   };
   struct WorkerConn {
     policy::WorkerOffer offer;  // id, name, pools, tags, hardware
@@ -185,20 +207,35 @@ class Broker {
   void Dispatch();
 
   // Lease bookkeeping.
+  // The task whose copy on `identity` has `attempt`, or nullptr (logged) for stale messages.
   LiveTask* FindLease(const std::string& identity, int64_t task_id, int attempt, const char* what);
-  void ReleaseFromWorker(LiveTask& task);
-  // Tells the lease holder to stop; the slot stays reserved until its heartbeat confirms.
-  void CancelLease(LiveTask& task);
+  // Removes the copy on `identity` and frees its slot (its GPUs too unless it is stopping).
+  void ReleaseLease(LiveTask& task, const std::string& identity);
+  // Tells the holder of that copy to stop; its slot and GPUs stay reserved until its heartbeat
+  // no longer lists it.
+  void CancelLease(LiveTask& task, const std::string& identity);
+  // The copy on `identity` ended without finishing the task (failure, loss, timeout): with
+  // another copy still running it is just dropped; otherwise the task is requeued (charged or
+  // not). `cancel` also tells the worker to stop it.
+  void EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
+                bool count_failure, bool cancel);
   // Frees the slots of stopped cancelled leases, and requeues leases the worker does not hold
   // (a lost assignment) once they are older than two heartbeats.
-  void OnHeartbeat(WorkerConn& worker, const protocol::Heartbeat& beat);
+  void OnHeartbeat(const std::string& identity, WorkerConn& worker,
+                   const protocol::Heartbeat& beat);
+  // Near the end of a job, starts backup copies of its slowest running tasks on idle workers.
+  void StartBackups();
   // Counts a charged failure against the worker for the task's job (durably); blocklists it at
   // the job's threshold.
   void ChargeWorker(LiveTask& task, const WorkerConn& worker);
   // First queued task the worker may run (skipping jobs that blocklist it), or queue_.end().
   // `gpus` receives the GPUs the task would be pinned to.
   std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker, std::vector<int>* gpus);
-  void Requeue(LiveTask& task, const std::string& reason, bool count_failure);
+  // Back to the queue (or failed for good): `attempt` is the copy that ended, the last one.
+  void Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure);
+  // Starts a lease (the task's next attempt) of `task` on the worker and sends the assignment.
+  bool StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
+                  std::vector<int> gpus, bool backup);
   void MaybeComplete(LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).
   void Forget(int64_t task_id);

@@ -18,11 +18,11 @@ void Broker::JobSubmitted(int64_t job_id) {
 Status Broker::CancelJob(int64_t job_id) {
   return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
            TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
-           for (const store::Lease& lease : leases) {
-             auto it = tasks_.find(lease.task_id);
-             if (it != tasks_.end() && it->second.running && it->second.attempt == lease.attempt) {
-               CancelLease(it->second);
-             }
+           for (auto& [id, task] : tasks_) {
+             if (task.job_id != job_id) continue;
+             std::vector<std::string> holders;
+             for (const Lease& l : task.leases) holders.push_back(l.worker);
+             for (const std::string& holder : holders) CancelLease(task, holder);
            }
            DropQueued(job_id);
            for (auto it = tasks_.begin(); it != tasks_.end();) {
@@ -96,10 +96,14 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
     const JobInfo& job = jobs_[task.job_id];
     nlohmann::json details = nlohmann::json::array();
     std::string reason;
-    if (task.running) {
-      auto wit = workers_.find(task.worker);
-      reason = "running on worker " + (wit != workers_.end() ? wit->second.offer.name : "?") +
-               ", attempt " + std::to_string(task.attempt);
+    if (task.running()) {
+      reason = "running";
+      for (const Lease& l : task.leases) {
+        auto wit = workers_.find(l.worker);
+        reason += std::string(&l == &task.leases.front() ? " on " : ", and as a backup copy on ") +
+                  "worker " + (wit != workers_.end() ? wit->second.offer.name : "?") +
+                  ", attempt " + std::to_string(l.attempt);
+      }
     } else if (!job.waiting_on.empty()) {
       reason = "waiting for job(s) it depends on:";
       for (int64_t dep : job.waiting_on) {
@@ -157,7 +161,7 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
                         std::to_string(job.max_retries) + " allowed retries");
     }
     return nlohmann::json{{"task_id", task_id},
-                          {"state", task.running ? "running" : "queued"},
+                          {"state", task.running() ? "running" : "queued"},
                           {"reason", reason},
                           {"details", details}};
   });
@@ -171,7 +175,7 @@ void Broker::DropQueued(int64_t job_id) {
 
 void Broker::EnqueueJob(int64_t job_id) {
   for (const auto& [id, task] : tasks_) {
-    if (task.job_id == job_id && !task.running) Enqueue(task);
+    if (task.job_id == job_id && !task.running()) Enqueue(task);
   }
 }
 
@@ -369,7 +373,7 @@ void Broker::OnFramesDone(int64_t job_id, int frame_start, int frame_end) {
   }
   for (int64_t id : ready) {
     auto task = tasks_.find(id);
-    if (task != tasks_.end() && !task->second.running) Enqueue(task->second);
+    if (task != tasks_.end() && !task->second.running()) Enqueue(task->second);
   }
 }
 

@@ -131,6 +131,12 @@ CREATE TABLE job_worker_failures (
   PRIMARY KEY (job_id, worker_id)
 ) WITHOUT ROWID;
 )sql",
+    // 9 -> 10: the attempts of a running task that are still live (a JSON array): one, or two
+    // while a backup copy of a straggler runs beside the original.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN live_attempts TEXT NOT NULL DEFAULT '[]';
+UPDATE tasks SET live_attempts = json_array(attempt) WHERE state = 'running';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -563,7 +569,8 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
         "WHERE tasks_running > 0"));
     TSR_RETURN_IF_ERROR(
         writer_->Exec("UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
-                      "message = 'requeued: scheduler restarted' WHERE state = 'running'"));
+                      "live_attempts = '[]', message = 'requeued: scheduler restarted' "
+                      "WHERE state = 'running'"));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   std::string sql = std::string("SELECT ") + kTaskColumns +
@@ -584,38 +591,50 @@ StatusOr<std::string> Store::JobScene(int64_t job_id) {
   return s.Text(0);
 }
 
-Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                             bool count_failure, std::optional<int64_t> worker_id) {
-  TSR_ASSIGN_OR_RETURN(Stmt q,
-                       writer_->Prepare("SELECT state, attempt, job_id FROM tasks WHERE id = ?"));
+StatusOr<Store::TaskFence> Store::ReadFence(int64_t task_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state, attempt, job_id, live_attempts "
+                                                "FROM tasks WHERE id = ?"));
   q.Bind(1, task_id);
   TSR_ASSIGN_OR_RETURN(bool found, q.Step());
   if (!found) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
-  TSR_ASSIGN_OR_RETURN(TaskState from, ParseEnum<TaskState>(q.Text(0), kTaskStates));
-  int current_attempt = static_cast<int>(q.Int(1));
-  int64_t job_id = q.Int(2);
-  // Fencing: a start names the next attempt; everything else must name the current one.
+  TaskFence f;
+  TSR_ASSIGN_OR_RETURN(f.state, ParseEnum<TaskState>(q.Text(0), kTaskStates));
+  f.attempt = static_cast<int>(q.Int(1));
+  f.job_id = q.Int(2);
+  f.live = nlohmann::json::parse(q.Text(3)).get<std::vector<int>>();
+  return f;
+}
+
+Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
+  return Status::FailedPrecondition("task " + std::to_string(task_id) + " attempt " +
+                                    std::to_string(attempt) + " is stale (task is " +
+                                    TaskStateName(f.state) + ", attempt " +
+                                    std::to_string(f.attempt) + ")");
+}
+
+Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
+                             bool count_failure, std::optional<int64_t> worker_id) {
+  TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
+  const TaskState from = fence.state;
+  const int64_t job_id = fence.job_id;
+  // Fencing: a start names the next attempt; everything else must name a live one.
   bool starting = (to == TaskState::kRunning);
-  if (starting ? (from != TaskState::kQueued || attempt != current_attempt + 1)
-               : (from != TaskState::kRunning || attempt != current_attempt)) {
-    return Status::FailedPrecondition("task " + std::to_string(task_id) + " attempt " +
-                                      std::to_string(attempt) + " is stale (task is " +
-                                      TaskStateName(from) + ", attempt " +
-                                      std::to_string(current_attempt) + ")");
+  if (starting ? (from != TaskState::kQueued || attempt != fence.attempt + 1)
+               : (from != TaskState::kRunning || !fence.IsLive(attempt))) {
+    return StaleAttempt(task_id, attempt, fence);
   }
   int64_t now = NowMs();
   TSR_ASSIGN_OR_RETURN(
       Stmt u, writer_->Prepare(
-                  "UPDATE tasks SET state = ?, attempt = ?, message = ?, "
-                  "failures = failures + ?, worker_id = ?, "
-                  "progress = CASE WHEN ? = 'done' THEN 1.0 ELSE 0 END, "
-                  "started_at = CASE WHEN ? = 'running' THEN ? ELSE started_at END, "
-                  "finished_at = CASE WHEN ? IN ('done', 'failed', 'canceled') THEN ? ELSE NULL "
-                  "END WHERE id = ?"));
-  const char* to_name = TaskStateName(to);
-  u.Bind(1, to_name).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
-  u.Bind(5, worker_id).Bind(6, to_name).Bind(7, to_name).Bind(8, now).Bind(9, to_name);
-  u.Bind(10, now).Bind(11, task_id);
+                  "UPDATE tasks SET state = ?1, attempt = MAX(attempt, ?2), message = ?3, "
+                  "live_attempts = CASE WHEN ?1 = 'running' THEN json_array(?2) ELSE '[]' END, "
+                  "failures = failures + ?4, worker_id = ?5, "
+                  "progress = CASE WHEN ?1 = 'done' THEN 1.0 ELSE 0 END, "
+                  "started_at = CASE WHEN ?1 = 'running' THEN ?6 ELSE started_at END, "
+                  "finished_at = CASE WHEN ?1 IN ('done', 'failed', 'canceled') THEN ?6 ELSE NULL "
+                  "END WHERE id = ?7"));
+  u.Bind(1, TaskStateName(to)).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
+  u.Bind(5, worker_id).Bind(6, now).Bind(7, task_id);
   TSR_RETURN_IF_ERROR(u.Run());
   if (from != to) {
     TSR_ASSIGN_OR_RETURN(Stmt c, writer_->Prepare("UPDATE jobs SET " + Counter(from) + " = " +
@@ -657,14 +676,10 @@ Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
   });
 }
 
-Status Store::FinishTask(int64_t task_id, int attempt) {
+Status Store::FinishTask(int64_t task_id, int attempt, int64_t worker_id) {
   std::lock_guard<std::recursive_mutex> lock(write_mu_);
-  return InWriteTx(*writer_, [&]() -> Status {
-    TSR_ASSIGN_OR_RETURN(Stmt w, writer_->Prepare("SELECT worker_id FROM tasks WHERE id = ?"));
-    w.Bind(1, task_id);
-    TSR_ASSIGN_OR_RETURN(bool row, w.Step());
-    std::optional<int64_t> worker = row ? w.OptInt(0) : std::nullopt;
-    return TransitionTask(task_id, attempt, TaskState::kDone, "", false, worker);
+  return InWriteTx(*writer_, [&] {
+    return TransitionTask(task_id, attempt, TaskState::kDone, "", false, worker_id);
   });
 }
 
@@ -681,6 +696,38 @@ Status Store::FailTask(int64_t task_id, int attempt, const std::string& message)
   std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
+  });
+}
+
+Status Store::StartBackup(int64_t task_id, int attempt) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
+    if (fence.state != TaskState::kRunning || attempt != fence.attempt + 1) {
+      return StaleAttempt(task_id, attempt, fence);
+    }
+    TSR_ASSIGN_OR_RETURN(Stmt u,
+                         writer_->Prepare("UPDATE tasks SET attempt = ?1, "
+                                          "live_attempts = json_insert(live_attempts, '$[#]', ?1) "
+                                          "WHERE id = ?2"));
+    return u.Bind(1, attempt).Bind(2, task_id).Run();
+  });
+}
+
+Status Store::EndCopy(int64_t task_id, int attempt) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
+    if (fence.state != TaskState::kRunning || !fence.IsLive(attempt) || fence.live.size() < 2) {
+      return StaleAttempt(task_id, attempt, fence);
+    }
+    std::vector<int> live;
+    for (int a : fence.live) {
+      if (a != attempt) live.push_back(a);
+    }
+    TSR_ASSIGN_OR_RETURN(Stmt u,
+                         writer_->Prepare("UPDATE tasks SET live_attempts = ? WHERE id = ?"));
+    return u.Bind(1, nlohmann::json(live).dump()).Bind(2, task_id).Run();
   });
 }
 

@@ -8,6 +8,7 @@
 // writer). Job rows carry per-state task counters, updated in the same
 // transaction as every task change, so status queries never scan the task table.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -121,7 +122,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // Group commit: while a WriteGroup is alive, every write made by the thread that opened it
   // joins one transaction (each call still all-or-nothing, as a savepoint), and other threads'
@@ -176,12 +177,18 @@ class Store {
   StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id);
   StatusOr<std::string> JobScene(int64_t job_id);
   Status StartTask(int64_t task_id, int attempt, int64_t worker_id);
-  Status FinishTask(int64_t task_id, int attempt);
+  // `worker_id` is the worker whose copy delivered the task.
+  Status FinishTask(int64_t task_id, int attempt, int64_t worker_id);
   // Back to the queue. `count_failure` charges the retry budget (render failure) or not (lost
   // worker, cancelled lease).
   Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure);
   Status FailTask(int64_t task_id, int attempt, const std::string& message);
   Status SetTaskProgress(int64_t task_id, int attempt, double progress);
+  // Straggler backups: a second copy of a running task starts as the next attempt beside the
+  // first; either may finish it (FinishTask names the winner). EndCopy drops one copy that
+  // failed or lost while the other runs on.
+  Status StartBackup(int64_t task_id, int attempt);
+  Status EndCopy(int64_t task_id, int attempt);
   // A charged failure of `task_id` on `worker_id`: adds the worker to the task's failed_on and
   // counts it against the job's failures on that worker (its blocklist, which survives restarts).
   Status RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id);
@@ -221,6 +228,16 @@ class Store {
   // transaction on the writer.
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                         bool count_failure, std::optional<int64_t> worker_id);
+  // A task's fencing state, read on the writer (inside a transaction).
+  struct TaskFence {
+    TaskState state = TaskState::kQueued;
+    int attempt = 0;  // the highest attempt started
+    int64_t job_id = 0;
+    std::vector<int> live;  // attempts running now
+    bool IsLive(int a) const { return std::find(live.begin(), live.end(), a) != live.end(); }
+  };
+  StatusOr<TaskFence> ReadFence(int64_t task_id);
+  static Status StaleAttempt(int64_t task_id, int attempt, const TaskFence& fence);
   Status RefreshJobState(int64_t job_id);
   // Reads the job's state on the writer (inside a transaction).
   StatusOr<JobState> JobStateForUpdate(int64_t job_id);

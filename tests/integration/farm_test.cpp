@@ -673,7 +673,7 @@ TEST(LeaseTest, StaleMessagesFromAnOldAttemptAreIgnored) {
   EXPECT_EQ(task["state"], "running");
   EXPECT_EQ(task["attempt"], a2.attempt);
   EXPECT_EQ(task["failures"], 0);
-  EXPECT_NE(farm.SchedulerLog().find("not the current lease"), std::string::npos);
+  EXPECT_NE(farm.SchedulerLog().find("not a current lease"), std::string::npos);
 }
 
 }  // namespace

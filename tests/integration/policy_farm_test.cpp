@@ -189,5 +189,49 @@ TEST(PolicyFarmTest, ProjectCapLimitsItsRunningTasks) {
   EXPECT_EQ(farm.WaitForJob(id, 10s)["state"], "done");
 }
 
+TEST(PolicyFarmTest, StragglerGetsABackupCopyAndTheFirstResultWins) {
+  LocalFarm farm("backups");
+  farm.AppendSchedulerConfig("  backup_factor: 1.5\n  backup_min_seconds: 0.5\n");  // broker:
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker slow(farm.broker_endpoint(), "slow");
+  ASSERT_TRUE(slow.WaitFor(MessageType::kWelcome, 5s));
+  int64_t id = SubmitNoop(farm, "name: s\nframes: 1-2\n");
+  auto original = slow.NextAssign(5s);
+  ASSERT_TRUE(original.has_value());
+  slow.running = {{original->task_id, original->attempt}};  // it holds the task and stalls
+
+  FakeWorker fast(farm.broker_endpoint(), "fast");
+  auto other = fast.NextAssign(5s);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_NE(other->task_id, original->task_id);
+  fast.Done(*other);  // the job's mean task time is now a few milliseconds
+
+  // Nothing is queued any more and the slow task runs far past the mean: a backup copy of it,
+  // as the next attempt, goes to the idle fast worker.
+  auto backup = fast.NextAssign(5s);
+  ASSERT_TRUE(backup.has_value()) << farm.SchedulerLog();
+  EXPECT_EQ(backup->task_id, original->task_id);
+  EXPECT_EQ(backup->attempt, original->attempt + 1);
+  EXPECT_NE(Why(farm, backup->task_id).find("as a backup copy on worker fast"), std::string::npos)
+      << Why(farm, backup->task_id);
+  fast.Done(*backup);
+
+  auto cancel = slow.WaitFor(MessageType::kCancel, 5s);
+  ASSERT_TRUE(cancel.has_value()) << "the losing copy is told to stop";
+  EXPECT_EQ(cancel->As<protocol::Cancel>()->attempt, original->attempt);
+  nlohmann::json job = farm.WaitForJob(id, 10s);
+  EXPECT_EQ(job["state"], "done");
+  EXPECT_EQ(job["tasks"]["done"], 2);
+  nlohmann::json tasks = Tasks(farm, id);
+  nlohmann::json straggler = tasks[0]["id"] == original->task_id ? tasks[0] : tasks[1];
+  EXPECT_EQ(straggler["worker_name"], "fast");
+  EXPECT_EQ(straggler["failures"], 0) << "losing a race is not a failure";
+  // A late result from the losing copy changes nothing.
+  slow.Done(*original);
+  slow.running.clear();
+  slow.WaitFor(MessageType::kAssign, 300ms);
+  EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(id))["job"]["tasks"]["done"], 2);
+}
+
 }  // namespace
 }  // namespace tessera::testing

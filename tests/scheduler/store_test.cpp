@@ -128,11 +128,11 @@ TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
   ASSERT_TRUE(store_->RequeueTask(t0, 1, "worker lost", false).ok());
   EXPECT_EQ(store_->GetTask(t0)->failures, 0);
   ASSERT_TRUE(store_->StartTask(t0, 2, w).ok());
-  Status stale = store_->FinishTask(t0, 1);
+  Status stale = store_->FinishTask(t0, 1, w);
   EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store_->SetTaskProgress(t0, 2, 0.5).ok());
   EXPECT_DOUBLE_EQ(store_->GetTask(t0)->progress, 0.5);
-  ASSERT_TRUE(store_->FinishTask(t0, 2).ok());
+  ASSERT_TRUE(store_->FinishTask(t0, 2, w).ok());
   EXPECT_EQ(store_->GetTask(t0)->state, TaskState::kDone);
   EXPECT_EQ(store_->GetTask(t0)->worker_name, "w1");
 
@@ -148,13 +148,41 @@ TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
   EXPECT_TRUE(after.finished_at_ms.has_value());
 }
 
+TEST_F(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
+  JobRecord job = Submit(2);
+  int64_t w1 = Worker("w1"), w2 = Worker("w2");
+  auto tasks = *store_->ListTasks(job.id);
+  int64_t t0 = tasks[0].id, t1 = tasks[1].id;
+  ASSERT_TRUE(store_->StartTask(t0, 1, w1).ok());
+  EXPECT_FALSE(store_->StartBackup(t1, 1).ok()) << "only a running task gets a backup";
+  ASSERT_TRUE(store_->StartBackup(t0, 2).ok());
+  EXPECT_FALSE(store_->StartBackup(t0, 2).ok()) << "attempt numbers are never reused";
+  EXPECT_EQ(store_->GetJob(job.id)->tasks.running, 1) << "a backup is not a second task";
+  // The original wins the race: the backup's attempt is fenced off from then on.
+  ASSERT_TRUE(store_->FinishTask(t0, 1, w1).ok());
+  EXPECT_FALSE(store_->FinishTask(t0, 2, w2).ok()) << "no task is recorded done twice";
+  EXPECT_EQ(store_->GetTask(t0)->attempt, 2);
+  EXPECT_EQ(store_->GetTask(t0)->worker_name, "w1");
+
+  // The original fails while its backup runs on: only that copy ends; the backup finishes.
+  ASSERT_TRUE(store_->StartTask(t1, 1, w1).ok());
+  ASSERT_TRUE(store_->StartBackup(t1, 2).ok());
+  ASSERT_TRUE(store_->EndCopy(t1, 1).ok());
+  EXPECT_FALSE(store_->EndCopy(t1, 2).ok()) << "the last copy ends by requeue, fail or finish";
+  EXPECT_FALSE(store_->FinishTask(t1, 1, w1).ok()) << "the dropped copy is stale";
+  ASSERT_TRUE(store_->FinishTask(t1, 2, w2).ok());
+  EXPECT_EQ(store_->GetTask(t1)->worker_name, "w2");
+  EXPECT_EQ(store_->GetJob(job.id)->state, JobState::kDone);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks.done, 2);
+}
+
 TEST_F(StoreTest, RestartRequeuesRunningTasks) {
   JobRecord job = Submit(3);
   int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
   ASSERT_TRUE(store_->StartTask(tasks[0].id, 1, w).ok());
   ASSERT_TRUE(store_->StartTask(tasks[1].id, 1, w).ok());
-  ASSERT_TRUE(store_->FinishTask(tasks[1].id, 1).ok());
+  ASSERT_TRUE(store_->FinishTask(tasks[1].id, 1, w).ok());
   store_.reset();
 
   auto reopened = Store::Open(dir_);
@@ -185,7 +213,7 @@ TEST_F(StoreTest, CancelReturnsRunningLeases) {
   EXPECT_EQ(j.tasks.canceled, 4);
   EXPECT_EQ(store_->CancelJob(job.id).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_->CancelJob(999).status().code(), StatusCode::kNotFound);
-  EXPECT_FALSE(store_->FinishTask(tasks[0].id, 1).ok()) << "a canceled lease cannot complete";
+  EXPECT_FALSE(store_->FinishTask(tasks[0].id, 1, w).ok()) << "a canceled lease cannot complete";
 }
 
 TEST_F(StoreTest, WorkersUpsertByNameAndSummaryCounts) {

@@ -20,9 +20,10 @@ class LocalFarm {
   explicit LocalFarm(const std::string& name, int heartbeat_ms = 200, int liveness = 5);
   ~LocalFarm();
 
-  // Starts the scheduler and waits for its ready file. Returns false (with the log) on failure.
-  // Adds YAML to the scheduler's config file (call before StartScheduler).
+  // Adds YAML to the scheduler's config file (call before StartScheduler). The file holds only
+  // the `broker:` section at first, so indented lines appended first continue that section.
   void AppendSchedulerConfig(const std::string& yaml);
+  // Starts the scheduler and waits for its ready file. Returns false (with the log) on failure.
   // With reuse_ports the scheduler binds the ports of its previous run (workers reconnect).
   bool StartScheduler(bool reuse_ports = false);
   void KillScheduler(int sig = SIGKILL);
