@@ -72,6 +72,12 @@ struct GpuInfo {
   int compute_minor = 0;
 };
 
+struct TaskRef {
+  int64_t task_id = 0;
+  int attempt = 0;
+  bool operator==(const TaskRef&) const = default;
+};
+
 struct Register {
   std::string name;  // operator-chosen worker name (defaults to the hostname)
   std::string hostname;
@@ -83,6 +89,9 @@ struct Register {
   int slots = 1;                      // tasks it runs at once
   std::vector<std::string> pools = {"default"};  // pools it serves; jobs may name pools
   std::vector<std::string> tags;                 // capabilities jobs may require
+  // Tasks it is still rendering from before (a reconnect, or a scheduler restart): the
+  // scheduler re-attaches those leases when their attempt is still current, and cancels the rest.
+  std::vector<TaskRef> running;
 };
 
 struct Welcome {
@@ -93,12 +102,6 @@ struct Welcome {
 
 struct Reject {
   std::string reason;
-};
-
-struct TaskRef {
-  int64_t task_id = 0;
-  int attempt = 0;
-  bool operator==(const TaskRef&) const = default;
 };
 
 struct Heartbeat {
@@ -185,11 +188,11 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
                                                 compute_minor)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
-                                                ram_mb, gpus, backends, slots, pools, tags)
+                                                ram_mb, gpus, backends, slots, pools, tags, running)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
                                                 frame_end, scene_yaml, renderer, gpus)

@@ -124,6 +124,7 @@ void Agent::Connect(Clock::time_point now) {
   reg.slots = options_.slots;
   reg.pools = options_.pools;
   reg.tags = options_.tags;
+  for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kRegister, reg);
   TrySend(frames);  // queued by ZeroMQ until the TCP connection is up
   state_ = LinkState::kRegistering;

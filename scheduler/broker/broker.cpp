@@ -281,7 +281,8 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();
-  workers_[identity] = std::move(conn);
+  WorkerConn& worker = workers_[identity] = std::move(conn);
+  for (const protocol::TaskRef& ref : reg->running) Reattach(identity, worker, ref);
   UpdateAllFeasibility();
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
   spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
@@ -289,6 +290,44 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   Send(identity,
        protocol::Encode(MessageType::kWelcome,
                         protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
+}
+
+void Broker::Reattach(const std::string& identity, WorkerConn& worker,
+                      const protocol::TaskRef& ref) {
+  auto it = tasks_.find(ref.task_id);
+  if (it == tasks_.end() || it->second.running() || it->second.attempt != ref.attempt ||
+      worker.free_slots() <= 0 ||
+      !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id).ok()) {
+    spdlog::info(
+        "worker {} still renders task {} attempt {}, which is no longer its lease: "
+        "told to stop",
+        worker.offer.name, ref.task_id, ref.attempt);
+    Send(identity,
+         protocol::Encode(MessageType::kCancel, protocol::Cancel{ref.task_id, ref.attempt}));
+    worker.stopping[ref.task_id] = {};
+    return;
+  }
+  LiveTask& task = it->second;
+  JobInfo& job = jobs_[task.job_id];
+  queue_.erase({-job.priority, task.job_id, task.index, task.task_id});
+  reattach_.erase(task.task_id);
+  // Which GPUs it renders on is not reported; book the ones the policy would pick.
+  std::vector<int> gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)
+                              .value_or(std::vector<int>{});
+  CountRunning(job, +1);
+  Lease lease;
+  lease.attempt = ref.attempt;
+  lease.worker = identity;
+  lease.gpus = gpus;
+  lease.leased_at = lease.last_progress = Clock::now();
+  task.leases.push_back(std::move(lease));
+  if (worker.tasks.empty() && worker.stopping.empty()) {
+    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
+  }
+  worker.tasks.insert(task.task_id);
+  worker.SetGpusBusy(gpus, true);
+  spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
+               ref.attempt, worker.offer.name);
 }
 
 Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
@@ -644,6 +683,16 @@ void Broker::OnTimer() {
     if (now - worker.last_heard > deadline) dead.push_back(identity);
   }
   for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
+  // Interrupted tasks whose worker did not come back in time go back to the queue.
+  for (auto it = reattach_.begin(); it != reattach_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    auto task = tasks_.find(it->first);
+    if (task != tasks_.end() && !task->second.running()) Enqueue(task->second);
+    it = reattach_.erase(it);
+  }
   // Timeouts: a lease older than its job's task_timeout, or silent for longer than its
   // progress_timeout, is a (charged) failure.
   struct Expired {

@@ -199,6 +199,9 @@ class Broker {
   void DrainInbox();
   void HandleMessage(std::vector<zmq::message_t>& frames);
   void OnRegister(const std::string& identity, const protocol::Envelope& env);
+  // A registering worker still renders `ref`: take the lease back if its attempt is still the
+  // task's current one and nobody else holds it; otherwise tell the worker to stop.
+  void Reattach(const std::string& identity, WorkerConn& worker, const protocol::TaskRef& ref);
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
   void OnTaskFailed(const std::string& identity, WorkerConn& worker, const protocol::TaskFailed& m);
@@ -274,6 +277,9 @@ class Broker {
   std::map<std::string, int> limits_in_use_;      // named limit -> running tasks holding it
   policy::FarmShares shares_;                     // fair share: running tasks by project and user
   std::unordered_map<int64_t, FrameGate> gates_;  // by depended-on job id
+  // Tasks that were running when the scheduler stopped, held out of the queue until their
+  // worker re-attaches them or the deadline passes.
+  std::map<int64_t, std::chrono::steady_clock::time_point> reattach_;
   std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
   std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
   std::chrono::steady_clock::time_point next_timer_;

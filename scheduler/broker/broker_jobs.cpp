@@ -11,6 +11,8 @@
 
 namespace tessera::broker {
 
+using Clock = std::chrono::steady_clock;
+
 void Broker::JobSubmitted(int64_t job_id) {
   Post([this, job_id] { LoadTasks(job_id); });
 }
@@ -283,7 +285,14 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
     live.failures = t.failures;
     live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
     ++jobs_[t.job_id].unfinished;
-    Enqueue(tasks_.emplace(t.id, std::move(live)).first->second);
+    const LiveTask& task = tasks_.emplace(t.id, std::move(live)).first->second;
+    if (t.interrupted) {
+      // Its worker is probably still rendering it and will re-attach when it re-registers.
+      reattach_[t.id] = Clock::now() + std::chrono::milliseconds(int64_t{options_.heartbeat_ms} *
+                                                                 options_.liveness);
+    } else {
+      Enqueue(task);
+    }
     ++added;
   }
   if (job_id) {

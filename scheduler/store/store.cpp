@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace tessera::store {
 
@@ -560,10 +561,18 @@ Status Store::DeleteJob(int64_t job_id) {
 
 StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
   std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  std::set<int64_t> interrupted;
   if (!job_id) {
-    // Leases do not survive a restart: running tasks go back to the queue, uncharged.
+    // Leases do not survive a restart: running tasks go back to the queue, uncharged (their
+    // workers may re-attach them; see ReattachTask).
     Transaction tx(*writer_);
     TSR_RETURN_IF_ERROR(tx.begin_status());
+    TSR_ASSIGN_OR_RETURN(Stmt r, writer_->Prepare("SELECT id FROM tasks WHERE state = 'running'"));
+    for (;;) {
+      TSR_ASSIGN_OR_RETURN(bool row, r.Step());
+      if (!row) break;
+      interrupted.insert(r.Int(0));
+    }
     TSR_RETURN_IF_ERROR(writer_->Exec(
         "UPDATE jobs SET tasks_queued = tasks_queued + tasks_running, tasks_running = 0 "
         "WHERE tasks_running > 0"));
@@ -579,7 +588,9 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
                     (job_id ? " AND t.job_id = ?" : "") + " ORDER BY t.job_id, t.idx";
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
   if (job_id) s.Bind(1, *job_id);
-  return CollectRows(s, &ReadTask);
+  TSR_ASSIGN_OR_RETURN(std::vector<TaskRecord> tasks, CollectRows(s, &ReadTask));
+  for (TaskRecord& t : tasks) t.interrupted = interrupted.count(t.id) > 0;
+  return tasks;
 }
 
 StatusOr<std::string> Store::JobScene(int64_t job_id) {
@@ -613,13 +624,15 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 }
 
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                             bool count_failure, std::optional<int64_t> worker_id) {
+                             bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
   TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
   const TaskState from = fence.state;
   const int64_t job_id = fence.job_id;
-  // Fencing: a start names the next attempt; everything else must name a live one.
+  // Fencing: a start names the next attempt (a re-attach the current one); everything else
+  // must name a live one.
   bool starting = (to == TaskState::kRunning);
-  if (starting ? (from != TaskState::kQueued || attempt != fence.attempt + 1)
+  const int start_attempt = reattach ? fence.attempt : fence.attempt + 1;
+  if (starting ? (from != TaskState::kQueued || attempt < 1 || attempt != start_attempt)
                : (from != TaskState::kRunning || !fence.IsLive(attempt))) {
     return StaleAttempt(task_id, attempt, fence);
   }
@@ -673,6 +686,14 @@ Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
   std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, TaskState::kRunning, "", false, worker_id);
+  });
+}
+
+Status Store::ReattachTask(int64_t task_id, int attempt, int64_t worker_id) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  return InWriteTx(*writer_, [&] {
+    return TransitionTask(task_id, attempt, TaskState::kRunning, "re-attached", false, worker_id,
+                          /*reattach=*/true);
   });
 }
 

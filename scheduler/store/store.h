@@ -90,6 +90,7 @@ struct TaskRecord {
   std::string message;
   std::optional<int64_t> started_at_ms, finished_at_ms;
   std::vector<int64_t> failed_on;  // workers a charged failure happened on
+  bool interrupted = false;        // it was running when the scheduler stopped
 };
 
 struct WorkerRecord {
@@ -177,6 +178,10 @@ class Store {
   StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id);
   StatusOr<std::string> JobScene(int64_t job_id);
   Status StartTask(int64_t task_id, int attempt, int64_t worker_id);
+  // A worker that re-registers still rendering `attempt` of a queued task whose current attempt
+  // that still is (its lease was voided by a restart or a lost connection, not replaced) takes
+  // the lease back: the task runs again under the same fencing token.
+  Status ReattachTask(int64_t task_id, int attempt, int64_t worker_id);
   // `worker_id` is the worker whose copy delivered the task.
   Status FinishTask(int64_t task_id, int attempt, int64_t worker_id);
   // Back to the queue. `count_failure` charges the retry budget (render failure) or not (lost
@@ -226,8 +231,10 @@ class Store {
   Status Migrate();
   // Moves one task to `to` and keeps the job's counters and state in step. Caller holds a
   // transaction on the writer.
+  // `reattach`: a start under the current attempt (ReattachTask) rather than the next.
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                        bool count_failure, std::optional<int64_t> worker_id);
+                        bool count_failure, std::optional<int64_t> worker_id,
+                        bool reattach = false);
   // A task's fencing state, read on the writer (inside a transaction).
   struct TaskFence {
     TaskState state = TaskState::kQueued;

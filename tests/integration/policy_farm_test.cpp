@@ -233,5 +233,41 @@ TEST(PolicyFarmTest, StragglerGetsABackupCopyAndTheFirstResultWins) {
   EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(id))["job"]["tasks"]["done"], 2);
 }
 
+TEST(PolicyFarmTest, WorkerReattachesItsTaskAfterASchedulerRestart) {
+  // Slow heartbeats: interrupted tasks wait 5 s for their worker before anyone else gets them.
+  LocalFarm farm("reattach", /*heartbeat_ms=*/1000);
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker w(farm.broker_endpoint(), "w");
+  int64_t id = SubmitNoop(farm, "name: r\nframes: 1\n");
+  auto a = w.NextAssign(5s);
+  ASSERT_TRUE(a.has_value());
+  w.running = {{a->task_id, a->attempt}};
+
+  farm.KillScheduler();
+  ASSERT_TRUE(farm.StartScheduler(/*reuse_ports=*/true)) << farm.SchedulerLog();
+  FakeWorker other(farm.broker_endpoint(), "other");
+  EXPECT_FALSE(other.NextAssign(500ms).has_value())
+      << "the interrupted task waits for its own worker to come back";
+  w.Register();  // what a real worker does on its next contact with the restarted scheduler
+  ASSERT_TRUE(w.WaitFor(MessageType::kWelcome, 5s));
+  nlohmann::json task = Tasks(farm, id)[0];
+  EXPECT_EQ(task["state"], "running");
+  EXPECT_EQ(task["attempt"], a->attempt) << "it carries on under the same lease";
+  EXPECT_EQ(task["worker_name"], "w");
+  w.Done(*a);
+  nlohmann::json job = farm.WaitForJob(id, 10s);
+  EXPECT_EQ(job["state"], "done");
+  EXPECT_EQ(Tasks(farm, id)[0]["attempt"], a->attempt);
+  EXPECT_FALSE(other.NextAssign(200ms).has_value());
+
+  // A worker reporting a task that is no longer its lease is told to stop it.
+  FakeWorker stale(farm.broker_endpoint(), "stale");
+  stale.running = {{a->task_id, a->attempt}};
+  stale.Register();
+  auto cancel = stale.WaitFor(MessageType::kCancel, 5s);
+  ASSERT_TRUE(cancel.has_value());
+  EXPECT_EQ(cancel->As<protocol::Cancel>()->task_id, a->task_id);
+}
+
 }  // namespace
 }  // namespace tessera::testing

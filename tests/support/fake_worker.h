@@ -22,16 +22,21 @@ class FakeWorker {
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
-    protocol::Register reg;
-    reg.name = name;
-    reg.hostname = "fake";
-    reg.cpu_cores = 1;
-    reg.backends = {"cpu"};
-    reg.pools = std::move(pools);
-    reg.tags = std::move(tags);
-    reg.gpus = std::move(gpus);
-    reg.slots = slots;
-    Send(protocol::MessageType::kRegister, reg);
+    reg_.name = name;
+    reg_.hostname = "fake";
+    reg_.cpu_cores = 1;
+    reg_.backends = {"cpu"};
+    reg_.pools = std::move(pools);
+    reg_.tags = std::move(tags);
+    reg_.gpus = std::move(gpus);
+    reg_.slots = slots;
+    Register();
+  }
+
+  // (Re-)registers, reporting the tasks in `running` as still being rendered.
+  void Register() {
+    reg_.running = running;
+    Send(protocol::MessageType::kRegister, reg_);
   }
 
   template <typename T>
@@ -84,6 +89,7 @@ class FakeWorker {
  private:
   zmq::context_t context_;
   zmq::socket_t socket_;
+  protocol::Register reg_;
   std::chrono::steady_clock::time_point next_beat_{};
 };
 
