@@ -124,6 +124,7 @@ void Broker::RunPass(bool woken) {
     Dispatch();
     // After dispatch, so backups only use workers the queue has no work for.
     if (timer) StartBackups();
+    StoreWorkerStates();
     if (Status s = group.Commit(); !s.ok()) {
       // The pass's decisions live in memory but not in the database, and nothing of them has
       // been sent. Carrying on would let the two disagree; stopping loses nothing that was
@@ -137,6 +138,17 @@ void Broker::RunPass(bool woken) {
     }
   }
   FlushOutbox();
+}
+
+void Broker::StoreWorkerStates() {
+  for (auto& [identity, worker] : workers_) {
+    const auto state = worker.tasks.empty() && worker.stopping.empty() ? store::WorkerState::kIdle
+                                                                       : store::WorkerState::kBusy;
+    if (state != worker.stored_state) {
+      (void)store_.SetWorkerState(worker.offer.id, state);
+      worker.stored_state = state;
+    }
+  }
 }
 
 void Broker::ReceiveMessages() {
@@ -321,9 +333,6 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker,
   lease.gpus = gpus;
   lease.leased_at = lease.last_progress = Clock::now();
   task.leases.push_back(std::move(lease));
-  if (worker.tasks.empty() && worker.stopping.empty()) {
-    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
-  }
   worker.tasks.insert(task.task_id);
   worker.SetGpusBusy(gpus, true);
   spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
@@ -504,9 +513,6 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
     worker.tasks.erase(task.task_id);
     // A stopping lease keeps its GPUs until the worker confirms it has stopped.
     if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(lease->gpus, false);
-    if (worker.tasks.empty() && worker.stopping.empty()) {
-      (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
-    }
   }
   task.leases.erase(lease);
 }
@@ -572,9 +578,6 @@ void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
     EndLease(tasks_.at(task_id), identity,
              "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
              /*count_failure=*/false, /*cancel=*/false);
-  }
-  if (worker.tasks.empty() && worker.stopping.empty()) {
-    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kIdle);
   }
 }
 
@@ -757,9 +760,6 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   lease.gpus = gpus;
   lease.leased_at = lease.last_progress = Clock::now();
   task.leases.push_back(std::move(lease));
-  if (worker.tasks.empty() && worker.stopping.empty()) {
-    (void)store_.SetWorkerState(worker.offer.id, store::WorkerState::kBusy);
-  }
   worker.tasks.insert(task.task_id);
   worker.SetGpusBusy(gpus, true);
   protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,

@@ -158,6 +158,7 @@ class Broker {
       }
     }
     std::chrono::steady_clock::time_point last_heard;
+    store::WorkerState stored_state = store::WorkerState::kIdle;  // as last written
   };
   // Frame-on-frame dependencies: the frame ranges of a depended-on job's tasks that are not done
   // (start -> end; disjoint), and the dependent tasks waiting on them (by frame_start).
@@ -196,6 +197,9 @@ class Broker {
   // One pass of the loop inside one store transaction; then the outbox goes out.
   void RunPass(bool woken);
   void ReceiveMessages();
+  // Writes idle/busy for workers whose state changed during the pass (once per pass, not per
+  // lease: a worker that finishes one task and gets the next stays busy).
+  void StoreWorkerStates();
   void DrainInbox();
   void HandleMessage(std::vector<zmq::message_t>& frames);
   void OnRegister(const std::string& identity, const protocol::Envelope& env);

@@ -94,20 +94,38 @@ StatusOr<Stmt> Db::Prepare(const std::string& sql) {
   return Stmt(raw);
 }
 
+namespace {
+
+// Statements without rows, run through the statement cache (savepoints are hot: one per store
+// call inside a group commit).
+Status RunCached(Db& db, const char* sql) {
+  TSR_ASSIGN_OR_RETURN(Stmt s, db.Prepare(sql));
+  return s.Run();
+}
+
+}  // namespace
+
 Transaction::Transaction(Db& db) : db_(db), nested_(db.open_transactions_ > 0) {
-  begin_ = db_.Exec(nested_ ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+  begin_ = RunCached(db_, nested_ ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
   if (begin_.ok()) ++db_.open_transactions_;
 }
 
 Transaction::~Transaction() {
   if (!begin_.ok()) return;
-  if (!done_) (void)db_.Exec(nested_ ? "ROLLBACK TO nested; RELEASE nested" : "ROLLBACK");
+  if (!done_) {
+    if (nested_) {
+      (void)RunCached(db_, "ROLLBACK TO nested");
+      (void)RunCached(db_, "RELEASE nested");
+    } else {
+      (void)RunCached(db_, "ROLLBACK");
+    }
+  }
   --db_.open_transactions_;
 }
 
 Status Transaction::Commit() {
   TSR_RETURN_IF_ERROR(begin_);
-  Status s = db_.Exec(nested_ ? "RELEASE nested" : "COMMIT");
+  Status s = RunCached(db_, nested_ ? "RELEASE nested" : "COMMIT");
   if (s.ok()) done_ = true;
   return s;
 }

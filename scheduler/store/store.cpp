@@ -649,11 +649,30 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
   u.Bind(1, TaskStateName(to)).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
   u.Bind(5, worker_id).Bind(6, now).Bind(7, task_id);
   TSR_RETURN_IF_ERROR(u.Run());
+  // The job's state follows its counters; most transitions (a lease starting or ending while
+  // others run) leave it as it is, so it is recomputed only when the counters say it moves.
+  bool refresh = true;
   if (from != to) {
-    TSR_ASSIGN_OR_RETURN(Stmt c, writer_->Prepare("UPDATE jobs SET " + Counter(from) + " = " +
-                                                  Counter(from) + " - 1, " + Counter(to) + " = " +
-                                                  Counter(to) + " + 1 WHERE id = ?"));
-    TSR_RETURN_IF_ERROR(c.Bind(1, job_id).Run());
+    TSR_ASSIGN_OR_RETURN(
+        Stmt c, writer_->Prepare("UPDATE jobs SET " + Counter(from) + " = " + Counter(from) +
+                                 " - 1, " + Counter(to) + " = " + Counter(to) +
+                                 " + 1 WHERE id = ? RETURNING state, started_at IS NULL, "
+                                 "tasks_total, tasks_running, tasks_done, tasks_failed, "
+                                 "tasks_canceled"));
+    c.Bind(1, job_id);
+    TSR_ASSIGN_OR_RETURN(bool row, c.Step());
+    if (row) {
+      const std::string state = c.Text(0);
+      const bool unstarted = c.Int(1) != 0;
+      const int64_t total = c.Int(2), running = c.Int(3), done = c.Int(4), failed = c.Int(5),
+                    canceled = c.Int(6);
+      const bool finished = done + failed + canceled == total;
+      const bool active = running + done + failed > 0;
+      refresh = state != "canceled" &&
+                (finished ||
+                 (active ? state != "running" || (unstarted && running > 0) : state != "queued"));
+      TSR_RETURN_IF_ERROR(c.Run());
+    }
   }
   if (to == TaskState::kFailed) {
     TSR_ASSIGN_OR_RETURN(
@@ -661,7 +680,7 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
     TSR_RETURN_IF_ERROR(
         e.Bind(1, "task " + std::to_string(task_id) + " failed: " + message).Bind(2, job_id).Run());
   }
-  return RefreshJobState(job_id);
+  return refresh ? RefreshJobState(job_id) : Status::Ok();
 }
 
 Status Store::RefreshJobState(int64_t job_id) {

@@ -1,6 +1,7 @@
 // tessera-bench dispatch: end-to-end task throughput of the real scheduler core (store, broker,
-// assembler) with simulated workers speaking the real protocol over TCP loopback: every task is
-// leased, rendered (a 1x1 frame result), written and durably recorded done. Baseline, measured
+// assembler) with simulated workers speaking the real protocol over TCP loopback: every noop task
+// is leased (durably), assigned, reported done and durably recorded done (--frames: each also
+// sends a 1x1 frame result the assembler writes as a PNG). Baseline, measured
 // in the same run: a bare ZeroMQ ROUTER/DEALER READY -> task -> DONE loop with as many workers.
 // Goal (DESIGN.md): >= 25,000 tasks/s and >= 0.7 x the bare loop.
 
@@ -13,41 +14,17 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/sim_fleet.h"
 
 namespace tessera::bench {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using protocol::MessageType;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-// Polls every socket once; calls on_message(index, frames) for each message received.
-template <typename F>
-void PollAll(std::vector<zmq::socket_t>& sockets, std::vector<zmq::pollitem_t>& items,
-             std::chrono::milliseconds timeout, F on_message) {
-  zmq::poll(items.data(), items.size(), timeout);
-  for (size_t i = 0; i < sockets.size(); ++i) {
-    if (!(items[i].revents & ZMQ_POLLIN)) continue;
-    for (;;) {
-      std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(sockets[i], std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        break;
-      }
-      on_message(i, frames);
-    }
-  }
-}
-
-std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets) {
-  std::vector<zmq::pollitem_t> items;
-  for (auto& s : sockets) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  return items;
 }
 
 // The baseline: the least a ROUTER/DEALER dispatcher can do per task.
@@ -93,72 +70,22 @@ double BareLoopTasksPerSecond(int workers, int tasks) {
   return rate;
 }
 
-// Simulated workers speaking the real protocol: register, answer each ASSIGN with a 1x1 frame
-// result per frame and TASK_DONE.
-class Fleet {
- public:
-  Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers) {
-    for (int i = 0; i < workers; ++i) {
-      sockets_.emplace_back(ctx, zmq::socket_type::dealer);
-      sockets_.back().set(zmq::sockopt::linger, 0);
-      sockets_.back().connect(endpoint);
-      protocol::Register reg;
-      reg.name = "sim-" + std::to_string(i);
-      reg.hostname = "bench";
-      reg.cpu_cores = 1;
-      reg.backends = {"cpu"};
-      auto frames = protocol::Encode(MessageType::kRegister, reg);
-      zmq::send_multipart(sockets_.back(), frames);
-    }
-    items_ = PollItems(sockets_);
-  }
-
-  void Run(const std::atomic<bool>& stop) {
-    const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
-    auto next_beat = Clock::now();
-    while (!stop.load()) {
-      PollAll(sockets_, items_, std::chrono::milliseconds(20),
-              [&](size_t i, std::vector<zmq::message_t>& frames) {
-                auto env = protocol::Decode(frames);
-                if (!env.ok() || env->type != MessageType::kAssign) return;
-                auto a = env->As<protocol::Assign>();
-                if (!a.ok()) return;
-                for (int f = a->frame_start; f <= a->frame_end; ++f) {
-                  protocol::FrameResult r{a->task_id, a->attempt, f, 1, 1, 4, 0.0, "sim", {}};
-                  zmq::send_multipart(sockets_[i],
-                                      protocol::Encode(MessageType::kFrameResult, r,
-                                                       zmq::message_t(pixel, sizeof(pixel))));
-                }
-                zmq::send_multipart(sockets_[i],
-                                    protocol::Encode(MessageType::kTaskDone,
-                                                     protocol::TaskDone{a->task_id, a->attempt}));
-              });
-      if (Clock::now() >= next_beat) {
-        for (auto& s : sockets_) {
-          zmq::send_multipart(s, protocol::Encode(MessageType::kHeartbeat, protocol::Heartbeat{}));
-        }
-        next_beat = Clock::now() + std::chrono::milliseconds(500);
-      }
-    }
-  }
-
- private:
-  std::vector<zmq::socket_t> sockets_;
-  std::vector<zmq::pollitem_t> items_;
-};
-
 }  // namespace
 
 void AddDispatchCommand(CLI::App& app) {
   struct Options {
     int workers = 100;
     int tasks = 20000;
+    bool frames = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
       app.add_subcommand("dispatch", "end-to-end task throughput vs a bare ZeroMQ loop");
   cmd->add_option("--workers", opts->workers, "simulated workers")->check(CLI::Range(1, 5000));
   cmd->add_option("--tasks", opts->tasks, "tasks (1 frame each)")->check(CLI::Range(1, 100000));
+  cmd->add_flag("--frames", opts->frames,
+                "path-tracer tasks that each send a 1x1 frame the assembler writes as a PNG, "
+                "instead of noop tasks");
   cmd->callback([opts] {
     double bare = BareLoopTasksPerSecond(opts->workers, opts->tasks);
     std::printf("bare ROUTER/DEALER loop: %.0f tasks/s\n", bare);
@@ -181,7 +108,8 @@ void AddDispatchCommand(CLI::App& app) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
     spec::JobSpec job;
-    job.name = "noop";
+    job.name = "dispatch";
+    job.renderer = opts->frames ? spec::kRendererPathTracer : spec::kRendererNoop;
     job.scene_yaml = "width: 1\n";
     job.frame_start = 1;
     job.frame_end = opts->tasks;
@@ -211,7 +139,8 @@ void AddDispatchCommand(CLI::App& app) {
     std::printf("end to end: %lld of %d tasks done in %.2f s = %.0f tasks/s (%d workers)\n",
                 static_cast<long long>(state.tasks.done), opts->tasks, seconds, rate,
                 opts->workers);
-    PrintFigures({{"workers", std::to_string(opts->workers)},
+    PrintFigures({{"renderer", job.renderer},
+                  {"workers", std::to_string(opts->workers)},
                   {"tasks", std::to_string(opts->tasks)},
                   {"tasks_per_s", Fixed(rate)},
                   {"zmq_loop_per_s", Fixed(bare)},

@@ -1,0 +1,66 @@
+#include "tests/bench/sim_fleet.h"
+
+#include "shared/job_spec.h"
+#include "shared/protocol.h"
+
+namespace tessera::bench {
+
+using Clock = std::chrono::steady_clock;
+using protocol::MessageType;
+
+std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets) {
+  std::vector<zmq::pollitem_t> items;
+  for (auto& s : sockets) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  return items;
+}
+
+Fleet::Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers,
+             const std::string& prefix) {
+  for (int i = 0; i < workers; ++i) {
+    sockets_.emplace_back(ctx, zmq::socket_type::dealer);
+    sockets_.back().set(zmq::sockopt::linger, 0);
+    sockets_.back().connect(endpoint);
+    protocol::Register reg;
+    reg.name = prefix + std::to_string(i);
+    reg.hostname = "bench";
+    reg.cpu_cores = 1;
+    reg.backends = {"cpu"};
+    auto frames = protocol::Encode(MessageType::kRegister, reg);
+    zmq::send_multipart(sockets_.back(), frames);
+  }
+  items_ = PollItems(sockets_);
+}
+
+void Fleet::Run(const std::atomic<bool>& stop) {
+  const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
+  auto next_beat = Clock::now();
+  while (!stop.load()) {
+    PollAll(sockets_, items_, std::chrono::milliseconds(20),
+            [&](size_t i, std::vector<zmq::message_t>& frames) {
+              auto env = protocol::Decode(frames);
+              if (!env.ok() || env->type != MessageType::kAssign) return;
+              auto a = env->As<protocol::Assign>();
+              if (!a.ok()) return;
+              // Noop tasks only report done; others send a 1x1 frame result per frame.
+              for (int f = a->frame_start; a->renderer != spec::kRendererNoop && f <= a->frame_end;
+                   ++f) {
+                protocol::FrameResult r{a->task_id, a->attempt, f, 1, 1, 4, 0.0, "sim", {}};
+                zmq::send_multipart(sockets_[i],
+                                    protocol::Encode(MessageType::kFrameResult, r,
+                                                     zmq::message_t(pixel, sizeof(pixel))));
+              }
+              zmq::send_multipart(sockets_[i],
+                                  protocol::Encode(MessageType::kTaskDone,
+                                                   protocol::TaskDone{a->task_id, a->attempt}));
+              ++tasks_done_;
+            });
+    if (Clock::now() >= next_beat) {
+      for (auto& s : sockets_) {
+        zmq::send_multipart(s, protocol::Encode(MessageType::kHeartbeat, protocol::Heartbeat{}));
+      }
+      next_beat = Clock::now() + std::chrono::milliseconds(500);
+    }
+  }
+}
+
+}  // namespace tessera::bench
