@@ -1,7 +1,7 @@
 #pragma once
 // tessera-bench: one benchmark program, one subcommand per benchmark (dispatch, submit, render,
-// ...). Each subcommand prints human-readable progress and ends with ONE line of key=value
-// figures, each printed beside the baseline it is compared to, e.g.
+// query, fleet, makespan). Each subcommand prints human-readable progress and ends with ONE line
+// of key=value figures, each printed beside the baseline or target it is compared to, e.g.
 //   tasks_per_s=31000 zmq_loop_per_s=42000 ratio=0.74
 // Benchmarks measure ratios against a baseline taken in the same run: the machines they run on
 // are shared and noisy.
@@ -20,10 +20,29 @@ using Figures = std::vector<std::pair<std::string, std::string>>;
 // Prints the final key=value line.
 void PrintFigures(const Figures& figures);
 std::string Fixed(double value, int decimals = 0);
+// The p-th percentile (0..100, nearest rank) of `values`; 0 when empty.
+double Percentile(std::vector<double> values, double p);
+
+// A fresh directory under the system temp directory ($TMPDIR), removed again when the benchmark
+// ends, also when it throws.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Each benchmark file defines one of these; main() registers them all.
 void AddDispatchCommand(CLI::App& app);
 void AddSubmitCommand(CLI::App& app);
 void AddRenderCommand(CLI::App& app);
+void AddQueryCommand(CLI::App& app);
+void AddFleetCommand(CLI::App& app);
+void AddMakespanCommand(CLI::App& app);
 
 }  // namespace tessera::bench

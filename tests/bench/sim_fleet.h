@@ -1,0 +1,53 @@
+#pragma once
+// Simulated workers for the scheduler benchmarks: DEALER sockets speaking shared/protocol.h to
+// the real broker over TCP loopback, plus the polling helpers they are built on.
+
+#include <atomic>
+#include <chrono>
+#include <iterator>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+namespace tessera::bench {
+
+// Polls every socket once; calls on_message(index, frames) for each message received.
+template <typename F>
+void PollAll(std::vector<zmq::socket_t>& sockets, std::vector<zmq::pollitem_t>& items,
+             std::chrono::milliseconds timeout, F on_message) {
+  zmq::poll(items.data(), items.size(), timeout);
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    if (!(items[i].revents & ZMQ_POLLIN)) continue;
+    for (;;) {
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(sockets[i], std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        break;
+      }
+      on_message(i, frames);
+    }
+  }
+}
+
+std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets);
+
+// Workers that finish instantly: each registers as `<prefix><i>`, answers every kAssign with a
+// 1x1 frame result per frame and kTaskDone, and heartbeats every 500 ms.
+// Threads: construct on any thread, then Run() on one thread only (it owns the sockets).
+class Fleet {
+ public:
+  Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers,
+        const std::string& prefix = "sim-");
+
+  // Serves until `stop` is set.
+  void Run(const std::atomic<bool>& stop);
+  // Tasks answered so far (any thread).
+  int64_t tasks_done() const { return tasks_done_.load(); }
+
+ private:
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<zmq::pollitem_t> items_;
+  std::atomic<int64_t> tasks_done_{0};
+};
+
+}  // namespace tessera::bench
