@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -44,6 +45,20 @@ Status WriteReadyFile(const std::string& data_dir, const std::string& api_url,
   return Status::Ok();
 }
 
+// Every connected worker holds a socket: lift the soft open-file limit (often 1024) to the hard
+// one so thousands of workers can connect.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::info("open-file limit raised from {} to {}", before, limit.rlim_cur);
+  } else {
+    spdlog::warn("open-file limit is {}: at most about that many workers can connect", before);
+  }
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
   return 2;
@@ -73,6 +88,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) cfg.log_level = log_level;
   if (Status s = scheduler::ValidateSchedulerConfig(cfg); !s.ok()) return Fail(s);
   if (Status s = logging::Init("scheduler", cfg.log_level); !s.ok()) return Fail(s);
+  RaiseOpenFileLimit();
 
   // Signals are taken synchronously by the main thread; every other thread has them blocked.
   sigset_t signals;
