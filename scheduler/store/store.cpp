@@ -306,7 +306,32 @@ void Store::ReturnReader(std::unique_ptr<Db> db) {
 Store::Store(std::string path, std::unique_ptr<Db> writer)
     : path_(std::move(path)), writer_(std::move(writer)) {}
 
-Store::~Store() = default;
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    stopping_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+Status Store::StartCheckpointer(const std::string& synchronous) {
+  // The writer never checkpoints (that fsyncs, and would stall the broker's pass); a connection
+  // of its own copies the WAL back into the database in the background. PASSIVE never blocks
+  // the writer or readers.
+  TSR_RETURN_IF_ERROR(writer_->Exec("PRAGMA wal_autocheckpoint=0"));
+  TSR_ASSIGN_OR_RETURN(std::shared_ptr<Db> db, Db::Open(path_, /*read_only=*/false, synchronous));
+  checkpointer_ = std::thread([this, db] {
+    std::unique_lock<std::mutex> lock(checkpoint_mu_);
+    while (!checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(250),
+                                    [this] { return stopping_; })) {
+      lock.unlock();
+      (void)db->Exec("PRAGMA wal_checkpoint(PASSIVE)");
+      lock.lock();
+    }
+  });
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
                                              const std::string& synchronous) {
@@ -317,6 +342,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   TSR_ASSIGN_OR_RETURN(auto writer, Db::Open(path, /*read_only=*/false, synchronous));
   std::unique_ptr<Store> store(new Store(path, std::move(writer)));
   TSR_RETURN_IF_ERROR(store->Migrate());
+  TSR_RETURN_IF_ERROR(store->StartCheckpointer(synchronous));
   return store;
 }
 

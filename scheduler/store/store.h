@@ -5,11 +5,13 @@
 // Threads: every method may be called from any thread. Writes go through one writer connection
 // under a mutex (BEGIN IMMEDIATE per call, or one shared transaction while the calling thread
 // holds a WriteGroup); reads use a pool of read-only connections (WAL lets them run beside the
-// writer). Job rows carry per-state task counters, updated in the same
-// transaction as every task change, so status queries never scan the task table.
+// writer); WAL checkpoints run on a thread and connection of the store's own. Job rows carry
+// per-state task counters, updated in the same transaction as every task change, so status
+// queries never scan the task table.
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -229,6 +231,7 @@ class Store {
  private:
   Store(std::string path, std::unique_ptr<Db> writer);
   Status Migrate();
+  Status StartCheckpointer(const std::string& synchronous);
   // Moves one task to `to` and keeps the job's counters and state in step. Caller holds a
   // transaction on the writer.
   // `reattach`: a start under the current attempt (ReattachTask) rather than the next.
@@ -265,6 +268,11 @@ class Store {
   std::atomic<std::thread::id> group_thread_;  // the thread inside a WriteGroup, if any
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Db>> readers_;
+  // WAL checkpoints on a thread and connection of their own.
+  std::thread checkpointer_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stopping_ = false;  // guarded by checkpoint_mu_
 };
 
 int64_t NowMs();

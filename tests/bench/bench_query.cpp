@@ -1,5 +1,5 @@
 // tessera-bench query: status query latency of the real HTTP API while the scheduler holds a large
-// backlog and is busy dispatching it. 1,000,000 one-frame tasks (jobs of at most 100,000 frames)
+// backlog and is busy dispatching it. 1,000,000 one-frame noop tasks (jobs of at most 100,000 frames)
 // are stored through Store::CreateJob, then the broker starts (loading every unfinished task into
 // memory, as after a restart) with the HTTP API, and simulated workers drain the queue. Meanwhile
 // a cpp-httplib client, one connection per request like the `tessera` CLI, times
@@ -108,6 +108,8 @@ void AddQueryCommand(CLI::App& app) {
       n = std::min(kMaxFramesPerJob, opts->tasks - stored);
       spec::JobSpec job;
       job.name = "query-" + std::to_string(job_ids.size() + 1);
+      // Noop tasks: the broker dispatches as fast as it can; no frame files compete for the CPU.
+      job.renderer = spec::kRendererNoop;
       job.scene_yaml = "width: 1\n";
       job.frame_start = 1;
       job.frame_end = n;
