@@ -326,15 +326,7 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker,
   // Which GPUs it renders on is not reported; book the ones the policy would pick.
   std::vector<int> gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)
                               .value_or(std::vector<int>{});
-  CountRunning(job, +1);
-  Lease lease;
-  lease.attempt = ref.attempt;
-  lease.worker = identity;
-  lease.gpus = gpus;
-  lease.leased_at = lease.last_progress = Clock::now();
-  task.leases.push_back(std::move(lease));
-  worker.tasks.insert(task.task_id);
-  worker.SetGpusBusy(gpus, true);
+  AddLease(task, identity, worker, ref.attempt, gpus);
   spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
                ref.attempt, worker.offer.name);
 }
@@ -739,6 +731,19 @@ void Broker::OnTimer() {
   }
 }
 
+void Broker::AddLease(LiveTask& task, const std::string& identity, WorkerConn& worker, int attempt,
+                      const std::vector<int>& gpus) {
+  CountRunning(jobs_[task.job_id], +1);
+  Lease lease;
+  lease.attempt = attempt;
+  lease.worker = identity;
+  lease.gpus = gpus;
+  lease.leased_at = lease.last_progress = Clock::now();
+  task.leases.push_back(std::move(lease));
+  worker.tasks.insert(task.task_id);
+  worker.SetGpusBusy(gpus, true);
+}
+
 bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
                         std::vector<int> gpus, bool backup) {
   JobInfo& job = jobs_[task.job_id];
@@ -752,16 +757,8 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
     return false;
   }
   task.attempt = attempt;
-  CountRunning(job, +1);
   ++job.dispatched;
-  Lease lease;
-  lease.attempt = attempt;
-  lease.worker = identity;
-  lease.gpus = gpus;
-  lease.leased_at = lease.last_progress = Clock::now();
-  task.leases.push_back(std::move(lease));
-  worker.tasks.insert(task.task_id);
-  worker.SetGpusBusy(gpus, true);
+  AddLease(task, identity, worker, attempt, gpus);
   protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
                           task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
   Send(identity, protocol::Encode(MessageType::kAssign, assign));

@@ -240,6 +240,9 @@ class Broker {
   std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker, std::vector<int>* gpus);
   // Back to the queue (or failed for good): `attempt` is the copy that ended, the last one.
   void Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure);
+  // Books a running copy of the task on the worker: slot, GPUs, running counts.
+  void AddLease(LiveTask& task, const std::string& identity, WorkerConn& worker, int attempt,
+                const std::vector<int>& gpus);
   // Starts a lease (the task's next attempt) of `task` on the worker and sends the assignment.
   bool StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
                   std::vector<int> gpus, bool backup);
