@@ -4,6 +4,10 @@
 // workers with free slots, fences every task message by (task_id, attempt), hands frame results
 // to the assembler, and requeues the leases of workers that go silent.
 //
+// Files: broker.cpp (the poll loop, worker messages and registration, dispatch, timers),
+// broker_leases.cpp (the life of each lease), broker_jobs.cpp (job operations, loading,
+// dependencies).
+//
 // Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
 // thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
 // loop through an eventfd.

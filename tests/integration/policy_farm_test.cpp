@@ -145,7 +145,9 @@ TEST(PolicyFarmTest, MultiGpuWorkerRunsOneTaskPerGpu) {
 }
 
 TEST(PolicyFarmTest, ProjectCapLimitsItsRunningTasks) {
-  LocalFarm farm("project-cap");
+  // Slow heartbeats: a fake worker's beat sent just before it reads a fresh assignment must not
+  // make the lease look lost while the test polls the other worker.
+  LocalFarm farm("project-cap", /*heartbeat_ms=*/1000);
   farm.AppendSchedulerConfig("projects:\n  small: {weight: 1, max_running: 1}\n");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   FakeWorker a(farm.broker_endpoint(), "a");

@@ -1,0 +1,384 @@
+// The broker's lease side: the life of each running copy of a task -- re-attaching after a
+// restart, frame results and their writes, done and failed reports, cancels, heartbeat
+// reconciliation, charging workers, requeueing, and straggler backups. The poll loop, worker
+// registration and dispatch are in broker.cpp; job operations in broker_jobs.cpp.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "scheduler/broker/broker.h"
+
+namespace tessera::broker {
+
+using protocol::MessageType;
+using Clock = std::chrono::steady_clock;
+
+void Broker::Reattach(const std::string& identity, WorkerConn& worker,
+                      const protocol::TaskRef& ref) {
+  auto it = tasks_.find(ref.task_id);
+  if (it == tasks_.end() || it->second.running() || it->second.attempt != ref.attempt ||
+      worker.free_slots() <= 0 ||
+      !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id).ok()) {
+    spdlog::info(
+        "worker {} still renders task {} attempt {}, which is no longer its lease: "
+        "told to stop",
+        worker.offer.name, ref.task_id, ref.attempt);
+    Send(identity,
+         protocol::Encode(MessageType::kCancel, protocol::Cancel{ref.task_id, ref.attempt}));
+    worker.stopping[ref.task_id] = {};
+    return;
+  }
+  LiveTask& task = it->second;
+  JobInfo& job = jobs_[task.job_id];
+  queue_.erase({-job.priority, task.job_id, task.index, task.task_id});
+  reattach_.erase(task.task_id);
+  // Which GPUs it renders on is not reported; book the ones the policy would pick.
+  std::vector<int> gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)
+                              .value_or(std::vector<int>{});
+  AddLease(task, identity, worker, ref.attempt, gpus);
+  spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
+               ref.attempt, worker.offer.name);
+}
+
+Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
+                                    const char* what) {
+  auto it = tasks_.find(task_id);
+  if (it != tasks_.end()) {
+    Lease* lease = it->second.LeaseOn(identity);
+    if (lease && lease->attempt == attempt) return &it->second;
+  }
+  spdlog::info("ignoring {} for task {} attempt {}: not a current lease", what, task_id, attempt);
+  return nullptr;
+}
+
+void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
+                           protocol::Envelope& env) {
+  auto m = env.As<protocol::FrameResult>();
+  if (!m.ok()) {
+    spdlog::warn("worker {}: {}", worker.offer.name, m.status().message());
+    return;
+  }
+  LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
+  if (!task) return;
+  const JobInfo& job = jobs_[task->job_id];
+  const size_t expected = static_cast<size_t>(std::max(0, m->width)) *
+                          static_cast<size_t>(std::max(0, m->height)) *
+                          static_cast<size_t>(std::max(0, m->channels)) * sizeof(float);
+  std::string problem;
+  if (!job.produces_frames) {
+    problem = "renderer " + job.renderer + " sends no frames";
+  } else if (m->frame < task->frame_start || m->frame > task->frame_end) {
+    problem = "frame " + std::to_string(m->frame) + " is not part of the task";
+  } else if (m->width <= 0 || m->height <= 0 || m->width > options_.max_image_side ||
+             m->height > options_.max_image_side || m->channels < 1 ||
+             m->channels > protocol::kMaxChannels ||
+             (!m->channel_names.empty() &&
+              m->channel_names.size() != static_cast<size_t>(m->channels))) {
+    problem = "image size " + std::to_string(m->width) + "x" + std::to_string(m->height) + "x" +
+              std::to_string(m->channels) + " is out of range";
+  } else if (env.payload.size() != expected) {
+    problem = "payload is " + std::to_string(env.payload.size()) + " bytes, expected " +
+              std::to_string(expected);
+  } else if (task->frames_written.count(m->frame) || task->frames_in_flight.count(m->frame)) {
+    return;  // duplicate delivery, or the other copy delivered this frame first
+  }
+  if (!problem.empty()) {
+    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, m->attempt,
+                 worker.offer.name, problem);
+    ChargeWorker(*task, worker);
+    EndLease(*task, identity, "bad frame result: " + problem, /*count_failure=*/true,
+             /*cancel=*/true);
+    return;
+  }
+  assembler::FrameJob out;
+  out.job_id = task->job_id;
+  out.task_id = task->task_id;
+  out.attempt = m->attempt;
+  out.frame = m->frame;
+  out.output_dir = job.output_dir;
+  out.pattern = job.pattern;
+  out.formats = job.formats;
+  out.image.width = m->width;
+  out.image.height = m->height;
+  out.image.channels = m->channels;
+  out.image.channel_names = m->channel_names;
+  out.image.pixels.resize(expected / sizeof(float));
+  std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
+  task->frames_in_flight[m->frame] = m->attempt;
+  task->LeaseOn(identity)->last_progress = Clock::now();
+  assembler_->Submit(std::move(out));
+  spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
+                m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
+}
+
+void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
+  auto it = tasks_.find(written.task_id);
+  if (it == tasks_.end()) return;
+  LiveTask& task = it->second;
+  auto flight = task.frames_in_flight.find(written.frame);
+  // Only the write this run of the task is waiting for counts (not one from before a requeue).
+  if (flight == task.frames_in_flight.end() || flight->second != written.attempt) return;
+  task.frames_in_flight.erase(flight);
+  if (!written.status.ok()) {
+    spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
+                  written.frame, written.status.ToString());
+    // Not the workers' fault: every copy stops and the task is retried (charged).
+    std::vector<std::string> holders;
+    for (const Lease& l : task.leases) holders.push_back(l.worker);
+    for (const std::string& holder : holders) CancelLease(task, holder);
+    Requeue(task, written.attempt, "output write failed: " + written.status.message(),
+            /*count_failure=*/true);
+    return;
+  }
+  task.frames_written.insert(written.frame);
+  MaybeComplete(task);
+}
+
+void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
+                        const protocol::TaskDone& m) {
+  LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task done");
+  if (!task) return;
+  task->done_attempt = m.attempt;
+  task->done_worker_id = worker.offer.id;
+  task->done_seconds =
+      std::chrono::duration<double>(Clock::now() - task->LeaseOn(identity)->leased_at).count();
+  ReleaseLease(*task, identity);
+  MaybeComplete(*task);
+}
+
+void Broker::MaybeComplete(LiveTask& task) {
+  if (task.done_attempt == 0 || !task.frames_in_flight.empty()) return;
+  JobInfo& job = jobs_[task.job_id];
+  const size_t frames =
+      job.produces_frames ? static_cast<size_t>(task.frame_end - task.frame_start + 1) : 0;
+  const int attempt = task.done_attempt;
+  if (task.frames_written.size() != frames) {
+    const std::string reason = "worker reported done but delivered " +
+                               std::to_string(task.frames_written.size()) + " of " +
+                               std::to_string(frames) + " frames";
+    task.done_attempt = 0;
+    if (task.running()) {  // the other copy may still deliver them
+      spdlog::warn("task {} attempt {}: {}; its other copy runs on", task.task_id, attempt, reason);
+      (void)store_.EndCopy(task.task_id, attempt);
+    } else {
+      Requeue(task, attempt, reason, /*count_failure=*/true);
+    }
+    return;
+  }
+  // The first copy to deliver wins; a backup still running lost the race.
+  std::vector<std::string> losers;
+  for (const Lease& l : task.leases) losers.push_back(l.worker);
+  for (const std::string& loser : losers) CancelLease(task, loser);
+  if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id); !s.ok()) {
+    spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
+    return;
+  }
+  ++job.tasks_done;
+  job.done_seconds += task.done_seconds;
+  spdlog::info("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
+               task.frame_start, task.frame_end, attempt);
+  OnFramesDone(task.job_id, task.frame_start, task.frame_end);
+  Forget(task.task_id);
+}
+
+void Broker::Forget(int64_t task_id) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  int64_t job_id = it->second.job_id;
+  tasks_.erase(it);
+  if (--jobs_[job_id].unfinished <= 0) {
+    jobs_.erase(job_id);
+    spdlog::info("job {} has no unfinished tasks left", job_id);
+    OnJobFinished(job_id);
+  }
+}
+
+void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
+                          const protocol::TaskFailed& m) {
+  LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task failure");
+  if (!task) return;
+  spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
+               worker.offer.name, m.message);
+  if (m.charge) ChargeWorker(*task, worker);
+  EndLease(*task, identity, m.message, /*count_failure=*/m.charge, /*cancel=*/false);
+}
+
+void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
+  auto lease = std::find_if(task.leases.begin(), task.leases.end(),
+                            [&](const Lease& l) { return l.worker == identity; });
+  if (lease == task.leases.end()) return;
+  CountRunning(jobs_[task.job_id], -1);
+  auto wit = workers_.find(identity);
+  if (wit != workers_.end()) {
+    WorkerConn& worker = wit->second;
+    worker.tasks.erase(task.task_id);
+    // A stopping lease keeps its GPUs until the worker confirms it has stopped.
+    if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(lease->gpus, false);
+  }
+  task.leases.erase(lease);
+}
+
+void Broker::CancelLease(LiveTask& task, const std::string& identity) {
+  Lease* lease = task.LeaseOn(identity);
+  if (!lease) return;
+  Send(identity,
+       protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, lease->attempt}));
+  auto wit = workers_.find(identity);
+  if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->gpus;
+  ReleaseLease(task, identity);
+}
+
+void Broker::EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
+                      bool count_failure, bool cancel) {
+  Lease* lease = task.LeaseOn(identity);
+  if (!lease) return;
+  const int attempt = lease->attempt;
+  if (cancel) {
+    CancelLease(task, identity);
+  } else {
+    ReleaseLease(task, identity);
+  }
+  if (task.running() || task.done_attempt != 0) {
+    // The other copy runs on (or has already delivered): only this one ends.
+    spdlog::info("job {} task {} attempt {} dropped ({}); its other copy runs on", task.job_id,
+                 task.task_id, attempt, reason);
+    if (Status s = store_.EndCopy(task.task_id, attempt); !s.ok()) {
+      spdlog::error("task {}: cannot drop attempt {}: {}", task.task_id, attempt, s.ToString());
+    }
+    if (count_failure) ++task.failures;
+    return;
+  }
+  Requeue(task, attempt, reason, count_failure);
+}
+
+void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
+                         const protocol::Heartbeat& beat) {
+  auto listed = [&](int64_t task_id, int attempt) {
+    return std::any_of(beat.running.begin(), beat.running.end(), [&](const protocol::TaskRef& r) {
+      return r.task_id == task_id && (attempt == 0 || r.attempt == attempt);
+    });
+  };
+  for (auto it = worker.stopping.begin(); it != worker.stopping.end();) {
+    if (listed(it->first, 0)) {
+      ++it;
+    } else {
+      worker.SetGpusBusy(it->second, false);
+      it = worker.stopping.erase(it);
+    }
+  }
+  // An assignment may cross a heartbeat already on its way, hence the grace period.
+  const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
+  std::vector<int64_t> lost;
+  for (int64_t task_id : worker.tasks) {
+    const Lease* lease = tasks_.at(task_id).LeaseOn(identity);
+    if (lease && !listed(task_id, lease->attempt) && Clock::now() - lease->leased_at > grace) {
+      lost.push_back(task_id);
+    }
+  }
+  for (int64_t task_id : lost) {
+    EndLease(tasks_.at(task_id), identity,
+             "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
+             /*count_failure=*/false, /*cancel=*/false);
+  }
+}
+
+void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
+  JobInfo& job = jobs_[task.job_id];
+  const int64_t worker_id = worker.offer.id;
+  task.failed_on.insert(worker_id);
+  if (Status s = store_.RecordWorkerFailure(task.job_id, task.task_id, worker_id); !s.ok()) {
+    spdlog::error("job {}: cannot record a failure on worker {}: {}", task.job_id,
+                  worker.offer.name, s.ToString());
+  }
+  int failures = ++job.failures_by_worker[worker_id];
+  if (job.blocklist_after > 0 && failures >= job.blocklist_after &&
+      job.needs.blocklist.insert(worker_id).second) {
+    spdlog::warn("job {}: worker {} blocklisted after {} failures", task.job_id, worker.offer.name,
+                 failures);
+    (void)store_.AddEvent(task.job_id, task.task_id, worker_id, "worker_blocklisted",
+                          worker.offer.name + " failed " + std::to_string(failures) + " tasks");
+    UpdateFeasibility(task.job_id, job);
+  }
+}
+
+void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure) {
+  const JobInfo& job = jobs_[task.job_id];
+  if (count_failure) ++task.failures;
+  std::string fatal;
+  if (count_failure && task.failures > job.max_retries) {
+    fatal = "failed " + std::to_string(task.failures) + " times";
+  } else if (count_failure && job.fail_after_workers > 0 &&
+             static_cast<int>(task.failed_on.size()) >= job.fail_after_workers) {
+    fatal = "failed on " + std::to_string(task.failed_on.size()) + " different workers";
+  }
+  if (!fatal.empty()) {
+    Status s = store_.FailTask(task.task_id, attempt, reason + " (" + fatal + ")");
+    if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
+    spdlog::error("job {} task {} failed permanently ({}): {}", task.job_id, task.task_id, fatal,
+                  reason);
+    Forget(task.task_id);
+    return;
+  }
+  Status s = store_.RequeueTask(task.task_id, attempt, reason, count_failure);
+  if (!s.ok()) spdlog::error("task {}: cannot requeue: {}", task.task_id, s.ToString());
+  spdlog::info("job {} task {} requeued ({}): {}", task.job_id, task.task_id,
+               count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);
+  task.done_attempt = 0;
+  task.frames_written.clear();
+  task.frames_in_flight.clear();
+  Enqueue(task);
+}
+
+void Broker::StartBackups() {
+  if (options_.backup_factor <= 0) return;
+  const auto now = Clock::now();
+  struct Straggler {
+    double seconds;
+    int64_t task_id;
+  };
+  std::vector<Straggler> stragglers;
+  for (const auto& [identity, worker] : workers_) {
+    for (int64_t task_id : worker.tasks) {
+      const LiveTask& task = tasks_.at(task_id);
+      const JobInfo& job = jobs_[task.job_id];
+      if (task.leases.size() != 1 || job.tasks_done == 0) continue;
+      // Only near the end of a job: none of its tasks is still waiting in the queue.
+      auto queued = queue_.lower_bound({-job.priority, task.job_id, INT_MIN, INT64_MIN});
+      if (queued != queue_.end() && std::get<1>(*queued) == task.job_id) continue;
+      const double seconds =
+          std::chrono::duration<double>(now - task.leases.front().leased_at).count();
+      const double mean = job.done_seconds / static_cast<double>(job.tasks_done);
+      if (seconds >= options_.backup_min_seconds && seconds > options_.backup_factor * mean) {
+        stragglers.push_back({seconds, task_id});
+      }
+    }
+  }
+  // Slowest first, each onto an idle worker other than the one running it.
+  std::sort(stragglers.begin(), stragglers.end(),
+            [](const Straggler& a, const Straggler& b) { return a.seconds > b.seconds; });
+  for (const Straggler& straggler : stragglers) {
+    LiveTask& task = tasks_.at(straggler.task_id);
+    const JobInfo& job = jobs_[task.job_id];
+    if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) continue;
+    for (auto& [identity, worker] : workers_) {
+      if (worker.free_slots() <= 0 || task.LeaseOn(identity) ||
+          !policy::CouldEverRun(job.needs, worker.offer)) {
+        continue;
+      }
+      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy);
+      if (!gpus) continue;
+      spdlog::info(
+          "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "
+          "backup copy on {}",
+          task.job_id, task.task_id, straggler.seconds,
+          job.done_seconds / static_cast<double>(job.tasks_done), worker.offer.name);
+      StartLease(task, identity, worker, std::move(*gpus), /*backup=*/true);
+      break;
+    }
+  }
+}
+
+}  // namespace tessera::broker
