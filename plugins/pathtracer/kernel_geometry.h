@@ -110,7 +110,7 @@ TSR_KERNEL_FN bool TraceInstance(const SceneView& s, int instance, const Ray& wo
   for (int node = inst.root; node >= 0;) {
     const BvhNode& n = s.nodes[node];
     for (int i = n.first; i < n.first + n.count; ++i) {  // leaves only (inner: count 0)
-      float u, v;
+      float u = 0, v = 0;  // set whenever t < *closest; initialised for -O3 -Wmaybe-uninitialized
       const float t = IntersectTriangle(s.triangles[s.prims[i].index], ray, *closest, &u, &v);
       if (t < *closest) {
         *closest = t;

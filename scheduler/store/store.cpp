@@ -651,29 +651,33 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                              bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
-  TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
-  const TaskState from = fence.state;
-  const int64_t job_id = fence.job_id;
-  // Fencing: a start names the next attempt (a re-attach the current one); everything else
-  // must name a live one.
-  bool starting = (to == TaskState::kRunning);
-  const int start_attempt = reattach ? fence.attempt : fence.attempt + 1;
-  if (starting ? (from != TaskState::kQueued || attempt < 1 || attempt != start_attempt)
-               : (from != TaskState::kRunning || !fence.IsLive(attempt))) {
-    return StaleAttempt(task_id, attempt, fence);
-  }
+  // Fencing, in the UPDATE itself: a start names a queued task's next attempt (a re-attach its
+  // current one); everything else must name a live attempt of a running task.
+  const bool starting = (to == TaskState::kRunning);
+  const TaskState from = starting ? TaskState::kQueued : TaskState::kRunning;
   int64_t now = NowMs();
   TSR_ASSIGN_OR_RETURN(
-      Stmt u, writer_->Prepare(
-                  "UPDATE tasks SET state = ?1, attempt = MAX(attempt, ?2), message = ?3, "
-                  "live_attempts = CASE WHEN ?1 = 'running' THEN json_array(?2) ELSE '[]' END, "
-                  "failures = failures + ?4, worker_id = ?5, "
-                  "progress = CASE WHEN ?1 = 'done' THEN 1.0 ELSE 0 END, "
-                  "started_at = CASE WHEN ?1 = 'running' THEN ?6 ELSE started_at END, "
-                  "finished_at = CASE WHEN ?1 IN ('done', 'failed', 'canceled') THEN ?6 ELSE NULL "
-                  "END WHERE id = ?7"));
+      Stmt u,
+      writer_->Prepare(
+          "UPDATE tasks SET state = ?1, attempt = MAX(attempt, ?2), message = ?3, "
+          "live_attempts = CASE WHEN ?1 = 'running' THEN json_array(?2) ELSE '[]' END, "
+          "failures = failures + ?4, worker_id = ?5, "
+          "progress = CASE WHEN ?1 = 'done' THEN 1.0 ELSE 0 END, "
+          "started_at = CASE WHEN ?1 = 'running' THEN ?6 ELSE started_at END, "
+          "finished_at = CASE WHEN ?1 IN ('done', 'failed', 'canceled') THEN ?6 ELSE NULL END "
+          "WHERE id = ?7 AND CASE WHEN ?1 = 'running' "
+          "  THEN state = 'queued' AND ?2 >= 1 AND attempt = ?2 - ?8 "
+          "  ELSE state = 'running' AND EXISTS (SELECT 1 FROM json_each(live_attempts) "
+          "                                     WHERE value = ?2) END "
+          "RETURNING job_id"));
   u.Bind(1, TaskStateName(to)).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
-  u.Bind(5, worker_id).Bind(6, now).Bind(7, task_id);
+  u.Bind(5, worker_id).Bind(6, now).Bind(7, task_id).Bind(8, reattach ? 0 : 1);
+  TSR_ASSIGN_OR_RETURN(bool updated, u.Step());
+  if (!updated) {
+    TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));  // NotFound if there is none
+    return StaleAttempt(task_id, attempt, fence);
+  }
+  const int64_t job_id = u.Int(0);
   TSR_RETURN_IF_ERROR(u.Run());
   // The job's state follows its counters; most transitions (a lease starting or ending while
   // others run) leave it as it is, so it is recomputed only when the counters say it moves.

@@ -1,10 +1,10 @@
 // tessera-bench query: status query latency of the real HTTP API while the scheduler holds a large
-// backlog and is busy dispatching it. 1,000,000 one-frame noop tasks (jobs of at most 100,000 frames)
-// are stored through Store::CreateJob, then the broker starts (loading every unfinished task into
-// memory, as after a restart) with the HTTP API, and simulated workers drain the queue. Meanwhile
-// a cpp-httplib client, one connection per request like the `tessera` CLI, times
-// GET /api/v1/summary and GET /api/v1/jobs/{id}. The scheduler runs inside this process, so its
-// memory is this process's RSS, reported beside the RSS before the store was opened.
+// backlog and is busy dispatching it. 1,000,000 one-frame noop tasks (jobs of at most 100,000
+// frames) are stored through Store::CreateJob, then the broker starts (loading every unfinished
+// task into memory, as after a restart) with the HTTP API, and simulated workers drain the queue.
+// Meanwhile a cpp-httplib client, one connection per request like the `tessera` CLI, times
+// `GET /api/v1/summary` and `GET /api/v1/jobs/{id}`. The scheduler runs inside this process, so
+// its memory is this process's RSS, reported beside the RSS before the store was opened.
 // Target: p99 <= 5 ms for both queries; scheduler RSS <= 1 GiB with 1 M tasks.
 
 #include <httplib.h>
