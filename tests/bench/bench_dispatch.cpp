@@ -92,16 +92,12 @@ void AddDispatchCommand(CLI::App& app) {
 
     std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
     fs::remove_all(dir);
-    auto store = store::Store::Open(dir);
-    if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
-    broker::BrokerOptions bopts;
-    bopts.bind_endpoint = "tcp://127.0.0.1:0";
-    broker::Broker broker(**store, bopts);
-    auto endpoint = broker.Start();
-    if (!endpoint.ok()) throw CLI::RuntimeError(endpoint.status().ToString(), 1);
+    auto store = OpenStore(dir);
+    broker::Broker broker(*store, LoopbackBroker());
+    const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;
-    Fleet fleet(ctx, *endpoint, opts->workers);
+    Fleet fleet(ctx, endpoint, opts->workers);
     std::atomic<bool> stop{false};
     std::thread fleet_thread([&] { fleet.Run(stop); });
     // Let every simulated worker register before the clock starts.
@@ -115,16 +111,11 @@ void AddDispatchCommand(CLI::App& app) {
     job.frame_end = opts->tasks;
     job.output.formats = {"png"};
     auto start = Clock::now();
-    auto rec = (*store)->CreateJob(job, "", [&](int64_t id) -> StatusOr<std::string> {
-      std::string out = dir + "/out-" + std::to_string(id);
-      fs::create_directories(out);
-      return out;
-    });
-    if (!rec.ok()) throw CLI::RuntimeError(rec.status().ToString(), 1);
-    broker.JobSubmitted(rec->id);
+    const int64_t job_id = StoreJob(*store, job, dir);
+    broker.JobSubmitted(job_id);
     store::JobRecord state;
     for (;;) {
-      auto j = (*store)->GetJob(rec->id);
+      auto j = store->GetJob(job_id);
       if (j.ok() && j->state != store::JobState::kQueued && j->state != store::JobState::kRunning) {
         state = *j;
         break;

@@ -28,6 +28,7 @@
 #include "scheduler/store/store.h"
 #include "shared/protocol.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/sim_fleet.h"
 
 namespace tessera::bench {
 namespace {
@@ -273,13 +274,10 @@ void AddFleetCommand(CLI::App& app) {
     RaiseFileLimit(opts->workers);
     TempDir temp("tessera-bench-fleet");
     const std::string& dir = temp.path();
-    auto store = store::Store::Open(dir);
-    if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
-    broker::BrokerOptions bopts;  // default heartbeat_ms and liveness
-    bopts.bind_endpoint = "tcp://127.0.0.1:0";
-    broker::Broker broker(**store, bopts);
-    auto endpoint = broker.Start();
-    if (!endpoint.ok()) throw CLI::RuntimeError(endpoint.status().ToString(), 1);
+    auto store = OpenStore(dir);
+    const broker::BrokerOptions bopts = LoopbackBroker();  // default heartbeat_ms and liveness
+    broker::Broker broker(*store, bopts);
+    const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;
     ctx.set(zmq::ctxopt::max_sockets, opts->workers + 64);
@@ -288,7 +286,7 @@ void AddFleetCommand(CLI::App& app) {
     for (int t = 0; t < threads; ++t) {
       const int first = static_cast<int>(int64_t{opts->workers} * t / threads);
       const int last = static_cast<int>(int64_t{opts->workers} * (t + 1) / threads);
-      shards.push_back(std::make_unique<Shard>(ctx, *endpoint, first, last - first, 1000 + t));
+      shards.push_back(std::make_unique<Shard>(ctx, endpoint, first, last - first, 1000 + t));
     }
     FleetCounters counters;
     std::atomic<Phase> phase{Phase::kRamp};
@@ -325,7 +323,7 @@ void AddFleetCommand(CLI::App& app) {
     }
     phase = Phase::kDone;
     // Read the store while every simulated worker is still beating.
-    auto listed = (*store)->ListWorkers();
+    auto listed = store->ListWorkers();
     auto lost = LostEvents(dir);
     stop = true;
     for (auto& t : pool) t.join();

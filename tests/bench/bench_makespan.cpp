@@ -29,6 +29,7 @@
 #include "scheduler/store/store.h"
 #include "shared/protocol.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/sim_fleet.h"
 
 namespace tessera::bench {
 namespace {
@@ -189,18 +190,14 @@ void AddMakespanCommand(CLI::App& app) {
 
     TempDir temp("tessera-bench-makespan");
     const std::string& dir = temp.path();
-    auto store = store::Store::Open(dir);
-    if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
-    broker::BrokerOptions bopts;
-    bopts.bind_endpoint = "tcp://127.0.0.1:0";
-    broker::Broker broker(**store, bopts);
-    auto endpoint = broker.Start();
-    if (!endpoint.ok()) throw CLI::RuntimeError(endpoint.status().ToString(), 1);
+    auto store = OpenStore(dir);
+    broker::Broker broker(*store, LoopbackBroker());
+    const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;
     std::vector<std::thread> workers;
     for (int i = 0; i < opts->workers; ++i) {
-      workers.emplace_back([&, i] { SimulateWorker(ctx, *endpoint, i, run); });
+      workers.emplace_back([&, i] { SimulateWorker(ctx, endpoint, i, run); });
     }
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (run.welcomed.load() < opts->workers && Clock::now() < deadline) {
@@ -214,7 +211,7 @@ void AddMakespanCommand(CLI::App& app) {
     job.frame_end = opts->tasks;
     job.output.formats = {"png"};
     const auto start = Clock::now();
-    auto rec = (*store)->CreateJob(job, "", [&](int64_t id) -> StatusOr<std::string> {
+    auto rec = store->CreateJob(job, "", [&](int64_t id) -> StatusOr<std::string> {
       std::string out = dir + "/out-" + std::to_string(id);
       fs::create_directories(out);
       return out;
@@ -226,7 +223,7 @@ void AddMakespanCommand(CLI::App& app) {
       broker.JobSubmitted(rec->id);
       const auto give_up = start + std::chrono::duration<double>(10 * ideal_s + 60);
       while (!final_state && status.ok()) {
-        auto j = (*store)->GetJob(rec->id);
+        auto j = store->GetJob(rec->id);
         if (j.ok() && j->terminal()) {
           final_state = *j;
         } else if (Clock::now() > give_up) {

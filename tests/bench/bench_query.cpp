@@ -99,8 +99,7 @@ void AddQueryCommand(CLI::App& app) {
     const double baseline_rss = ProcStatusMib("VmRSS");
     TempDir temp("tessera-bench-query");
     const std::string& dir = temp.path();
-    auto store = store::Store::Open(dir);
-    if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
+    auto store = OpenStore(dir);
 
     auto start = Clock::now();
     std::vector<int64_t> job_ids;
@@ -114,31 +113,22 @@ void AddQueryCommand(CLI::App& app) {
       job.frame_start = 1;
       job.frame_end = n;
       job.output.formats = {"png"};
-      auto rec = (*store)->CreateJob(job, "", [&](int64_t id) -> StatusOr<std::string> {
-        std::string out = dir + "/out-" + std::to_string(id);
-        fs::create_directories(out);
-        return out;
-      });
-      if (!rec.ok()) throw CLI::RuntimeError(rec.status().ToString(), 1);
-      job_ids.push_back(rec->id);
+      job_ids.push_back(StoreJob(*store, job, dir));
     }
     const double create_s = Seconds(start);
     std::printf("stored %d tasks in %zu jobs in %.2f s (RSS %.0f MiB)\n", opts->tasks,
                 job_ids.size(), create_s, ProcStatusMib("VmRSS"));
 
-    broker::BrokerOptions bopts;
-    bopts.bind_endpoint = "tcp://127.0.0.1:0";
-    broker::Broker broker(**store, bopts);
+    broker::Broker broker(*store, LoopbackBroker());
     start = Clock::now();
-    auto endpoint = broker.Start();
-    if (!endpoint.ok()) throw CLI::RuntimeError(endpoint.status().ToString(), 1);
+    const std::string endpoint = StartBroker(broker);
     const double load_s = Seconds(start);
     std::printf("broker loaded the backlog in %.2f s (RSS %.0f MiB)\n", load_s,
                 ProcStatusMib("VmRSS"));
     api::ApiOptions aopts;
     aopts.port = 0;
     aopts.output_root = dir;
-    api::HttpApi http(**store, broker, aopts);
+    api::HttpApi http(*store, broker, aopts);
     auto port = http.Start();
     if (!port.ok()) throw CLI::RuntimeError(port.status().ToString(), 1);
 
@@ -149,7 +139,7 @@ void AddQueryCommand(CLI::App& app) {
                 Percentile(idle.summary_ms, 99), Percentile(idle.job_ms, 99));
 
     zmq::context_t ctx;
-    Fleet fleet(ctx, *endpoint, opts->workers, "query-sim-");
+    Fleet fleet(ctx, endpoint, opts->workers, "query-sim-");
     std::atomic<bool> stop{false};
     std::thread fleet_thread([&] { fleet.Run(stop); });
     // Dispatch must be under way before the clock starts.

@@ -15,6 +15,7 @@
 #include "scheduler/store/sqlite.h"
 #include "scheduler/store/store.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/sim_fleet.h"
 
 namespace tessera::bench {
 namespace {
@@ -68,17 +69,14 @@ void AddSubmitCommand(CLI::App& app) {
     auto bare = BareInsertSeconds(dir, *tasks);
     if (!bare.ok()) throw CLI::RuntimeError(bare.status().ToString(), 1);
 
-    auto store = store::Store::Open(dir + "/farm");
-    if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
-    broker::BrokerOptions bopts;
-    bopts.bind_endpoint = "tcp://127.0.0.1:0";
-    broker::Broker broker(**store, bopts);
-    if (auto ep = broker.Start(); !ep.ok()) throw CLI::RuntimeError(ep.status().ToString(), 1);
+    auto store = OpenStore(dir + "/farm");
+    broker::Broker broker(*store, LoopbackBroker());
+    StartBroker(broker);
     api::ApiOptions aopts;
     aopts.port = 0;
     aopts.output_root = dir + "/outputs";
     fs::create_directories(aopts.output_root);
-    api::HttpApi http(**store, broker, aopts);
+    api::HttpApi http(*store, broker, aopts);
     auto port = http.Start();
     if (!port.ok()) throw CLI::RuntimeError(port.status().ToString(), 1);
 

@@ -1,5 +1,8 @@
 #include "tests/bench/sim_fleet.h"
 
+#include <CLI/CLI.hpp>
+#include <filesystem>
+
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
 
@@ -7,6 +10,34 @@ namespace tessera::bench {
 
 using Clock = std::chrono::steady_clock;
 using protocol::MessageType;
+
+std::unique_ptr<store::Store> OpenStore(const std::string& dir) {
+  auto store = store::Store::Open(dir);
+  if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
+  return std::move(store).value();
+}
+
+broker::BrokerOptions LoopbackBroker() {
+  broker::BrokerOptions options;
+  options.bind_endpoint = "tcp://127.0.0.1:0";
+  return options;
+}
+
+std::string StartBroker(broker::Broker& broker) {
+  auto endpoint = broker.Start();
+  if (!endpoint.ok()) throw CLI::RuntimeError(endpoint.status().ToString(), 1);
+  return *endpoint;
+}
+
+int64_t StoreJob(store::Store& store, const spec::JobSpec& job, const std::string& dir) {
+  auto rec = store.CreateJob(job, "", [&](int64_t id) -> StatusOr<std::string> {
+    std::string out = dir + "/out-" + std::to_string(id);
+    std::filesystem::create_directories(out);
+    return out;
+  });
+  if (!rec.ok()) throw CLI::RuntimeError(rec.status().ToString(), 1);
+  return rec->id;
+}
 
 std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets) {
   std::vector<zmq::pollitem_t> items;

@@ -1,6 +1,7 @@
 #pragma once
-// Simulated workers for the scheduler benchmarks: DEALER sockets speaking shared/protocol.h to
-// the real broker over TCP loopback, plus the polling helpers they are built on.
+// Support for the scheduler benchmarks: the real scheduler core started in-process (store and
+// broker on loopback), and simulated workers -- DEALER sockets speaking shared/protocol.h to the
+// real broker over TCP loopback -- with the polling helpers they are built on.
 
 #include <atomic>
 #include <chrono>
@@ -10,7 +11,20 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "scheduler/broker/broker.h"
+#include "scheduler/store/store.h"
+#include "shared/job_spec.h"
+
 namespace tessera::bench {
+
+// The scheduler core in this process. Errors end the benchmark (CLI::RuntimeError).
+std::unique_ptr<store::Store> OpenStore(const std::string& dir);
+// Broker options binding a free loopback port, defaults otherwise.
+broker::BrokerOptions LoopbackBroker();
+// Starts the broker; returns the endpoint workers connect to.
+std::string StartBroker(broker::Broker& broker);
+// Stores `job` with its output under <dir>/out-<id>; returns the job id.
+int64_t StoreJob(store::Store& store, const spec::JobSpec& job, const std::string& dir);
 
 // Polls every socket once; calls on_message(index, frames) for each message received.
 template <typename F>
