@@ -162,7 +162,8 @@ void Broker::MaybeComplete(LiveTask& task) {
     task.done_attempt = 0;
     if (task.running()) {  // the other copy may still deliver them
       spdlog::warn("task {} attempt {}: {}; its other copy runs on", task.task_id, attempt, reason);
-      (void)store_.EndCopy(task.task_id, attempt);
+      ++task.failures;
+      (void)store_.EndCopy(task.task_id, attempt, /*count_failure=*/true);
     } else {
       Requeue(task, attempt, reason, /*count_failure=*/true);
     }
@@ -245,10 +246,10 @@ void Broker::EndLease(LiveTask& task, const std::string& identity, const std::st
     // The other copy runs on (or has already delivered): only this one ends.
     spdlog::info("job {} task {} attempt {} dropped ({}); its other copy runs on", task.job_id,
                  task.task_id, attempt, reason);
-    if (Status s = store_.EndCopy(task.task_id, attempt); !s.ok()) {
+    if (count_failure) ++task.failures;
+    if (Status s = store_.EndCopy(task.task_id, attempt, count_failure); !s.ok()) {
       spdlog::error("task {}: cannot drop attempt {}: {}", task.task_id, attempt, s.ToString());
     }
-    if (count_failure) ++task.failures;
     return;
   }
   Requeue(task, attempt, reason, count_failure);

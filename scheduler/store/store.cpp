@@ -784,7 +784,7 @@ Status Store::StartBackup(int64_t task_id, int attempt) {
   });
 }
 
-Status Store::EndCopy(int64_t task_id, int attempt) {
+Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
   std::lock_guard<std::recursive_mutex> lock(write_mu_);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
@@ -795,9 +795,12 @@ Status Store::EndCopy(int64_t task_id, int attempt) {
     for (int a : fence.live) {
       if (a != attempt) live.push_back(a);
     }
-    TSR_ASSIGN_OR_RETURN(Stmt u,
-                         writer_->Prepare("UPDATE tasks SET live_attempts = ? WHERE id = ?"));
-    return u.Bind(1, nlohmann::json(live).dump()).Bind(2, task_id).Run();
+    TSR_ASSIGN_OR_RETURN(Stmt u, writer_->Prepare("UPDATE tasks SET live_attempts = ?, "
+                                                  "failures = failures + ? WHERE id = ?"));
+    return u.Bind(1, nlohmann::json(live).dump())
+        .Bind(2, count_failure ? 1 : 0)
+        .Bind(3, task_id)
+        .Run();
   });
 }
 

@@ -192,10 +192,11 @@ class Store {
   Status FailTask(int64_t task_id, int attempt, const std::string& message);
   Status SetTaskProgress(int64_t task_id, int attempt, double progress);
   // Straggler backups: a second copy of a running task starts as the next attempt beside the
-  // first; either may finish it (FinishTask names the winner). EndCopy drops one copy that
+  // first; either may finish it (FinishTask names the winner). EndCopy drops one copy (charging
+  // the task's retry budget when `count_failure`) that
   // failed or lost while the other runs on.
   Status StartBackup(int64_t task_id, int attempt);
-  Status EndCopy(int64_t task_id, int attempt);
+  Status EndCopy(int64_t task_id, int attempt, bool count_failure);
   // A charged failure of `task_id` on `worker_id`: adds the worker to the task's failed_on and
   // counts it against the job's failures on that worker (its blocklist, which survives restarts).
   Status RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id);

@@ -167,8 +167,9 @@ TEST_F(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
   // The original fails while its backup runs on: only that copy ends; the backup finishes.
   ASSERT_TRUE(store_->StartTask(t1, 1, w1).ok());
   ASSERT_TRUE(store_->StartBackup(t1, 2).ok());
-  ASSERT_TRUE(store_->EndCopy(t1, 1).ok());
-  EXPECT_FALSE(store_->EndCopy(t1, 2).ok()) << "the last copy ends by requeue, fail or finish";
+  ASSERT_TRUE(store_->EndCopy(t1, 1, /*count_failure=*/true).ok());
+  EXPECT_EQ(store_->GetTask(t1)->failures, 1);
+  EXPECT_FALSE(store_->EndCopy(t1, 2, false).ok()) << "the last copy ends by requeue or finish";
   EXPECT_FALSE(store_->FinishTask(t1, 1, w1).ok()) << "the dropped copy is stale";
   ASSERT_TRUE(store_->FinishTask(t1, 2, w2).ok());
   EXPECT_EQ(store_->GetTask(t1)->worker_name, "w2");
