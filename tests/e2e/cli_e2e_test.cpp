@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -228,6 +229,20 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
     names.push_back(w.value("name", ""));
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"local-1", "local-2"})) << workers.dump(2);
+
+  // A noop job needs no scene (a farm check); the CLI records who submitted it.
+  std::string noop = Write("noop.yaml", "name: check\nrenderer: noop\nframes: 1-3\nproject: rnd\n");
+  submit = Tessera({"submit", noop, "--server", server});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  std::string noop_id = Trim(submit.out);
+  wait = Tessera({"wait", noop_id, "--timeout", "60", "--server", server}, seconds(90));
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  const char* env_user = std::getenv("USER");
+  const std::string user = env_user && *env_user ? env_user : "unknown";
+  RunResult human = Tessera({"status", noop_id, "--server", server});
+  EXPECT_NE(human.out.find("owner      " + user + " (project rnd)"), std::string::npos)
+      << human.out;
+  EXPECT_NE(human.out.find("renderer   noop"), std::string::npos) << human.out;
 
   // A long job is canceled: wait fails and the job says canceled.
   std::string heavy_scene = kTinyScene;
