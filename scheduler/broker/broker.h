@@ -225,6 +225,8 @@ class Broker {
   // Tells the holder of that copy to stop; its slot and GPUs stay reserved until its heartbeat
   // no longer lists it.
   void CancelLease(LiveTask& task, const std::string& identity);
+  // Cancels every running copy of the task (the job was cancelled, a race was won, ...).
+  void CancelAllLeases(LiveTask& task);
   // The copy on `identity` ended without finishing the task (failure, loss, timeout): with
   // another copy still running it is just dropped; otherwise the task is requeued (charged or
   // not). `cancel` also tells the worker to stop it.

@@ -126,9 +126,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());
     // Not the workers' fault: every copy stops and the task is retried (charged).
-    std::vector<std::string> holders;
-    for (const Lease& l : task.leases) holders.push_back(l.worker);
-    for (const std::string& holder : holders) CancelLease(task, holder);
+    CancelAllLeases(task);
     Requeue(task, written.attempt, "output write failed: " + written.status.message(),
             /*count_failure=*/true);
     return;
@@ -170,9 +168,7 @@ void Broker::MaybeComplete(LiveTask& task) {
     return;
   }
   // The first copy to deliver wins; a backup still running lost the race.
-  std::vector<std::string> losers;
-  for (const Lease& l : task.leases) losers.push_back(l.worker);
-  for (const std::string& loser : losers) CancelLease(task, loser);
+  CancelAllLeases(task);
   if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id); !s.ok()) {
     spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
     return;
@@ -230,6 +226,13 @@ void Broker::CancelLease(LiveTask& task, const std::string& identity) {
   auto wit = workers_.find(identity);
   if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->gpus;
   ReleaseLease(task, identity);
+}
+
+void Broker::CancelAllLeases(LiveTask& task) {
+  while (!task.leases.empty()) {
+    const std::string holder = task.leases.back().worker;  // CancelLease erases the lease
+    CancelLease(task, holder);
+  }
 }
 
 void Broker::EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
