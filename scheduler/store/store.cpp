@@ -154,8 +154,6 @@ const char* const kJobStates[] = {"queued", "running", "done", "failed", "cancel
 const char* const kTaskStates[] = {"queued", "running", "done", "failed", "canceled"};
 const char* const kWorkerStates[] = {"idle", "busy", "offline"};
 
-std::string Counter(TaskState s) { return std::string("tasks_") + TaskStateName(s); }
-
 const char* kJobColumns =
     "id, name, state, priority, frame_start, frame_end, chunk_size, max_retries, output_dir, "
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
@@ -283,7 +281,10 @@ class Store::Reader {
 };
 
 StatusOr<Store::Reader> Store::BorrowReader() {
-  if (group_thread_.load() == std::this_thread::get_id()) return Reader(writer_.get());
+  if (InGroup()) {
+    FlushDeferredCounts();  // the group's thread reads its own writes, counts included
+    return Reader(writer_.get());
+  }
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!readers_.empty()) {
@@ -347,7 +348,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
 }
 
 Status Store::Migrate() {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
   TSR_ASSIGN_OR_RETURN(bool row, v.Step());
   int version = row ? static_cast<int>(v.Int(0)) : 0;
@@ -375,7 +376,7 @@ StatusOr<JobRecord> Store::CreateJob(
   std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
   int64_t job_id = 0;
   {
-    std::lock_guard<std::recursive_mutex> lock(write_mu_);
+    WriteLock lock(*this);
     Transaction tx(*writer_);
     TSR_RETURN_IF_ERROR(tx.begin_status());
     int64_t now = NowMs();
@@ -424,7 +425,7 @@ StatusOr<JobRecord> Store::CreateJob(
 }
 
 StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
@@ -484,7 +485,7 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
     return Status::InvalidArgument("priority: must be in [0, 100], got " +
                                    std::to_string(priority));
   }
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
@@ -494,7 +495,7 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
 }
 
 Status Store::SetJobPaused(int64_t job_id, bool paused) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
@@ -542,7 +543,7 @@ StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_fil
 }
 
 StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(
@@ -556,7 +557,7 @@ StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
     return Status::InvalidArgument("frames: start " + std::to_string(first) + " is after end " +
                                    std::to_string(last));
   }
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(int moved,
@@ -566,7 +567,7 @@ StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
 }
 
 Status Store::DeleteJob(int64_t job_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     if (state == JobState::kQueued || state == JobState::kRunning) {
@@ -586,7 +587,7 @@ Status Store::DeleteJob(int64_t job_id) {
 // ---- tasks ------------------------------------------------------------------------------------
 
 StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   std::set<int64_t> interrupted;
   if (!job_id) {
     // Leases do not survive a restart: running tasks go back to the queue, uncharged (their
@@ -652,26 +653,28 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                              bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
   // Fencing, in the UPDATE itself: a start names a queued task's next attempt (a re-attach its
-  // current one); everything else must name a live attempt of a running task.
+  // current one); everything else must name a live attempt of a running task (almost always
+  // the only one, which the plain comparison settles without parsing JSON).
   const bool starting = (to == TaskState::kRunning);
   const TaskState from = starting ? TaskState::kQueued : TaskState::kRunning;
-  int64_t now = NowMs();
+  const std::string only_attempt = "[" + std::to_string(attempt) + "]";
   TSR_ASSIGN_OR_RETURN(
       Stmt u,
       writer_->Prepare(
           "UPDATE tasks SET state = ?1, attempt = MAX(attempt, ?2), message = ?3, "
-          "live_attempts = CASE WHEN ?1 = 'running' THEN json_array(?2) ELSE '[]' END, "
+          "live_attempts = CASE WHEN ?1 = 'running' THEN ?9 ELSE '[]' END, "
           "failures = failures + ?4, worker_id = ?5, "
           "progress = CASE WHEN ?1 = 'done' THEN 1.0 ELSE 0 END, "
           "started_at = CASE WHEN ?1 = 'running' THEN ?6 ELSE started_at END, "
           "finished_at = CASE WHEN ?1 IN ('done', 'failed', 'canceled') THEN ?6 ELSE NULL END "
           "WHERE id = ?7 AND CASE WHEN ?1 = 'running' "
           "  THEN state = 'queued' AND ?2 >= 1 AND attempt = ?2 - ?8 "
-          "  ELSE state = 'running' AND EXISTS (SELECT 1 FROM json_each(live_attempts) "
-          "                                     WHERE value = ?2) END "
+          "  ELSE state = 'running' AND (live_attempts = ?9 OR EXISTS ("
+          "    SELECT 1 FROM json_each(live_attempts) WHERE value = ?2)) END "
           "RETURNING job_id"));
   u.Bind(1, TaskStateName(to)).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
-  u.Bind(5, worker_id).Bind(6, now).Bind(7, task_id).Bind(8, reattach ? 0 : 1);
+  u.Bind(5, worker_id).Bind(6, NowMs()).Bind(7, task_id).Bind(8, reattach ? 0 : 1);
+  u.Bind(9, only_attempt);
   TSR_ASSIGN_OR_RETURN(bool updated, u.Step());
   if (!updated) {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));  // NotFound if there is none
@@ -679,38 +682,100 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
   }
   const int64_t job_id = u.Int(0);
   TSR_RETURN_IF_ERROR(u.Run());
-  // The job's state follows its counters; most transitions (a lease starting or ending while
-  // others run) leave it as it is, so it is recomputed only when the counters say it moves.
-  bool refresh = true;
-  if (from != to) {
-    TSR_ASSIGN_OR_RETURN(
-        Stmt c, writer_->Prepare("UPDATE jobs SET " + Counter(from) + " = " + Counter(from) +
-                                 " - 1, " + Counter(to) + " = " + Counter(to) +
-                                 " + 1 WHERE id = ? RETURNING state, started_at IS NULL, "
-                                 "tasks_total, tasks_running, tasks_done, tasks_failed, "
-                                 "tasks_canceled"));
-    c.Bind(1, job_id);
-    TSR_ASSIGN_OR_RETURN(bool row, c.Step());
-    if (row) {
-      const std::string state = c.Text(0);
-      const bool unstarted = c.Int(1) != 0;
-      const int64_t total = c.Int(2), running = c.Int(3), done = c.Int(4), failed = c.Int(5),
-                    canceled = c.Int(6);
-      const bool finished = done + failed + canceled == total;
-      const bool active = running + done + failed > 0;
-      refresh = state != "canceled" &&
-                (finished ||
-                 (active ? state != "running" || (unstarted && running > 0) : state != "queued"));
-      TSR_RETURN_IF_ERROR(c.Run());
-    }
-  }
   if (to == TaskState::kFailed) {
     TSR_ASSIGN_OR_RETURN(
         Stmt e, writer_->Prepare("UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
     TSR_RETURN_IF_ERROR(
         e.Bind(1, "task " + std::to_string(task_id) + " failed: " + message).Bind(2, job_id).Run());
   }
+  // Last, so a failed step above leaves no count behind.
+  CountDeltas delta;
+  delta.Add(from, -1);
+  delta.Add(to, +1);
+  if (InGroup()) {
+    deferred_counts_[job_id].Add(delta);  // written once per job when the group commits
+    return Status::Ok();
+  }
+  return ApplyCounts(job_id, delta);
+}
+
+void Store::CountDeltas::Add(TaskState s, int64_t n) {
+  switch (s) {
+    case TaskState::kQueued:
+      queued += n;
+      break;
+    case TaskState::kRunning:
+      running += n;
+      break;
+    case TaskState::kDone:
+      done += n;
+      break;
+    case TaskState::kFailed:
+      failed += n;
+      break;
+    case TaskState::kCanceled:
+      canceled += n;
+      break;
+  }
+}
+
+void Store::CountDeltas::Add(const CountDeltas& o) {
+  queued += o.queued;
+  running += o.running;
+  done += o.done;
+  failed += o.failed;
+  canceled += o.canceled;
+}
+
+Status Store::ApplyCounts(int64_t job_id, const CountDeltas& d) {
+  TSR_ASSIGN_OR_RETURN(
+      Stmt c, writer_->Prepare("UPDATE jobs SET tasks_queued = tasks_queued + ?1, "
+                               "tasks_running = tasks_running + ?2, tasks_done = tasks_done + ?3, "
+                               "tasks_failed = tasks_failed + ?4, "
+                               "tasks_canceled = tasks_canceled + ?5 WHERE id = ?6 "
+                               "RETURNING state, started_at IS NULL, tasks_total, tasks_running, "
+                               "tasks_done, tasks_failed, tasks_canceled"));
+  c.Bind(1, d.queued).Bind(2, d.running).Bind(3, d.done).Bind(4, d.failed).Bind(5, d.canceled);
+  c.Bind(6, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, c.Step());
+  if (!row) return Status::Ok();  // the job is gone
+  // The job's state follows its counters; most changes (leases starting or ending while others
+  // run) leave it as it is, so it is recomputed only when the counters say it moves.
+  const std::string state = c.Text(0);
+  const bool unstarted = c.Int(1) != 0;
+  const int64_t total = c.Int(2), running = c.Int(3), done = c.Int(4), failed = c.Int(5),
+                canceled = c.Int(6);
+  const bool finished = done + failed + canceled == total;
+  const bool active = running + done + failed > 0;
+  const bool refresh =
+      state != "canceled" &&
+      (finished || (active ? state != "running" || (unstarted && running > 0) : state != "queued"));
+  TSR_RETURN_IF_ERROR(c.Run());
   return refresh ? RefreshJobState(job_id) : Status::Ok();
+}
+
+void Store::FlushDeferredCounts() {
+  if (deferred_counts_.empty()) return;
+  auto pending = std::move(deferred_counts_);
+  deferred_counts_.clear();
+  for (const auto& [job_id, delta] : pending) {
+    if (Status s = ApplyCounts(job_id, delta); !s.ok() && deferred_error_.ok()) {
+      deferred_error_ = s;
+    }
+  }
+}
+
+Status Store::CommitGroup(Transaction& tx) {
+  FlushDeferredCounts();
+  Status s = deferred_error_;
+  deferred_error_ = Status::Ok();
+  return s.ok() ? tx.Commit() : s;
+}
+
+void Store::EndGroup() {
+  deferred_counts_.clear();
+  deferred_error_ = Status::Ok();
+  group_thread_.store(std::thread::id());
 }
 
 Status Store::RefreshJobState(int64_t job_id) {
@@ -731,46 +796,43 @@ Status Store::RefreshJobState(int64_t job_id) {
   return s.Bind(1, NowMs()).Bind(2, job_id).Run();
 }
 
-Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
+                         bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
+  std::lock_guard<std::recursive_mutex> lock(write_mu_);  // no flush: this only adds deltas
+  // Inside the broker's group a transition other than a failure is one statement, atomic on its
+  // own, so it needs no savepoint of its own.
+  if (InGroup() && to != TaskState::kFailed) {
+    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach);
+  }
   return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, TaskState::kRunning, "", false, worker_id);
+    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach);
   });
+}
+
+Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
+  return Transition(task_id, attempt, TaskState::kRunning, "", false, worker_id);
 }
 
 Status Store::ReattachTask(int64_t task_id, int attempt, int64_t worker_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
-  return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, TaskState::kRunning, "re-attached", false, worker_id,
-                          /*reattach=*/true);
-  });
+  return Transition(task_id, attempt, TaskState::kRunning, "re-attached", false, worker_id,
+                    /*reattach=*/true);
 }
 
 Status Store::FinishTask(int64_t task_id, int attempt, int64_t worker_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
-  return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, TaskState::kDone, "", false, worker_id);
-  });
+  return Transition(task_id, attempt, TaskState::kDone, "", false, worker_id);
 }
 
 Status Store::RequeueTask(int64_t task_id, int attempt, const std::string& message,
                           bool count_failure) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
-  return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, TaskState::kQueued, message, count_failure,
-                          std::nullopt);
-  });
+  return Transition(task_id, attempt, TaskState::kQueued, message, count_failure, std::nullopt);
 }
 
 Status Store::FailTask(int64_t task_id, int attempt, const std::string& message) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
-  return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
-  });
+  return Transition(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
 }
 
 Status Store::StartBackup(int64_t task_id, int attempt) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
     if (fence.state != TaskState::kRunning || attempt != fence.attempt + 1) {
@@ -785,7 +847,7 @@ Status Store::StartBackup(int64_t task_id, int attempt) {
 }
 
 Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
     if (fence.state != TaskState::kRunning || !fence.IsLive(attempt) || fence.live.size() < 2) {
@@ -805,7 +867,7 @@ Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
 }
 
 Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
                                "AND state = 'running'"));
@@ -813,7 +875,7 @@ Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
 }
 
 Status Store::RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(
         Stmt t, writer_->Prepare("UPDATE tasks SET failed_on = json_insert(failed_on, '$[#]', ?) "
@@ -855,7 +917,7 @@ StatusOr<std::vector<std::pair<int, int>>> Store::UndoneFrameRanges(int64_t job_
 }
 
 Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& notice) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET notice = ? WHERE id = ?"));
   return s.Bind(1, notice).Bind(2, job_id).Run();
 }
@@ -863,7 +925,7 @@ Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& not
 // ---- workers ----------------------------------------------------------------------------------
 
 StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   int64_t now = NowMs();
   TSR_ASSIGN_OR_RETURN(
       Stmt s,
@@ -886,7 +948,7 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
 }
 
 Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
   return s.Bind(1, WorkerStateName(state)).Bind(2, NowMs()).Bind(3, worker_id).Run();
@@ -894,7 +956,7 @@ Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
 
 Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms) {
   if (id_and_last_seen_ms.empty()) return Status::Ok();
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     for (const auto& [id, seen] : id_and_last_seen_ms) {
       TSR_ASSIGN_OR_RETURN(Stmt s,
@@ -906,14 +968,14 @@ Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_an
 }
 
 Status Store::MarkAllWorkersOffline() {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   return writer_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
 }
 
 Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                        std::optional<int64_t> worker_id, const std::string& kind,
                        const std::string& message) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);
+  WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(Stmt s,
                        writer_->Prepare("INSERT INTO events (at, job_id, task_id, worker_id, kind, "
                                         "message) VALUES (?, ?, ?, ?, ?, ?)"));

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "scheduler/store/sqlite.h"
@@ -138,10 +139,10 @@ class Store {
       store_.group_thread_.store(std::this_thread::get_id());
     }
     // Rolls back whatever was not committed.
-    ~WriteGroup() { store_.group_thread_.store(std::thread::id()); }
+    ~WriteGroup() { store_.EndGroup(); }
     WriteGroup(const WriteGroup&) = delete;
     WriteGroup& operator=(const WriteGroup&) = delete;
-    Status Commit() { return tx_.Commit(); }
+    Status Commit() { return store_.CommitGroup(tx_); }
 
    private:
     Store& store_;
@@ -233,8 +234,37 @@ class Store {
   Store(std::string path, std::unique_ptr<Db> writer);
   Status Migrate();
   Status StartCheckpointer(const std::string& synchronous);
-  // Moves one task to `to` and keeps the job's counters and state in step. Caller holds a
-  // transaction on the writer.
+  // Per-job task counter changes. Inside a WriteGroup they are summed in memory and written
+  // once per job: before anything else on the group's thread reads or writes (WriteLock,
+  // BorrowReader) and before the commit. A write that fails there fails the commit.
+  struct CountDeltas {
+    int64_t queued = 0, running = 0, done = 0, failed = 0, canceled = 0;
+    void Add(TaskState s, int64_t n);
+    void Add(const CountDeltas& other);
+  };
+  bool InGroup() const { return group_thread_.load() == std::this_thread::get_id(); }
+  Status ApplyCounts(int64_t job_id, const CountDeltas& delta);
+  void FlushDeferredCounts();
+  Status CommitGroup(Transaction& tx);
+  void EndGroup();
+  // The write mutex, with the group's deferred counts written first: every store method that
+  // reads or writes on the writer takes this, except the task transitions that only add to
+  // those counts.
+  class WriteLock {
+   public:
+    explicit WriteLock(Store& store) : lock_(store.write_mu_) {
+      if (store.InGroup()) store.FlushDeferredCounts();
+    }
+
+   private:
+    std::lock_guard<std::recursive_mutex> lock_;
+  };
+  // One task transition (StartTask, FinishTask, ...): inside a WriteGroup a single statement,
+  // otherwise in a transaction of its own.
+  Status Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
+                    bool count_failure, std::optional<int64_t> worker_id, bool reattach = false);
+  // Moves one task to `to` and keeps the job's counters and state in step (deferred inside a
+  // WriteGroup). Caller holds a transaction on the writer, or the group.
   // `reattach`: a start under the current attempt (ReattachTask) rather than the next.
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                         bool count_failure, std::optional<int64_t> worker_id,
@@ -267,6 +297,8 @@ class Store {
   std::recursive_mutex write_mu_;  // recursive: a WriteGroup's thread writes inside it
   std::unique_ptr<Db> writer_;
   std::atomic<std::thread::id> group_thread_;  // the thread inside a WriteGroup, if any
+  std::unordered_map<int64_t, CountDeltas> deferred_counts_;  // by job id; the group's thread
+  Status deferred_error_;                                     // the first failed flush
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Db>> readers_;
   // WAL checkpoints on a thread and connection of their own.
