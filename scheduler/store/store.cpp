@@ -1,5 +1,7 @@
 #include "scheduler/store/store.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -137,6 +139,10 @@ CREATE TABLE job_worker_failures (
     R"sql(
 ALTER TABLE tasks ADD COLUMN live_attempts TEXT NOT NULL DEFAULT '[]';
 UPDATE tasks SET live_attempts = json_array(attempt) WHERE state = 'running';
+)sql",
+    // 10 -> 11: nothing looks tasks up by worker, and the index cost every lease two writes.
+    R"sql(
+DROP INDEX tasks_by_worker;
 )sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
@@ -282,7 +288,7 @@ class Store::Reader {
 
 StatusOr<Store::Reader> Store::BorrowReader() {
   if (InGroup()) {
-    FlushDeferredCounts();  // the group's thread reads its own writes, counts included
+    EnterGroupTransaction();  // the group's thread reads its own writes
     return Reader(writer_.get());
   }
   {
@@ -349,9 +355,12 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
 
 Status Store::Migrate() {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
-  TSR_ASSIGN_OR_RETURN(bool row, v.Step());
-  int version = row ? static_cast<int>(v.Int(0)) : 0;
+  int version = 0;
+  {  // reset before migrating: a schema change needs no statement left running
+    TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
+    TSR_ASSIGN_OR_RETURN(bool row, v.Step());
+    if (row) version = static_cast<int>(v.Int(0));
+  }
   if (version > kSchemaVersion) {
     return Status::FailedPrecondition("database schema version " + std::to_string(version) +
                                       " is newer than this scheduler supports (" +
@@ -651,30 +660,41 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 }
 
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                             bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
+                             bool count_failure, std::optional<int64_t> worker_id, bool reattach,
+                             std::unordered_map<int64_t, Store::CountDeltas>* counts) {
   // Fencing, in the UPDATE itself: a start names a queued task's next attempt (a re-attach its
   // current one); everything else must name a live attempt of a running task (almost always
   // the only one, which the plain comparison settles without parsing JSON).
   const bool starting = (to == TaskState::kRunning);
   const TaskState from = starting ? TaskState::kQueued : TaskState::kRunning;
   const std::string only_attempt = "[" + std::to_string(attempt) + "]";
+  const int64_t now = NowMs();
+  // Two statements, one per direction, so each stays a plain indexed UPDATE (this is the
+  // dispatch hot path: every task passes through both).
   TSR_ASSIGN_OR_RETURN(
       Stmt u,
-      writer_->Prepare(
-          "UPDATE tasks SET state = ?1, attempt = MAX(attempt, ?2), message = ?3, "
-          "live_attempts = CASE WHEN ?1 = 'running' THEN ?9 ELSE '[]' END, "
-          "failures = failures + ?4, worker_id = ?5, "
-          "progress = CASE WHEN ?1 = 'done' THEN 1.0 ELSE 0 END, "
-          "started_at = CASE WHEN ?1 = 'running' THEN ?6 ELSE started_at END, "
-          "finished_at = CASE WHEN ?1 IN ('done', 'failed', 'canceled') THEN ?6 ELSE NULL END "
-          "WHERE id = ?7 AND CASE WHEN ?1 = 'running' "
-          "  THEN state = 'queued' AND ?2 >= 1 AND attempt = ?2 - ?8 "
-          "  ELSE state = 'running' AND (live_attempts = ?9 OR EXISTS ("
-          "    SELECT 1 FROM json_each(live_attempts) WHERE value = ?2)) END "
-          "RETURNING job_id"));
-  u.Bind(1, TaskStateName(to)).Bind(2, attempt).Bind(3, message).Bind(4, count_failure ? 1 : 0);
-  u.Bind(5, worker_id).Bind(6, NowMs()).Bind(7, task_id).Bind(8, reattach ? 0 : 1);
-  u.Bind(9, only_attempt);
+      starting
+          ? writer_->Prepare("UPDATE tasks SET state = 'running', attempt = ?2, message = ?3, "
+                             "live_attempts = ?4, worker_id = ?5, progress = 0, started_at = ?6, "
+                             "finished_at = NULL "
+                             "WHERE id = ?1 AND state = 'queued' AND attempt = ?2 - ?7 "
+                             "RETURNING job_id")
+          : writer_->Prepare("UPDATE tasks SET state = ?8, message = ?3, live_attempts = '[]', "
+                             "worker_id = ?5, failures = failures + ?7, progress = ?9, "
+                             "finished_at = ?6 "
+                             "WHERE id = ?1 AND state = 'running' AND (live_attempts = ?4 OR "
+                             "EXISTS (SELECT 1 FROM json_each(live_attempts) WHERE value = ?2)) "
+                             "RETURNING job_id"));
+  u.Bind(1, task_id).Bind(2, attempt).Bind(3, message).Bind(4, only_attempt).Bind(5, worker_id);
+  if (starting) {
+    if (attempt < 1) return Status::InvalidArgument("attempt: must be at least 1");
+    u.Bind(6, now).Bind(7, reattach ? 0 : 1);
+  } else {
+    const bool terminal = IsTerminal(to);
+    u.Bind(6, terminal ? std::optional<int64_t>(now) : std::nullopt);
+    u.Bind(7, count_failure ? 1 : 0).Bind(8, TaskStateName(to));
+    u.Bind(9, to == TaskState::kDone ? 1.0 : 0.0);
+  }
   TSR_ASSIGN_OR_RETURN(bool updated, u.Step());
   if (!updated) {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));  // NotFound if there is none
@@ -690,13 +710,10 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
   }
   // Last, so a failed step above leaves no count behind.
   CountDeltas delta;
-  delta.Add(from, -1);
-  delta.Add(to, +1);
-  if (InGroup()) {
-    deferred_counts_[job_id].Add(delta);  // written once per job when the group commits
-    return Status::Ok();
-  }
-  return ApplyCounts(job_id, delta);
+  CountDeltas& d = counts ? (*counts)[job_id] : delta;
+  d.Add(from, -1);
+  d.Add(to, +1);
+  return counts ? Status::Ok() : ApplyCounts(job_id, delta);
 }
 
 void Store::CountDeltas::Add(TaskState s, int64_t n) {
@@ -717,14 +734,6 @@ void Store::CountDeltas::Add(TaskState s, int64_t n) {
       canceled += n;
       break;
   }
-}
-
-void Store::CountDeltas::Add(const CountDeltas& o) {
-  queued += o.queued;
-  running += o.running;
-  done += o.done;
-  failed += o.failed;
-  canceled += o.canceled;
 }
 
 Status Store::ApplyCounts(int64_t job_id, const CountDeltas& d) {
@@ -754,27 +763,69 @@ Status Store::ApplyCounts(int64_t job_id, const CountDeltas& d) {
   return refresh ? RefreshJobState(job_id) : Status::Ok();
 }
 
-void Store::FlushDeferredCounts() {
-  if (deferred_counts_.empty()) return;
-  auto pending = std::move(deferred_counts_);
-  deferred_counts_.clear();
-  for (const auto& [job_id, delta] : pending) {
-    if (Status s = ApplyCounts(job_id, delta); !s.ok() && deferred_error_.ok()) {
-      deferred_error_ = s;
+// ---- group commit ------------------------------------------------------------------------------
+
+Status Store::ApplyDeferred(std::vector<Deferred>& ops) {
+  std::unordered_map<int64_t, CountDeltas> counts;
+  for (const Deferred& op : ops) {
+    Status s;
+    switch (op.kind) {
+      case Deferred::Kind::kTransition:
+        s = TransitionTask(op.id, op.attempt, op.to, op.message, op.count_failure, op.worker_id,
+                           /*reattach=*/false, &counts);
+        break;
+      case Deferred::Kind::kWorkerState:
+        s = WriteWorkerState(op.id, op.worker_state);
+        break;
+      case Deferred::Kind::kProgress:
+        s = WriteTaskProgress(op.id, op.attempt, op.progress);
+        break;
+    }
+    if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound) {
+      spdlog::error("store: a recorded write was refused and skipped: {}", s.ToString());
+    } else if (!s.ok()) {
+      return s;
     }
   }
+  ops.clear();
+  for (const auto& [job_id, delta] : counts) TSR_RETURN_IF_ERROR(ApplyCounts(job_id, delta));
+  return Status::Ok();
 }
 
-Status Store::CommitGroup(Transaction& tx) {
-  FlushDeferredCounts();
-  Status s = deferred_error_;
-  deferred_error_ = Status::Ok();
-  return s.ok() ? tx.Commit() : s;
+bool Store::Defer(Deferred op) {
+  if (!InGroup()) return false;
+  group_ops_.push_back(std::move(op));
+  return true;
+}
+
+void Store::BeginGroup() { group_thread_.store(std::this_thread::get_id()); }
+
+void Store::EnterGroupTransaction() {
+  if (!group_tx_) {
+    group_lock_ = std::unique_lock<std::recursive_mutex>(write_mu_);
+    group_tx_.emplace(*writer_);
+    if (!group_tx_->begin_status().ok() && group_error_.ok()) {
+      group_error_ = group_tx_->begin_status();
+    }
+  }
+  if (!group_ops_.empty() && group_error_.ok()) group_error_ = ApplyDeferred(group_ops_);
+}
+
+Status Store::CommitGroup() {
+  if (!group_tx_ && group_ops_.empty()) return Status::Ok();  // nothing was written
+  EnterGroupTransaction();
+  Status s = group_error_.ok() ? group_tx_->Commit() : group_error_;
+  group_tx_.reset();
+  group_lock_.unlock();
+  group_error_ = Status::Ok();
+  return s;
 }
 
 void Store::EndGroup() {
-  deferred_counts_.clear();
-  deferred_error_ = Status::Ok();
+  group_tx_.reset();  // rolls back a transaction Commit() did not reach
+  if (group_lock_.owns_lock()) group_lock_.unlock();
+  group_ops_.clear();
+  group_error_ = Status::Ok();
   group_thread_.store(std::thread::id());
 }
 
@@ -798,14 +849,21 @@ Status Store::RefreshJobState(int64_t job_id) {
 
 Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
                          bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
-  std::lock_guard<std::recursive_mutex> lock(write_mu_);  // no flush: this only adds deltas
-  // Inside the broker's group a transition other than a failure is one statement, atomic on its
-  // own, so it needs no savepoint of its own.
-  if (InGroup() && to != TaskState::kFailed) {
-    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach);
+  if (!reattach) {
+    Deferred op;
+    op.kind = Deferred::Kind::kTransition;
+    op.id = task_id;
+    op.attempt = attempt;
+    op.to = to;
+    op.message = message;
+    op.count_failure = count_failure;
+    op.worker_id = worker_id;
+    if (Defer(std::move(op))) return Status::Ok();
   }
+  WriteLock lock(*this);
   return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach);
+    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach,
+                          nullptr);
   });
 }
 
@@ -867,7 +925,17 @@ Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
 }
 
 Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
+  Deferred op;
+  op.kind = Deferred::Kind::kProgress;
+  op.id = task_id;
+  op.attempt = attempt;
+  op.progress = progress;
+  if (Defer(std::move(op))) return Status::Ok();
   WriteLock lock(*this);
+  return WriteTaskProgress(task_id, attempt, progress);
+}
+
+Status Store::WriteTaskProgress(int64_t task_id, int attempt, double progress) {
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
                                "AND state = 'running'"));
@@ -948,7 +1016,16 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
 }
 
 Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
+  Deferred op;
+  op.kind = Deferred::Kind::kWorkerState;
+  op.id = worker_id;
+  op.worker_state = state;
+  if (Defer(std::move(op))) return Status::Ok();
   WriteLock lock(*this);
+  return WriteWorkerState(worker_id, state);
+}
+
+Status Store::WriteWorkerState(int64_t worker_id, WorkerState state) {
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare("UPDATE workers SET state = ?, last_seen = ? WHERE id = ?"));
   return s.Bind(1, WorkerStateName(state)).Bind(2, NowMs()).Bind(3, worker_id).Run();

@@ -6,8 +6,8 @@
 // under a mutex (BEGIN IMMEDIATE per call, or one shared transaction while the calling thread
 // holds a WriteGroup); reads use a pool of read-only connections (WAL lets them run beside the
 // writer); WAL checkpoints run on a thread and connection of the store's own. Job rows carry
-// per-state task counters, updated in the same transaction as every task change, so status
-// queries never scan the task table.
+// per-state task counters, updated in the same transaction as every task change, so status queries
+// never scan the task table.
 
 #include <algorithm>
 #include <atomic>
@@ -126,28 +126,27 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
-  // Group commit: while a WriteGroup is alive, every write made by the thread that opened it
-  // joins one transaction (each call still all-or-nothing, as a savepoint), and other threads'
-  // writes wait. The broker opens one per poll pass and sends nothing that depends on those
-  // writes until Commit() has returned OK: durable before acknowledged, at one commit per pass
-  // instead of one per state change.
+  // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
+  // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
+  // -- task transitions, worker states, progress -- are only recorded, and applied together
+  // (job counters once per job) when the group commits; any other store call made inside the
+  // group applies what was recorded first, so the group's reads see its own writes. The broker
+  // opens one group per poll pass and sends nothing that depends on its writes until Commit()
+  // has returned OK: durable before acknowledged, at one commit per pass instead of one per
+  // state change.
   class WriteGroup {
    public:
-    explicit WriteGroup(Store& store) : store_(store), lock_(store.write_mu_), tx_(*store.writer_) {
-      store_.group_thread_.store(std::this_thread::get_id());
-    }
+    explicit WriteGroup(Store& store) : store_(store) { store_.BeginGroup(); }
     // Rolls back whatever was not committed.
     ~WriteGroup() { store_.EndGroup(); }
     WriteGroup(const WriteGroup&) = delete;
     WriteGroup& operator=(const WriteGroup&) = delete;
-    Status Commit() { return store_.CommitGroup(tx_); }
+    Status Commit() { return store_.CommitGroup(); }
 
    private:
     Store& store_;
-    std::lock_guard<std::recursive_mutex> lock_;
-    Transaction tx_;
   };
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed.
@@ -234,41 +233,66 @@ class Store {
   Store(std::string path, std::unique_ptr<Db> writer);
   Status Migrate();
   Status StartCheckpointer(const std::string& synchronous);
-  // Per-job task counter changes. Inside a WriteGroup they are summed in memory and written
-  // once per job: before anything else on the group's thread reads or writes (WriteLock,
-  // BorrowReader) and before the commit. A write that fails there fails the commit.
+  // Per-job task counter changes, summed over a batch of transitions and written once per job.
   struct CountDeltas {
     int64_t queued = 0, running = 0, done = 0, failed = 0, canceled = 0;
     void Add(TaskState s, int64_t n);
-    void Add(const CountDeltas& other);
   };
-  bool InGroup() const { return group_thread_.load() == std::this_thread::get_id(); }
   Status ApplyCounts(int64_t job_id, const CountDeltas& delta);
-  void FlushDeferredCounts();
-  Status CommitGroup(Transaction& tx);
+
+  // A write recorded in a WriteGroup, applied on the writer when the group commits (or earlier,
+  // when the group's thread needs the writer for something else).
+  struct Deferred {
+    enum class Kind { kTransition, kWorkerState, kProgress };
+    Kind kind = Kind::kTransition;
+    int64_t id = 0;  // task id, or worker id for kWorkerState
+    int attempt = 0;
+    TaskState to = TaskState::kQueued;
+    WorkerState worker_state = WorkerState::kIdle;
+    bool count_failure = false;
+    std::optional<int64_t> worker_id;
+    double progress = 0;
+    std::string message;
+  };
+  // Applies `ops` in order inside the writer's open transaction, then the job counters they
+  // changed. A write the fencing refuses (memory and store disagree, which only a bug causes) is
+  // logged and skipped; the first storage error is returned.
+  Status ApplyDeferred(std::vector<Deferred>& ops);
+  bool InGroup() const { return group_thread_.load() == std::this_thread::get_id(); }
+  void BeginGroup();
+  // The group's thread needs the writer: opens the group's transaction (once) and applies the
+  // writes recorded so far.
+  void EnterGroupTransaction();
+  Status CommitGroup();
   void EndGroup();
-  // The write mutex, with the group's deferred counts written first: every store method that
-  // reads or writes on the writer takes this, except the task transitions that only add to
-  // those counts.
+  // In a WriteGroup, records `op` and returns true; elsewhere returns false.
+  bool Defer(Deferred op);
+  // The write mutex, taken by every store method that reads or writes on the writer (except the
+  // writes a group only records); on the group's thread it enters the group's transaction first.
+  std::recursive_mutex& PrepareWrite() {
+    if (InGroup()) EnterGroupTransaction();
+    return write_mu_;
+  }
   class WriteLock {
    public:
-    explicit WriteLock(Store& store) : lock_(store.write_mu_) {
-      if (store.InGroup()) store.FlushDeferredCounts();
-    }
+    explicit WriteLock(Store& store) : lock_(store.PrepareWrite()) {}
 
    private:
     std::lock_guard<std::recursive_mutex> lock_;
   };
-  // One task transition (StartTask, FinishTask, ...): inside a WriteGroup a single statement,
-  // otherwise in a transaction of its own.
+  // One task transition (StartTask, FinishTask, ...): recorded in a WriteGroup, otherwise in a
+  // transaction of its own.
   Status Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
                     bool count_failure, std::optional<int64_t> worker_id, bool reattach = false);
-  // Moves one task to `to` and keeps the job's counters and state in step (deferred inside a
-  // WriteGroup). Caller holds a transaction on the writer, or the group.
+  // Moves one task to `to` (one statement, fenced by `attempt`; a failure also records the job's
+  // error) and adds the counter change to `counts` (by job id), or -- when null -- writes the
+  // job's counters and state at once. Caller holds a transaction on the writer.
   // `reattach`: a start under the current attempt (ReattachTask) rather than the next.
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                        bool count_failure, std::optional<int64_t> worker_id,
-                        bool reattach = false);
+                        bool count_failure, std::optional<int64_t> worker_id, bool reattach,
+                        std::unordered_map<int64_t, CountDeltas>* counts);
+  Status WriteWorkerState(int64_t worker_id, WorkerState state);
+  Status WriteTaskProgress(int64_t task_id, int attempt, double progress);
   // A task's fencing state, read on the writer (inside a transaction).
   struct TaskFence {
     TaskState state = TaskState::kQueued;
@@ -297,8 +321,11 @@ class Store {
   std::recursive_mutex write_mu_;  // recursive: a WriteGroup's thread writes inside it
   std::unique_ptr<Db> writer_;
   std::atomic<std::thread::id> group_thread_;  // the thread inside a WriteGroup, if any
-  std::unordered_map<int64_t, CountDeltas> deferred_counts_;  // by job id; the group's thread
-  Status deferred_error_;                                     // the first failed flush
+  // The open group (its thread only): recorded writes, and its transaction once it needed one.
+  std::vector<Deferred> group_ops_;
+  std::unique_lock<std::recursive_mutex> group_lock_;
+  std::optional<Transaction> group_tx_;
+  Status group_error_;  // the first failure applying the group's writes
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Db>> readers_;
   // WAL checkpoints on a thread and connection of their own.

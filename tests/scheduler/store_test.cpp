@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <future>
 
 #include "scheduler/assembler/assembler.h"
 #include "shared/image_io.h"
@@ -146,6 +147,51 @@ TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
   ASSERT_TRUE(after.error.has_value());
   EXPECT_NE(after.error->find("out of memory"), std::string::npos);
   EXPECT_TRUE(after.finished_at_ms.has_value());
+}
+
+TEST_F(StoreTest, WriteGroupShowsItsWritesToItsThreadAndStoresThemOnlyOnCommit) {
+  JobRecord job = Submit(2);
+  int64_t w = Worker("w1");
+  auto tasks = *store_->ListTasks(job.id);
+  int64_t t0 = tasks[0].id, t1 = tasks[1].id;
+  auto running_elsewhere = [&] {
+    return std::async(std::launch::async, [&] { return store_->GetJob(job.id)->tasks.running; })
+        .get();
+  };
+  {
+    Store::WriteGroup group(*store_);
+    ASSERT_TRUE(store_->StartTask(t0, 1, w).ok());
+    EXPECT_EQ(store_->GetJob(job.id)->tasks.running, 1) << "the group's thread sees its write";
+    EXPECT_EQ(running_elsewhere(), 0) << "other threads see only what is committed";
+  }  // not committed: rolled back
+  EXPECT_EQ(store_->GetTask(t0)->state, TaskState::kQueued);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks.running, 0);
+
+  {
+    Store::WriteGroup group(*store_);
+    ASSERT_TRUE(store_->StartTask(t0, 1, w).ok());
+    ASSERT_TRUE(store_->FinishTask(t0, 1, w).ok());
+    ASSERT_TRUE(store_->StartTask(t1, 1, w).ok());
+    ASSERT_TRUE(store_->SetWorkerState(w, WorkerState::kBusy).ok());
+    ASSERT_TRUE(group.Commit().ok());
+  }
+  JobRecord j = *store_->GetJob(job.id);
+  EXPECT_EQ(j.tasks.done, 1);
+  EXPECT_EQ(j.tasks.running, 1);
+  EXPECT_EQ(j.tasks.queued, 0);
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_EQ(store_->ListWorkers()->at(0).state, WorkerState::kBusy);
+
+  {
+    // A recorded write the fencing refuses is skipped; the rest of the group commits.
+    Store::WriteGroup group(*store_);
+    ASSERT_TRUE(store_->FinishTask(t0, 1, w).ok());
+    ASSERT_TRUE(store_->FinishTask(t1, 1, w).ok());
+    ASSERT_TRUE(group.Commit().ok());
+  }
+  j = *store_->GetJob(job.id);
+  EXPECT_EQ(j.tasks.done, 2) << "t0 was not counted twice";
+  EXPECT_EQ(j.state, JobState::kDone);
 }
 
 TEST_F(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
