@@ -446,9 +446,10 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
                           task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
   Send(identity, protocol::Encode(MessageType::kAssign, assign));
-  spdlog::info("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
-               task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,
-               backup ? " (backup copy of a straggler)" : "");
+  // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
+  spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
+                task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,
+                backup ? " (backup copy of a straggler)" : "");
   return true;
 }
 

@@ -175,8 +175,8 @@ void Broker::MaybeComplete(LiveTask& task) {
   }
   ++job.tasks_done;
   job.done_seconds += task.done_seconds;
-  spdlog::info("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
-               task.frame_start, task.frame_end, attempt);
+  spdlog::debug("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
+                task.frame_start, task.frame_end, attempt);
   OnFramesDone(task.job_id, task.frame_start, task.frame_end);
   Forget(task.task_id);
 }
