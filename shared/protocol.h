@@ -110,6 +110,20 @@ struct Heartbeat {
   std::vector<TaskRef> running;
 };
 
+// Part of a frame split across tasks: pixels [x0, x1) x [y0, y1) of the whole frame (a tile;
+// all zero means the whole frame), and samples [sample_begin, sample_end) of every pixel
+// (sample_end < 0 means all of the scene's samples).
+struct FramePart {
+  int x0 = 0;
+  int y0 = 0;
+  int x1 = 0;
+  int y1 = 0;
+  int sample_begin = 0;
+  int sample_end = -1;
+  bool whole_region() const { return x1 <= x0 || y1 <= y0; }
+  bool whole() const { return whole_region() && sample_begin == 0 && sample_end < 0; }
+};
+
 struct Assign {
   int64_t task_id = 0;
   int attempt = 0;
@@ -119,6 +133,7 @@ struct Assign {
   std::string scene_yaml;
   std::string renderer = "pathtracer";  // spec::kRenderer*: noop tasks report done at once
   std::vector<int> gpus;                // CUDA device indices pinned to this task (may be empty)
+  FramePart part;                       // the part of each frame this task renders
 };
 
 struct Progress {
@@ -140,6 +155,7 @@ struct FrameResult {
   // EXR channel names, beauty first ("R", "G", "B", "A", "albedo.R", ..., "Z"); empty means
   // R, G, B, A.
   std::vector<std::string> channel_names;
+  FramePart part;  // which part of the frame the pixels are (width x height is the part's size)
 };
 
 struct TaskDone {
@@ -194,11 +210,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, versio
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
-                                                frame_end, scene_yaml, renderer, gpus)
+                                                frame_end, scene_yaml, renderer, gpus, part)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
-                                                channels, render_seconds, backend, channel_names)
+                                                channels, render_seconds, backend, channel_names,
+                                                part)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
