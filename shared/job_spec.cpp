@@ -31,6 +31,23 @@ StatusOr<int> ParseFrameNumber(const std::string& s, const std::string& what) {
   return std::stoi(s);
 }
 
+// "4x2": columns x rows, each a small positive number.
+Status ParseTiles(const std::string& text, int* x, int* y) {
+  const Status bad =
+      Status::InvalidArgument("tiles: expected COLUMNSxROWS such as 4x2, got '" + text + "'");
+  const size_t sep = text.find_first_of("xX");
+  if (sep == std::string::npos || sep == 0 || sep + 1 >= text.size() || sep > 4 ||
+      text.size() - sep - 1 > 4) {
+    return bad;
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i != sep && !std::isdigit(static_cast<unsigned char>(text[i]))) return bad;
+  }
+  *x = std::stoi(text.substr(0, sep));
+  *y = std::stoi(text.substr(sep + 1));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseFrameRange(const std::string& text, int* start, int* end) {
@@ -125,6 +142,36 @@ Status ValidateJob(const JobSpec& job) {
   if (job.chunk_size < 1 || job.chunk_size > kMaxChunkSize) {
     return Status::InvalidArgument("chunk_size: must be in [1, " + std::to_string(kMaxChunkSize) +
                                    "], got " + std::to_string(job.chunk_size));
+  }
+  if (job.tiles_x < 1 || job.tiles_y < 1 || job.tiles_x > kMaxTilesPerSide ||
+      job.tiles_y > kMaxTilesPerSide) {
+    return Status::InvalidArgument("tiles: each side must be in [1, " +
+                                   std::to_string(kMaxTilesPerSide) + "], got " +
+                                   std::to_string(job.tiles_x) + "x" + std::to_string(job.tiles_y));
+  }
+  if (job.sample_parts < 1 || job.sample_parts > kMaxSampleParts) {
+    return Status::InvalidArgument("sample_parts: must be in [1, " +
+                                   std::to_string(kMaxSampleParts) + "], got " +
+                                   std::to_string(job.sample_parts));
+  }
+  if (job.splits_frames()) {
+    const char* field = job.tiles_x * job.tiles_y > 1 ? "tiles" : "sample_parts";
+    if (job.renderer != kRendererPathTracer) {
+      return Status::InvalidArgument(std::string(field) + ": only the " + kRendererPathTracer +
+                                     " renderer splits frames (this job uses " + job.renderer +
+                                     ")");
+    }
+    if (job.chunk_size != 1) {
+      return Status::InvalidArgument("chunk_size: must be 1 when frames are split by " +
+                                     std::string(field));
+    }
+  }
+  const int64_t tasks = (job.frame_count() + job.chunk_size - 1) / std::max(1, job.chunk_size) *
+                        job.tiles_x * job.tiles_y * job.sample_parts;
+  if (tasks > kMaxTasksPerJob) {
+    return Status::InvalidArgument("frames: " + std::to_string(tasks) +
+                                   " tasks (frames x tiles x sample_parts) is over the limit of " +
+                                   std::to_string(kMaxTasksPerJob) + " per job");
   }
   if (job.priority < 0 || job.priority > 100) {
     return Status::InvalidArgument("priority: must be in [0, 100], got " +
@@ -248,6 +295,10 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     r.Fail(ParseFrameRange(frames.Scalar(), &job.frame_start, &job.frame_end));
   }
 
+  std::string tiles;
+  r.Optional("tiles", &tiles).Optional("sample_parts", &job.sample_parts);
+  if (r.ok() && !tiles.empty()) r.Fail(ParseTiles(tiles, &job.tiles_x, &job.tiles_y));
+
   r.Optional("chunk_size", &job.chunk_size)
       .Optional("priority", &job.priority)
       .Optional("max_retries", &job.max_retries)
@@ -295,6 +346,41 @@ std::vector<FrameChunk> ExpandFrames(const JobSpec& job) {
     chunks.push_back({index++, static_cast<int>(f), static_cast<int>(last)});
   }
   return chunks;
+}
+
+Status SplitFrames(JobSpec* job, int width, int height, int samples) {
+  job->parts.clear();
+  if (!job->splits_frames()) return Status::Ok();
+  if (job->tiles_x > width || job->tiles_y > height) {
+    return Status::InvalidArgument("tiles: " + std::to_string(job->tiles_x) + "x" +
+                                   std::to_string(job->tiles_y) + " tiles do not fit a " +
+                                   std::to_string(width) + "x" + std::to_string(height) + " frame");
+  }
+  if (job->sample_parts > samples) {
+    return Status::InvalidArgument("sample_parts: " + std::to_string(job->sample_parts) +
+                                   " parts of " + std::to_string(samples) +
+                                   " samples per pixel would leave parts empty");
+  }
+  // Even splits by integer division: every pixel and every sample belongs to exactly one part.
+  for (int p = 0; p < job->sample_parts; ++p) {
+    for (int ty = 0; ty < job->tiles_y; ++ty) {
+      for (int tx = 0; tx < job->tiles_x; ++tx) {
+        protocol::FramePart part;
+        if (job->tiles_x * job->tiles_y > 1) {
+          part.x0 = static_cast<int>(int64_t{width} * tx / job->tiles_x);
+          part.x1 = static_cast<int>(int64_t{width} * (tx + 1) / job->tiles_x);
+          part.y0 = static_cast<int>(int64_t{height} * ty / job->tiles_y);
+          part.y1 = static_cast<int>(int64_t{height} * (ty + 1) / job->tiles_y);
+        }
+        if (job->sample_parts > 1) {
+          part.sample_begin = static_cast<int>(int64_t{samples} * p / job->sample_parts);
+          part.sample_end = static_cast<int>(int64_t{samples} * (p + 1) / job->sample_parts);
+        }
+        job->parts.push_back(part);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 std::string EffectivePattern(const JobSpec& job) {

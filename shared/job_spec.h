@@ -12,7 +12,14 @@
 //                            #   caps in the scheduler config `projects:`), then users, then jobs
 //   user: ana                # [the submitting user; the CLI fills in $USER] same name rules
 //   frames: 1-12             # required; "A-B" inclusive, or a single frame number
-//   chunk_size: 1            # [1] frames per task, 1..1000
+//   chunk_size: 1            # [1] frames per task, 1..1000 (1 when frames are split)
+//   tiles: 4x2               # [1x1] split each frame into columns x rows tiles (each side
+//                            #   1..kMaxTilesPerSide, at most the frame's pixels); pathtracer only
+//   sample_parts: 4          # [1] split each frame's samples into this many disjoint ranges
+//                            #   (1..kMaxSampleParts, at most the scene's samples); pathtracer
+//                            #   only. Tiles x parts tasks per frame; the scheduler merges them
+//                            #   exactly (bit-identical to the frame rendered whole) as soon as a
+//                            #   frame's last part arrives
 //   priority: 50             # [50] 0..100, higher runs first
 //   max_retries: 3           # [3] render failures a task may have before it fails, 0..100
 //   task_timeout: 0          # [0 = none] seconds a task may run before it counts as failed
@@ -37,7 +44,8 @@
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
 //     formats: [exr, png]    # [exr, png] linear EXR and/or an sRGB PNG preview
 //
-// Limits: at most kMaxFramesPerJob frames per job, frame numbers within [kMinFrame, kMaxFrame].
+// Limits: at most kMaxFramesPerJob frames and kMaxTasksPerJob tasks per job, frame numbers within
+// [kMinFrame, kMaxFrame].
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -45,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shared/protocol.h"
 #include "shared/status.h"
 
 namespace tessera::spec {
@@ -53,6 +62,9 @@ inline constexpr int64_t kMaxFramesPerJob = 100000;
 inline constexpr int kMinFrame = -1000000;
 inline constexpr int kMaxFrame = 10000000;
 inline constexpr int kMaxChunkSize = 1000;
+inline constexpr int64_t kMaxTasksPerJob = 1000000;
+inline constexpr int kMaxTilesPerSide = 64;
+inline constexpr int kMaxSampleParts = 256;
 inline constexpr int kMaxRetries = 100;
 inline constexpr int kMaxTaskTimeoutSeconds = 7 * 24 * 3600;
 inline constexpr size_t kMaxDependencies = 100;
@@ -89,6 +101,12 @@ struct JobSpec {
   int frame_start = 0;
   int frame_end = 0;  // inclusive
   int chunk_size = 1;
+  int tiles_x = 1;  // columns
+  int tiles_y = 1;  // rows
+  int sample_parts = 1;
+  // The part of each frame each task renders (filled in by SplitFrames once the scene is known;
+  // empty means one task renders the whole frame).
+  std::vector<protocol::FramePart> parts;
   int priority = 50;
   int max_retries = 3;
   int task_timeout = 0;                   // seconds; 0 = none
@@ -104,6 +122,7 @@ struct JobSpec {
   OutputSpec output;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }
+  bool splits_frames() const { return tiles_x * tiles_y * sample_parts > 1; }
   // Whether its tasks send frame results (noop tasks only report done).
   bool produces_frames() const { return renderer != kRendererNoop; }
 };
@@ -123,6 +142,10 @@ Status ValidateJob(const JobSpec& job);
 
 // Splits the frame range into tasks of chunk_size frames (the last one may be shorter).
 std::vector<FrameChunk> ExpandFrames(const JobSpec& job);
+
+// Fills job->parts from tiles and sample_parts for a frame of width x height pixels and `samples`
+// samples per pixel; an error names the field that does not fit the scene.
+Status SplitFrames(JobSpec* job, int width, int height, int samples);
 
 // The effective output pattern and file name for a frame: "beauty.####" + 7 + "exr" ->
 // "beauty.0007.exr". Negative frames keep their sign: "beauty.-007.exr".

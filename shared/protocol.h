@@ -156,7 +156,13 @@ struct FrameResult {
   // R, G, B, A.
   std::vector<std::string> channel_names;
   FramePart part;  // which part of the frame the pixels are (width x height is the part's size)
+  // How the payload is encoded: "" = float32 pixels (width x height x channels);
+  // kEncodingAccumulation = the path tracer's exact accumulation (plugins/pathtracer/
+  // accumulation.h), which the scheduler merges with the frame's other parts.
+  std::string encoding;
 };
+
+inline constexpr const char* kEncodingAccumulation = "accumulation";
 
 struct TaskDone {
   int64_t task_id = 0;
@@ -216,7 +222,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,
-                                                part)
+                                                part, encoding)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)

@@ -8,6 +8,8 @@
 #include <exception>
 #include <zmq_addon.hpp>
 
+#include "plugins/pathtracer/accumulation.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -126,6 +128,11 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     request.on_progress = [this, index, frame_count](double fraction) {
       progress_.store((index + std::clamp(fraction, 0.0, 1.0)) / frame_count);
     };
+    const protocol::FramePart& part = assign_.part;
+    if (!part.whole_region())
+      request.region = pathtracer::PixelRegion{part.x0, part.y0, part.x1, part.y1};
+    request.sample_begin = part.sample_begin;
+    request.sample_end = part.sample_end;
 
     const auto frame_start = Clock::now();
     StatusOr<pathtracer::RenderedImage> image = settings_.render(*scene, request);
@@ -141,7 +148,15 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
                               std::to_string(image->width) + "x" + std::to_string(image->height) +
                               "x" + std::to_string(image->channels) + " image");
     }
-    const size_t bytes = expected * sizeof(float);
+    // A part of a split frame travels as its exact accumulation (integer sums), so the
+    // scheduler's merge is bit-identical to the frame rendered whole; a whole frame as floats.
+    std::string accumulation;
+    if (!part.whole()) {
+      StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(*image);
+      if (!bytes.ok()) return bytes.status().WithContext("frame " + std::to_string(frame));
+      accumulation = std::move(*bytes);
+    }
+    const size_t bytes = part.whole() ? expected * sizeof(float) : accumulation.size();
     if (static_cast<int64_t>(bytes) > protocol::kMaxMessageBytes - 65536) {
       return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
                                        std::to_string(bytes) +
@@ -159,7 +174,11 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     result.render_seconds = seconds;
     result.backend = image->backend;
     result.channel_names = image->channel_names;
-    zmq::message_t payload(image->pixels.data(), bytes);
+    result.part = part;
+    if (!part.whole()) result.encoding = protocol::kEncodingAccumulation;
+    zmq::message_t payload(part.whole() ? static_cast<const void*>(image->pixels.data())
+                                        : static_cast<const void*>(accumulation.data()),
+                           bytes);
     Send(out, false,
          protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
     progress_.store(static_cast<double>(index + 1) / frame_count);

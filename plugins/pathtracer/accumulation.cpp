@@ -44,7 +44,7 @@ void Put(std::string* out, const T& v) {
 }
 
 template <typename T>
-bool Get(const std::string& in, size_t* pos, T* v) {
+bool Get(std::string_view in, size_t* pos, T* v) {
   if (in.size() - *pos < sizeof(T) || *pos > in.size()) return false;
   std::memcpy(v, in.data() + *pos, sizeof(T));
   *pos += sizeof(T);
@@ -169,7 +169,7 @@ StatusOr<RenderedImage> AssembleTiles(const std::vector<RenderedImage>& tiles) {
   return frame;
 }
 
-Status SaveCheckpoint(const RenderedImage& image, const std::string& path) {
+StatusOr<std::string> SerializeAccumulation(const RenderedImage& image) {
   TSR_RETURN_IF_ERROR(CheckShape(image));
   std::string data(kMagic, sizeof kMagic);
   const int32_t header[10] = {
@@ -184,25 +184,11 @@ Status SaveCheckpoint(const RenderedImage& image, const std::string& path) {
   }
   data.append(reinterpret_cast<const char*>(image.sums.data()),
               image.sums.size() * sizeof(int64_t));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.flush();
-    if (!out) return Status::Internal("checkpoint '" + tmp + "': write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::Internal("checkpoint '" + path + "': " + ec.message());
-  return Status::Ok();
+  return data;
 }
 
-StatusOr<RenderedImage> LoadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("checkpoint '" + path + "': cannot open");
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const Status corrupt =
-      Status::InvalidArgument("checkpoint '" + path + "': not a checkpoint or truncated");
+StatusOr<RenderedImage> ParseAccumulation(std::string_view data) {
+  const Status corrupt = Status::InvalidArgument("not an accumulation, or truncated");
   if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
     return corrupt;
   }
@@ -224,13 +210,17 @@ StatusOr<RenderedImage> LoadCheckpoint(const std::string& path) {
   image.sample_begin = h[8];
   image.sample_count = h[9];
   if (image.width <= 0 || image.height <= 0 || image.channels <= 0 ||
-      image.channels > kernel::kNumSampleValues || image.width > 16384 || image.height > 16384) {
+      image.channels > kernel::kNumSampleValues || image.width > 16384 || image.height > 16384 ||
+      image.frame_width < image.width || image.frame_height < image.height || image.x0 < 0 ||
+      image.y0 < 0 || image.x0 > image.frame_width - image.width ||
+      image.y0 > image.frame_height - image.height || image.sample_begin < 0 ||
+      image.sample_count < 0) {
     return corrupt;
   }
   for (int c = 0; c < image.channels; ++c) {
     uint32_t len;
     if (!Get(data, &pos, &len) || len > 64 || data.size() - pos < len) return corrupt;
-    image.channel_names.push_back(data.substr(pos, len));
+    image.channel_names.emplace_back(data.substr(pos, len));
     pos += len;
   }
   const size_t n = static_cast<size_t>(image.width) * image.height * image.channels;
@@ -239,6 +229,30 @@ StatusOr<RenderedImage> LoadCheckpoint(const std::string& path) {
   std::memcpy(image.sums.data(), data.data() + pos, n * sizeof(int64_t));
   image.backend = "checkpoint";
   FinishPixels(&image);
+  return image;
+}
+
+Status SaveCheckpoint(const RenderedImage& image, const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string data, SerializeAccumulation(image));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) return Status::Internal("checkpoint '" + tmp + "': write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Internal("checkpoint '" + path + "': " + ec.message());
+  return Status::Ok();
+}
+
+StatusOr<RenderedImage> LoadCheckpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("checkpoint '" + path + "': cannot open");
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  StatusOr<RenderedImage> image = ParseAccumulation(data);
+  if (!image.ok()) return image.status().WithContext("checkpoint '" + path + "'");
   return image;
 }
 

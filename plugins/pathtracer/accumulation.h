@@ -5,6 +5,7 @@
 // checkpoint is bit-identical to the frame rendered whole (on the same backend).
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plugins/pathtracer/renderer.h"
@@ -31,6 +32,12 @@ Status PasteTile(const RenderedImage& tile, RenderedImage* frame);
 
 // Pastes tiles into a new frame; they must cover it exactly once.
 StatusOr<RenderedImage> AssembleTiles(const std::vector<RenderedImage>& tiles);
+
+// The accumulation (not the derived pixels) with its frame, region, sample range, channel names
+// and scene hash as bytes: how the parts of a split frame travel to the scheduler and wait there
+// for the rest of the frame. Parse checks the shape and recomputes the pixels.
+StatusOr<std::string> SerializeAccumulation(const RenderedImage& image);
+StatusOr<RenderedImage> ParseAccumulation(std::string_view data);
 
 // Writes the accumulation (not the derived pixels) with its frame, region, sample range, channel
 // names and scene hash; the file is replaced atomically (written aside, then renamed).

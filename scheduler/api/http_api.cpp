@@ -90,6 +90,7 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
   if (job.produces_frames()) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
+    TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples));
   }
   return job;
 }

@@ -1,7 +1,9 @@
 #include "scheduler/assembler/assembler.h"
 
 #include <filesystem>
+#include <map>
 
+#include "plugins/pathtracer/accumulation.h"
 #include "shared/job_spec.h"
 
 namespace tessera::assembler {
@@ -21,16 +23,28 @@ Assembler::~Assembler() {
 }
 
 void Assembler::Submit(FrameJob job) {
+  Enqueue([job = std::move(job)] { return WriteFrame(job); });
+}
+
+void Assembler::SubmitPart(PartJob job) {
+  Enqueue([job = std::move(job)] { return StorePart(job); });
+}
+
+void Assembler::Assemble(AssembleJob job) {
+  Enqueue([job = std::move(job)] { return AssembleFrame(job); });
+}
+
+void Assembler::Enqueue(std::function<FrameWritten()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(job));
+    queue_.push_back(std::move(work));
   }
   cv_.notify_one();
 }
 
 void Assembler::Run() {
   for (;;) {
-    FrameJob job;
+    std::function<FrameWritten()> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -38,7 +52,7 @@ void Assembler::Run() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    on_written_(WriteFrame(job));
+    on_written_(job());
   }
 }
 
@@ -62,6 +76,107 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
     }
     done.files.push_back(path);
   }
+  return done;
+}
+
+std::string PartsDir(const std::string& output_dir, int frame) {
+  return (std::filesystem::path(output_dir) / ".parts" / std::to_string(frame)).string();
+}
+
+FrameWritten Assembler::StorePart(const PartJob& job) {
+  FrameWritten done{
+      job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}, FrameWritten::Kind::kPart};
+  // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
+  // task's failure now, not the frame's at assembly time.
+  StatusOr<pathtracer::RenderedImage> part = pathtracer::ParseAccumulation(job.accumulation);
+  if (!part.ok()) {
+    done.status = part.status().WithContext("part of frame " + std::to_string(job.frame));
+    return done;
+  }
+  const protocol::FramePart& a = job.assigned;
+  const bool region_ok = a.whole_region()
+                             ? part->x0 == 0 && part->y0 == 0 && part->width == part->frame_width &&
+                                   part->height == part->frame_height
+                             : part->x0 == a.x0 && part->y0 == a.y0 && part->width == a.x1 - a.x0 &&
+                                   part->height == a.y1 - a.y0;
+  const bool samples_ok = part->sample_begin == a.sample_begin &&
+                          (a.sample_end < 0 || part->sample_count == a.sample_end - a.sample_begin);
+  if (part->frame != job.frame || !region_ok || !samples_ok) {
+    done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
+                                          " is not the part the task was assigned");
+    return done;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(job.parts_dir, ec);
+  if (ec) {
+    done.status = Status::Internal("cannot create " + job.parts_dir + ": " + ec.message());
+    return done;
+  }
+  const std::string path =
+      (std::filesystem::path(job.parts_dir) / (std::to_string(job.task_id) + ".acc")).string();
+  done.status = pathtracer::SaveCheckpoint(*part, path);
+  if (done.status.ok()) done.files.push_back(path);
+  return done;
+}
+
+FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
+  FrameWritten done{job.job_id,
+                    job.task_id,
+                    job.attempt,
+                    job.frame,
+                    Status::Ok(),
+                    {},
+                    FrameWritten::Kind::kAssembled};
+  const std::string dir = PartsDir(job.output_dir, job.frame);
+  done.parts_dir = dir;
+  std::vector<pathtracer::RenderedImage> parts;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".acc") continue;
+    StatusOr<pathtracer::RenderedImage> part = pathtracer::LoadCheckpoint(entry.path().string());
+    if (!part.ok()) {
+      done.status = part.status();
+      return done;
+    }
+    parts.push_back(std::move(*part));
+  }
+  if (ec || static_cast<int>(parts.size()) != job.parts) {
+    done.status = Status::Internal("frame " + std::to_string(job.frame) + ": found " +
+                                   std::to_string(parts.size()) + " of " +
+                                   std::to_string(job.parts) + " parts in " + dir);
+    return done;
+  }
+  // Sample parts of the same tile merge into one accumulation; the tiles then fill the frame.
+  std::map<std::pair<int, int>, std::vector<pathtracer::RenderedImage>> by_tile;
+  for (auto& p : parts) by_tile[{p.y0, p.x0}].push_back(std::move(p));
+  std::vector<pathtracer::RenderedImage> tiles;
+  for (auto& [corner, samples] : by_tile) {
+    StatusOr<pathtracer::RenderedImage> merged = pathtracer::MergeSampleParts(samples);
+    if (!merged.ok()) {
+      done.status = merged.status().WithContext("frame " + std::to_string(job.frame));
+      return done;
+    }
+    tiles.push_back(std::move(*merged));
+  }
+  StatusOr<pathtracer::RenderedImage> frame = pathtracer::AssembleTiles(tiles);
+  if (!frame.ok()) {
+    done.status = frame.status().WithContext("frame " + std::to_string(job.frame));
+    return done;
+  }
+  FrameJob out;
+  out.job_id = job.job_id;
+  out.frame = job.frame;
+  out.output_dir = job.output_dir;
+  out.pattern = job.pattern;
+  out.formats = job.formats;
+  out.image.width = frame->width;
+  out.image.height = frame->height;
+  out.image.channels = frame->channels;
+  out.image.channel_names = frame->channel_names;
+  out.image.pixels = std::move(frame->pixels);
+  FrameWritten written = WriteFrame(out);
+  done.status = written.status;
+  done.files = written.files;
   return done;
 }
 

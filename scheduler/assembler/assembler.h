@@ -2,6 +2,15 @@
 // The assembler turns frame results into output files (linear EXR + sRGB PNG preview) on its own
 // thread pool, so the broker's poll loop never waits on image encoding or disk I/O.
 //
+// Split frames: each part (a tile and/or sample range, as the path tracer's exact accumulation)
+// is checked against what its task was assigned and kept in the frame's parts directory
+// (<output dir>/.parts/<frame>/<task id>.acc, written aside and renamed). When the broker has
+// every part of a frame, Assemble() merges the sample parts of each tile, pastes the tiles into
+// the frame -- bit-identical to the frame rendered whole -- and writes the outputs; the broker
+// removes the parts once the frame's last part is recorded done. The parts are files, not
+// memory, so a scheduler restart at any point loses nothing: the broker finds the directory
+// again at start-up, and assembling twice writes the same frame.
+//
 // Threads: Submit() may be called from any thread; `on_written` runs on an assembler thread.
 
 #include <condition_variable>
@@ -14,6 +23,7 @@
 #include <vector>
 
 #include "shared/image_io.h"
+#include "shared/protocol.h"
 #include "shared/status.h"
 
 namespace tessera::assembler {
@@ -29,14 +39,43 @@ struct FrameJob {
   image::ImageBuffer image;
 };
 
-struct FrameWritten {
+// One part of a split frame, as a worker sent it.
+struct PartJob {
   int64_t job_id = 0;
   int64_t task_id = 0;
   int attempt = 0;
   int frame = 0;
-  Status status;  // ok, or why the frame could not be written
-  std::vector<std::string> files;
+  std::string parts_dir;         // PartsDir(output_dir, frame)
+  protocol::FramePart assigned;  // what the task was told to render
+  std::string accumulation;      // pathtracer::SerializeAccumulation bytes
 };
+
+// Every part of one frame is stored: merge them and write the frame.
+struct AssembleJob {
+  int64_t job_id = 0;
+  int64_t task_id = 0;  // the frame's last part, recorded done once the frame is written (0: none)
+  int attempt = 0;
+  int frame = 0;
+  std::string output_dir;
+  std::string pattern;
+  std::vector<std::string> formats;
+  int parts = 0;  // how many parts make the frame
+};
+
+struct FrameWritten {
+  enum class Kind { kFrame, kPart, kAssembled };
+  int64_t job_id = 0;
+  int64_t task_id = 0;  // for kAssembled: AssembleJob::task_id
+  int attempt = 0;
+  int frame = 0;
+  Status status;  // ok, or why the frame (or part) could not be written
+  std::vector<std::string> files;
+  Kind kind = Kind::kFrame;
+  std::string parts_dir;  // kAssembled: where the frame's parts are
+};
+
+// Where a split frame's parts wait for each other.
+std::string PartsDir(const std::string& output_dir, int frame);
 
 class Assembler {
  public:
@@ -46,17 +85,22 @@ class Assembler {
   Assembler& operator=(const Assembler&) = delete;
 
   void Submit(FrameJob job);
+  void SubmitPart(PartJob job);
+  void Assemble(AssembleJob job);
 
-  // Writes one frame synchronously (also used by tests).
+  // The same work, synchronously (also used by tests).
   static FrameWritten WriteFrame(const FrameJob& job);
+  static FrameWritten StorePart(const PartJob& job);
+  static FrameWritten AssembleFrame(const AssembleJob& job);
 
  private:
+  void Enqueue(std::function<FrameWritten()> work);
   void Run();
 
   std::function<void(FrameWritten)> on_written_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<FrameJob> queue_;
+  std::deque<std::function<FrameWritten()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

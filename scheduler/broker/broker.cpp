@@ -82,6 +82,7 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
       options_.assembler_threads,
       [this](assembler::FrameWritten w) { Post([this, w = std::move(w)] { OnFrameWritten(w); }); });
   LoadTasks(std::nullopt);
+  ResumeAssemblies();
   started.set_value(endpoint);
   spdlog::info("broker listening on {} (heartbeat {} ms, liveness {})", endpoint,
                options_.heartbeat_ms, options_.liveness);
@@ -443,8 +444,9 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   task.attempt = attempt;
   ++job.dispatched;
   AddLease(task, identity, worker, attempt, gpus);
-  protocol::Assign assign{task.task_id,   attempt,         task.job_id,  task.frame_start,
-                          task.frame_end, *job.scene_yaml, job.renderer, std::move(gpus)};
+  protocol::Assign assign{task.task_id,     attempt,         task.job_id,
+                          task.frame_start, task.frame_end,  *job.scene_yaml,
+                          job.renderer,     std::move(gpus), task.part};
   Send(identity, protocol::Encode(MessageType::kAssign, assign));
   // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
   spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,

@@ -96,6 +96,7 @@ class Broker {
     std::string output_dir;
     std::string pattern;
     std::vector<std::string> formats;
+    int parts_per_frame = 1;  // tasks that make one frame (tiles x sample parts)
     std::shared_ptr<const std::string> scene_yaml;
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
@@ -134,6 +135,8 @@ class Broker {
     std::vector<Lease> leases;    // running copies
     std::set<int> frames_written;
     std::map<int, int> frames_in_flight;  // frame -> attempt: with the assembler, not written
+    protocol::FramePart part;             // of each of its frames (default: whole frames)
+    bool assembling = false;              // its frame's last part: the frame is being written
     int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
     int64_t done_worker_id = 0;           // and the worker it ran on
     double done_seconds = 0;              // how long that copy ran
@@ -263,6 +266,13 @@ class Broker {
   bool WaitsOnFrames(const LiveTask& task, const JobInfo& job);
   FrameGate& GateFor(int64_t job_id);
   void OnFramesDone(int64_t job_id, int frame_start, int frame_end);
+  // Split frames: whether the task is its frame's last part not yet done; that one is recorded
+  // done only after AssembleFrame has written the frame (OnFrameAssembled).
+  bool IsLastPart(const LiveTask& task) const;
+  void AssembleFrame(LiveTask& task, const JobInfo& job);
+  void OnFrameAssembled(const assembler::FrameWritten& written);
+  // At start-up: frames whose parts were all stored before a restart but never assembled.
+  void ResumeAssemblies();
   void DropWorker(const std::string& identity, const std::string& reason);
   Status LoadJob(int64_t job_id);
   void LoadTasks(std::optional<int64_t> job_id);
@@ -290,6 +300,8 @@ class Broker {
   std::map<std::string, int> limits_in_use_;      // named limit -> running tasks holding it
   policy::FarmShares shares_;                     // fair share: running tasks by project and user
   std::unordered_map<int64_t, FrameGate> gates_;  // by depended-on job id
+  // Split frames not yet assembled: (job, frame) -> its part tasks not yet done.
+  std::map<std::pair<int64_t, int>, int> parts_left_;
   // Tasks that were running when the scheduler stopped, held out of the queue until their
   // worker re-attaches them or the deadline passes.
   std::map<int64_t, std::chrono::steady_clock::time_point> reattach_;

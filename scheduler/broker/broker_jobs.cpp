@@ -225,6 +225,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.output_dir = job.output_dir;
   info.pattern = job.output_pattern;
   info.formats = job.output_formats;
+  info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
@@ -281,7 +282,9 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
     live.attempt = t.attempt;
     live.failures = t.failures;
     live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
+    live.part = t.part;
     ++jobs_[t.job_id].unfinished;
+    if (jobs_[t.job_id].parts_per_frame > 1) ++parts_left_[{t.job_id, t.frame_start}];
     const LiveTask& task = tasks_.emplace(t.id, std::move(live)).first->second;
     if (t.interrupted) {
       // Its worker is probably still rendering it and will re-attach when it re-registers.

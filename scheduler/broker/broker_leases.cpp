@@ -6,8 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 
 #include "scheduler/broker/broker.h"
 
@@ -64,9 +66,12 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
   if (!task) return;
   const JobInfo& job = jobs_[task->job_id];
-  const size_t expected = static_cast<size_t>(std::max(0, m->width)) *
-                          static_cast<size_t>(std::max(0, m->height)) *
-                          static_cast<size_t>(std::max(0, m->channels)) * sizeof(float);
+  // A part of a split frame is the path tracer's accumulation (checked by the assembler
+  // against the task's part); a whole frame is width x height x channels floats.
+  const bool part = !task->part.whole();
+  const size_t expected =
+      static_cast<size_t>(std::max(0, m->width)) * static_cast<size_t>(std::max(0, m->height)) *
+      static_cast<size_t>(std::max(0, m->channels)) * (part ? sizeof(int64_t) : sizeof(float));
   std::string problem;
   if (!job.produces_frames) {
     problem = "renderer " + job.renderer + " sends no frames";
@@ -79,9 +84,12 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
               m->channel_names.size() != static_cast<size_t>(m->channels))) {
     problem = "image size " + std::to_string(m->width) + "x" + std::to_string(m->height) + "x" +
               std::to_string(m->channels) + " is out of range";
-  } else if (env.payload.size() != expected) {
+  } else if (m->encoding != (part ? protocol::kEncodingAccumulation : "")) {
+    problem = "encoding '" + m->encoding + "' is not what a " +
+              (part ? "part of a split frame" : "whole frame") + " is sent as";
+  } else if (part ? env.payload.size() < expected : env.payload.size() != expected) {
     problem = "payload is " + std::to_string(env.payload.size()) + " bytes, expected " +
-              std::to_string(expected);
+              (part ? "at least " : "") + std::to_string(expected);
   } else if (task->frames_written.count(m->frame) || task->frames_in_flight.count(m->frame)) {
     return;  // duplicate delivery, or the other copy delivered this frame first
   }
@@ -91,6 +99,22 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     ChargeWorker(*task, worker);
     EndLease(*task, identity, "bad frame result: " + problem, /*count_failure=*/true,
              /*cancel=*/true);
+    return;
+  }
+  task->frames_in_flight[m->frame] = m->attempt;
+  task->LeaseOn(identity)->last_progress = Clock::now();
+  spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
+                m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
+  if (part) {
+    assembler::PartJob out;
+    out.job_id = task->job_id;
+    out.task_id = task->task_id;
+    out.attempt = m->attempt;
+    out.frame = m->frame;
+    out.parts_dir = assembler::PartsDir(job.output_dir, m->frame);
+    out.assigned = task->part;
+    out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
+    assembler_->SubmitPart(std::move(out));
     return;
   }
   assembler::FrameJob out;
@@ -107,14 +131,14 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image.channel_names = m->channel_names;
   out.image.pixels.resize(expected / sizeof(float));
   std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
-  task->frames_in_flight[m->frame] = m->attempt;
-  task->LeaseOn(identity)->last_progress = Clock::now();
   assembler_->Submit(std::move(out));
-  spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
-                m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
 }
 
 void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
+  if (written.kind == assembler::FrameWritten::Kind::kAssembled) {
+    OnFrameAssembled(written);
+    return;
+  }
   auto it = tasks_.find(written.task_id);
   if (it == tasks_.end()) return;
   LiveTask& task = it->second;
@@ -169,16 +193,118 @@ void Broker::MaybeComplete(LiveTask& task) {
   }
   // The first copy to deliver wins; a backup still running lost the race.
   CancelAllLeases(task);
+  if (job.parts_per_frame > 1 && IsLastPart(task)) {
+    // Recorded done only once its frame is written (OnFrameAssembled): the job is never done
+    // before its frames are on disk, and a restart before then renders this part again.
+    AssembleFrame(task, job);
+    return;
+  }
   if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id); !s.ok()) {
     spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
     return;
   }
   ++job.tasks_done;
   job.done_seconds += task.done_seconds;
+  if (job.parts_per_frame > 1) {
+    --parts_left_[{task.job_id, task.frame_start}];  // not the last: IsLastPart said so
+    Forget(task.task_id);
+    return;
+  }
   spdlog::debug("job {} task {} (frames {}-{}) done, attempt {}", task.job_id, task.task_id,
                 task.frame_start, task.frame_end, attempt);
   OnFramesDone(task.job_id, task.frame_start, task.frame_end);
   Forget(task.task_id);
+}
+
+bool Broker::IsLastPart(const LiveTask& task) const {
+  auto left = parts_left_.find({task.job_id, task.frame_start});
+  return left == parts_left_.end() || left->second <= 1;
+}
+
+void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
+  task.assembling = true;
+  assembler::AssembleJob assemble;
+  assemble.job_id = task.job_id;
+  assemble.task_id = task.task_id;
+  assemble.attempt = task.done_attempt;
+  assemble.frame = task.frame_start;
+  assemble.output_dir = job.output_dir;
+  assemble.pattern = job.pattern;
+  assemble.formats = job.formats;
+  assemble.parts = job.parts_per_frame;
+  assembler_->Assemble(std::move(assemble));
+}
+
+void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
+  auto it = tasks_.find(written.task_id);
+  LiveTask* task = it != tasks_.end() && it->second.assembling ? &it->second : nullptr;
+  if (!written.status.ok()) {
+    // Every part was checked when it arrived, so this is the farm's disk or a part damaged on
+    // it: the last part's task fails with the reason (the parts stay on disk for a look;
+    // re-rendering the frame tries again).
+    const std::string message = "frame " + std::to_string(written.frame) +
+                                " could not be assembled: " + written.status.message();
+    spdlog::error("job {}: {}", written.job_id, message);
+    (void)store_.AddEvent(written.job_id, std::nullopt, std::nullopt, "frame_failed", message);
+    if (task) {
+      if (Status s = store_.FailTask(task->task_id, task->done_attempt, message); !s.ok()) {
+        spdlog::error("task {}: {}", task->task_id, s.ToString());
+      }
+      parts_left_.erase({task->job_id, task->frame_start});
+      Forget(task->task_id);
+    }
+    return;
+  }
+  if (task) {
+    if (Status s = store_.FinishTask(task->task_id, task->done_attempt, task->done_worker_id);
+        !s.ok()) {
+      spdlog::error("task {}: cannot record completion: {}", task->task_id, s.ToString());
+      return;
+    }
+    JobInfo& job = jobs_[task->job_id];
+    ++job.tasks_done;
+    job.done_seconds += task->done_seconds;
+    parts_left_.erase({task->job_id, task->frame_start});
+    Forget(task->task_id);
+  }
+  spdlog::debug("job {}: frame {} assembled", written.job_id, written.frame);
+  OnFramesDone(written.job_id, written.frame, written.frame);
+  // The frame is written and its last part recorded: the parts go once that is committed.
+  after_commit_.push_back([dir = std::filesystem::path(written.parts_dir)] {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(dir.parent_path(), ec);  // only when no other frame's parts wait
+  });
+}
+
+void Broker::ResumeAssemblies() {
+  StatusOr<std::vector<store::JobRecord>> jobs = store_.ListJobs(std::nullopt, 1000000);
+  if (!jobs.ok()) {
+    spdlog::error("cannot list jobs to resume frame assembly: {}", jobs.status().ToString());
+    return;
+  }
+  for (const store::JobRecord& job : *jobs) {
+    if (job.parts_per_frame <= 1 || job.state == store::JobState::kCanceled) continue;
+    std::error_code ec;
+    const auto root = std::filesystem::path(job.output_dir) / ".parts";
+    for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+      int frame = 0;
+      const std::string name = entry.path().filename().string();
+      const char* end = name.data() + name.size();
+      if (std::from_chars(name.data(), end, frame).ptr != end) continue;
+      if (parts_left_.count({job.id, frame})) continue;  // parts still being rendered
+      spdlog::info("job {}: assembling frame {}, whose parts were stored before a restart", job.id,
+                   frame);
+      assembler::AssembleJob assemble;
+      assemble.job_id = job.id;
+      assemble.frame = frame;
+      assemble.output_dir = job.output_dir;
+      assemble.pattern = job.output_pattern;
+      assemble.formats = job.output_formats;
+      assemble.parts = job.parts_per_frame;
+      assembler_->Assemble(std::move(assemble));
+    }
+  }
 }
 
 void Broker::Forget(int64_t task_id) {

@@ -144,6 +144,12 @@ UPDATE tasks SET live_attempts = json_array(attempt) WHERE state = 'running';
     R"sql(
 DROP INDEX tasks_by_worker;
 )sql",
+    // 11 -> 12: frames split into tiles and sample parts: each task's part of its frames (a
+    // JSON protocol::FramePart; '' = the whole frame) and how many parts make one frame.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN part TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN parts_per_frame INTEGER NOT NULL DEFAULT 1;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -165,7 +171,8 @@ const char* kJobColumns =
     "output_pattern, output_formats, tasks_total, tasks_queued, tasks_running, tasks_done, "
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
-    "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice";
+    "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
+    "parts_per_frame";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -200,12 +207,13 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.frame_depends_on = nlohmann::json::parse(s.Text(33)).get<std::vector<int64_t>>();
   j.fail_after_workers = static_cast<int>(s.Int(34));
   if (!s.IsNull(35)) j.notice = s.Text(35);
+  j.parts_per_frame = static_cast<int>(s.Int(36));
   return j;
 }
 
 const char* kTaskColumns =
     "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
-    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on";
+    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on, t.part";
 
 StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   TaskRecord t;
@@ -224,6 +232,9 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   t.started_at_ms = s.OptInt(12);
   t.finished_at_ms = s.OptInt(13);
   t.failed_on = nlohmann::json::parse(s.Text(14)).get<std::vector<int64_t>>();
+  if (const std::string part = s.Text(15); !part.empty()) {
+    t.part = nlohmann::json::parse(part).get<protocol::FramePart>();
+  }
   return t;
 }
 
@@ -396,13 +407,17 @@ StatusOr<JobRecord> Store::CreateJob(
                       "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
-                      "fail_after_workers) VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "fail_after_workers, parts_per_frame) VALUES (?, 'queued', ?, ?, ?, ?, ?, "
+                      "?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
     ins.Bind(10, nlohmann::json(spec.output.formats).dump());
-    ins.Bind(11, static_cast<int64_t>(chunks.size())).Bind(12, static_cast<int64_t>(chunks.size()));
+    // Every chunk of frames times every part of a frame (one part, the whole frame, unless split).
+    const std::vector<protocol::FramePart> parts =
+        spec.parts.empty() ? std::vector<protocol::FramePart>{protocol::FramePart{}} : spec.parts;
+    const auto task_count = static_cast<int64_t>(chunks.size() * parts.size());
+    ins.Bind(11, task_count).Bind(12, task_count);
     ins.Bind(13, now).Bind(14, spec.task_timeout).Bind(15, spec.blocklist_after);
     ins.Bind(16, nlohmann::json(spec.depends_on).dump());
     ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
@@ -410,6 +425,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(21, nlohmann::json(spec.resources).dump()).Bind(22, spec.renderer);
     ins.Bind(23, spec.project).Bind(24, spec.user.empty() ? "unknown" : spec.user);
     ins.Bind(25, nlohmann::json(spec.frame_depends_on).dump()).Bind(26, spec.fail_after_workers);
+    ins.Bind(27, static_cast<int64_t>(parts.size()));
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 
@@ -417,17 +433,28 @@ StatusOr<JobRecord> Store::CreateJob(
     TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
     TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());
 
+    std::vector<std::string> part_json;
+    for (const protocol::FramePart& part : parts) {
+      part_json.push_back(part.whole() ? "" : nlohmann::json(part).dump());
+    }
+    int64_t index = 0;
     for (const spec::FrameChunk& c : chunks) {
-      TSR_ASSIGN_OR_RETURN(
-          Stmt task, writer_->Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
-                                      "state) VALUES (?, ?, ?, ?, 'queued')"));
-      TSR_RETURN_IF_ERROR(
-          task.Bind(1, job_id).Bind(2, c.index).Bind(3, c.frame_start).Bind(4, c.frame_end).Run());
+      for (const std::string& part : part_json) {
+        TSR_ASSIGN_OR_RETURN(
+            Stmt task, writer_->Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
+                                        "part, state) VALUES (?, ?, ?, ?, ?, 'queued')"));
+        TSR_RETURN_IF_ERROR(task.Bind(1, job_id)
+                                .Bind(2, index++)
+                                .Bind(3, c.frame_start)
+                                .Bind(4, c.frame_end)
+                                .Bind(5, part)
+                                .Run());
+      }
     }
     TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
                                                    "VALUES (?, ?, 'job_submitted', ?)"));
     TSR_RETURN_IF_ERROR(
-        ev.Bind(1, now).Bind(2, job_id).Bind(3, std::to_string(chunks.size()) + " tasks").Run());
+        ev.Bind(1, now).Bind(2, job_id).Bind(3, std::to_string(task_count) + " tasks").Run());
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   return GetJob(job_id);

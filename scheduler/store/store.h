@@ -72,6 +72,7 @@ struct JobRecord {
   // Set by the scheduler when something the job cannot fix by waiting holds it, e.g. no
   // connected worker can ever run its tasks; cleared when that passes.
   std::optional<std::string> notice;
+  int parts_per_frame = 1;  // tasks (tiles x sample parts) that make one frame
 
   bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
@@ -94,6 +95,7 @@ struct TaskRecord {
   std::optional<int64_t> started_at_ms, finished_at_ms;
   std::vector<int64_t> failed_on;  // workers a charged failure happened on
   bool interrupted = false;        // it was running when the scheduler stopped
+  protocol::FramePart part;        // the part of its frames it renders (default: whole frames)
 };
 
 struct WorkerRecord {
@@ -126,7 +128,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass

@@ -87,6 +87,44 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(ParseJobYaml("name: [unclosed"), "job");
 }
 
+TEST(JobSpecTest, SplitsFramesIntoTilesAndSamplePartsCoveringEachPixelAndSampleOnce) {
+  auto job = Parse("tiles: 3x2\nsample_parts: 2\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->tiles_x, 3);
+  EXPECT_EQ(job->tiles_y, 2);
+  ASSERT_TRUE(SplitFrames(&*job, 100, 51, 9).ok());
+  ASSERT_EQ(job->parts.size(), 12u);
+  std::vector<int> covered(100 * 51, 0);
+  int samples = 0;
+  for (const protocol::FramePart& p : job->parts) {
+    ASSERT_FALSE(p.whole_region());
+    for (int y = p.y0; y < p.y1; ++y) {
+      for (int x = p.x0; x < p.x1; ++x) ++covered[y * 100 + x];
+    }
+    if (p.x0 == 0 && p.y0 == 0) samples += p.sample_end - p.sample_begin;
+  }
+  for (int c : covered) ASSERT_EQ(c, 2) << "each pixel once per sample part";
+  EXPECT_EQ(samples, 9) << "the sample parts of a tile cover all samples once";
+
+  auto whole = Parse("");
+  ASSERT_TRUE(SplitFrames(&*whole, 100, 51, 9).ok());
+  EXPECT_TRUE(whole->parts.empty()) << "an unsplit job renders whole frames";
+
+  ExpectError(Parse("tiles: 3\n"), "tiles:");
+  ExpectError(Parse("tiles: 0x2\n"), "tiles:");
+  ExpectError(Parse("tiles: 65x1\n"), "tiles:");
+  ExpectError(Parse("sample_parts: 0\n"), "sample_parts:");
+  ExpectError(Parse("tiles: 2x2\nchunk_size: 4\n"), "chunk_size:");
+  ExpectError(Parse("sample_parts: 2\nrenderer: noop\n"), "sample_parts:");
+  ExpectError(Parse("tiles: 64x64\nsample_parts: 256\n", "1-1000"), "frames:");
+  auto too_many = Parse("tiles: 8x8\n");
+  ASSERT_TRUE(too_many.ok());
+  EXPECT_EQ(SplitFrames(&*too_many, 4, 100, 4).code(), StatusCode::kInvalidArgument);
+  auto too_few_samples = Parse("sample_parts: 8\n");
+  ASSERT_TRUE(too_few_samples.ok());
+  EXPECT_EQ(SplitFrames(&*too_few_samples, 64, 64, 4).message().rfind("sample_parts:", 0), 0u);
+}
+
 TEST(JobSpecTest, ExpandsFramesIntoChunks) {
   JobSpec job;
   job.frame_start = 1;
