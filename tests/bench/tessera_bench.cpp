@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddQueryCommand(app);
   tessera::bench::AddFleetCommand(app);
   tessera::bench::AddMakespanCommand(app);
+  tessera::bench::AddAssemblyCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
