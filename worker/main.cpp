@@ -11,6 +11,7 @@
 #include "shared/logging.h"
 #include "worker/agent.h"
 #include "worker/hardware_probe.h"
+#include "worker/plugin_host.h"
 #include "worker/worker_config.h"
 
 extern char** environ;
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: %s\n", options.status().message().c_str());
     return 2;
   }
+  options->render.plugins = std::make_shared<tessera::worker::PluginList>(
+      tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path)));
   spdlog::info(
       "tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
       TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb, hardware.gpus.size(),

@@ -1,5 +1,6 @@
 #include "worker/worker_config.h"
 
+#include <cctype>
 #include <filesystem>
 #include <system_error>
 
@@ -66,7 +67,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("threads", &c.threads)
         .Optional("slots", &c.slots)
         .Optional("pools", &c.pools)
-        .Optional("tags", &c.tags);
+        .Optional("tags", &c.tags)
+        .Optional("data_dir", &c.data_dir)
+        .Optional("plugin_path", &c.plugin_path);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
@@ -101,6 +104,15 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(
       CheckOneOf("log.level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}));
   if (c.name.empty()) c.name = default_name;
+  if (c.data_dir.empty()) {
+    std::error_code ec;
+    std::string name;
+    for (char ch : c.name) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    c.data_dir = (std::filesystem::temp_directory_path(ec) / ("tessera-worker-" + name)).string();
+  } else if (c.data_dir[0] != '/') {
+    return Status::InvalidArgument("worker.data_dir: must be an absolute path, got '" + c.data_dir +
+                                   "'");
+  }
   return c;
 }
 
