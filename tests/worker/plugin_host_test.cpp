@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "shared/plugin_catalog.h"
 
@@ -19,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct Run {
+struct RunOutcome {
   Status status;
   std::vector<std::pair<int, image::ImageBuffer>> frames;
   std::vector<double> progress;
@@ -39,7 +40,7 @@ class PluginHostTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  Run Execute(const std::string& renderer, protocol::Assign assign) {
+  RunOutcome Execute(const std::string& renderer, protocol::Assign assign) {
     AvailablePlugin plugin;
     plugin.spec = *plugin::FindBuiltinPlugin(renderer);
     if (plugin.spec.executable_setting.empty()) {
@@ -47,7 +48,7 @@ class PluginHostTest : public ::testing::Test {
       plugin.executable = found.value_or("");
     }
     assign.renderer = renderer;
-    Run run;
+    RunOutcome run;
     PluginTaskOptions options;
     options.data_dir = dir_;
     options.search_path = EffectivePluginPath("");
@@ -86,10 +87,12 @@ TEST_F(PluginHostTest, ShellMetacharactersAreHarmlessWithoutAShell) {
   protocol::Assign a = Command({"x; touch " + marker, "$(touch " + marker + ")",
                                 "`touch " + marker + "`", "| touch " + marker},
                                "echo");
-  a.scene_name = "scene;touch " + marker + ".txt";
+  a.scene_name = "scene;touch pwned $(id).txt";
   a.scene_yaml = "text";
-  Run run = Execute("command", a);
+  RunOutcome run = Execute("command", a);
   EXPECT_FALSE(run.status.ok());
+  EXPECT_TRUE(fs::exists(dir_) && !fs::exists(dir_ + "/tasks/job1-task1-a1"))
+      << "the task folder is removed";
   EXPECT_NE(run.status.message().find("wrote no image for frame 1"), std::string::npos)
       << run.status.message();
   EXPECT_NE(run.status.message().find("x; touch"), std::string::npos)
@@ -98,7 +101,7 @@ TEST_F(PluginHostTest, ShellMetacharactersAreHarmlessWithoutAShell) {
 }
 
 TEST_F(PluginHostTest, ProgressAndErrorPatternsAreParsed) {
-  Run run =
+  RunOutcome run =
       Execute("command", Command({"-c", "echo PROGRESS 50%; echo 'ERROR: out of cheese'"}, "sh"));
   ASSERT_FALSE(run.status.ok());
   EXPECT_NE(run.status.message().find("reported errors: ERROR: out of cheese"), std::string::npos)
@@ -113,7 +116,7 @@ TEST_F(PluginHostTest, HangingRendererIsKilledWithItsChildrenAtTheTimeout) {
   protocol::Assign a = Command({"-c", "sleep 60 & echo $! > " + pidfile + "; wait"}, "sh");
   a.timeout_s = 1;
   const auto start = Clock::now();
-  Run run = Execute("command", a);
+  RunOutcome run = Execute("command", a);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   ASSERT_FALSE(run.status.ok());
   EXPECT_NE(run.status.message().find("killed at the task timeout (1 s)"), std::string::npos)
@@ -124,7 +127,10 @@ TEST_F(PluginHostTest, HangingRendererIsKilledWithItsChildrenAtTheTimeout) {
   // The grandchild was killed (allow the kernel a moment to reap it).
   bool gone = false;
   for (int i = 0; i < 50 && !gone; ++i) {
-    gone = ::kill(child, 0) != 0;
+    // Killed: gone, or a zombie waiting for a reaper that is not ours.
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid_text, comm, state;
+    gone = ::kill(child, 0) != 0 || !(stat >> pid_text >> comm >> state) || state == "Z";
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(gone) << "sleep " << child << " survived";
@@ -136,14 +142,14 @@ TEST_F(PluginHostTest, CancelStopsTheRenderer) {
     cancel_.store(true);
   });
   const auto start = Clock::now();
-  Run run = Execute("command", Command({"60"}, "sleep"));
+  RunOutcome run = Execute("command", Command({"60"}, "sleep"));
   canceller.join();
   EXPECT_EQ(run.status.code(), StatusCode::kCancelled) << run.status.message();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST_F(PluginHostTest, CrashIsReportedWithTheSignal) {
-  Run run = Execute("command", Command({"-c", "echo rendering; kill -SEGV $$"}, "sh"));
+  RunOutcome run = Execute("command", Command({"-c", "echo rendering; kill -SEGV $$"}, "sh"));
   ASSERT_FALSE(run.status.ok());
   EXPECT_NE(run.status.message().find("crashed (killed by signal 11"), std::string::npos)
       << run.status.message();
@@ -151,7 +157,7 @@ TEST_F(PluginHostTest, CrashIsReportedWithTheSignal) {
 }
 
 TEST_F(PluginHostTest, FailingExitCodeAndMissingImageAndMissingProgram) {
-  Run run = Execute("command", Command({"-c", "exit 3"}, "sh"));
+  RunOutcome run = Execute("command", Command({"-c", "exit 3"}, "sh"));
   EXPECT_NE(run.status.message().find("failed with exit code 3"), std::string::npos)
       << run.status.message();
   run = Execute("command", Command({}, "true"));
@@ -168,7 +174,7 @@ TEST_F(PluginHostTest, CommandImagesAreReadPerFrame) {
   protocol::Assign a = Command({"--pattern", "constant:color=0.5,0.25,1", "8x4", "3", "-d", "uint8",
                                 "-o", "{output_dir}/frame_{frame:06}.png"},
                                "oiiotool");
-  Run run = Execute("command", a);
+  RunOutcome run = Execute("command", a);
   ASSERT_TRUE(run.status.ok()) << run.status.message();
   ASSERT_EQ(run.frames.size(), 1u);
   const image::ImageBuffer& img = run.frames[0].second;
@@ -192,14 +198,14 @@ TEST_F(PluginHostTest, PovrayTileMatchesTheSameRegionOfTheWholeFrame) {
       "sphere { <clock*0.2,0,0>, 1 pigment { color rgb <1,0.3,0.2> } }\n"
       "plane { y, -1 pigment { checker color rgb 1 color rgb 0.1 } }\n";
   a.settings = {{"width", "64"}, {"height", "48"}};
-  Run whole = Execute("povray", a);
+  RunOutcome whole = Execute("povray", a);
   ASSERT_TRUE(whole.status.ok()) << whole.status.message();
   ASSERT_EQ(whole.frames.size(), 1u);
   a.part.x0 = 16;
   a.part.y0 = 8;
   a.part.x1 = 40;
   a.part.y1 = 30;
-  Run tile = Execute("povray", a);
+  RunOutcome tile = Execute("povray", a);
   ASSERT_TRUE(tile.status.ok()) << tile.status.message();
   ASSERT_EQ(tile.frames.size(), 1u);
   const image::ImageBuffer& w = whole.frames[0].second;
