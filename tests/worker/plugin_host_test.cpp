@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -222,6 +223,51 @@ TEST_F(PluginHostTest, PovrayTileMatchesTheSameRegionOfTheWholeFrame) {
   }
   EXPECT_EQ(differing, 0);
   EXPECT_FALSE(tile.progress.empty()) << "POV-Ray's 'Rendered N of M pixels' is progress";
+}
+
+TEST_F(PluginHostTest, BlenderBorderTileMatchesTheSameRegionOfTheWholeFrame) {
+  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  protocol::Assign a;
+  a.task_id = 3;
+  a.attempt = 1;
+  a.frame_start = a.frame_end = 1;
+  a.scene_name = "scene.py";
+  a.scene_yaml =
+      "import bpy\n"
+      "scene = bpy.context.scene\n"
+      "for obj in list(bpy.data.objects):\n"
+      "    bpy.data.objects.remove(obj)\n"
+      "bpy.ops.mesh.primitive_uv_sphere_add(radius=1, location=(0, 0, 0))\n"
+      "bpy.ops.object.light_add(type='SUN', location=(2, -2, 4))\n"
+      "bpy.ops.object.camera_add(location=(0, -6, 1), rotation=(1.45, 0, 0))\n"
+      "scene.camera = bpy.context.object\n";
+  a.settings = {{"width", "64"}, {"height", "48"}, {"samples", "4"}, {"seed", "0"}};
+  RunOutcome whole = Execute("blender", a);
+  ASSERT_TRUE(whole.status.ok()) << whole.status.message();
+  ASSERT_EQ(whole.frames.size(), 1u);
+  a.part.x0 = 32;
+  a.part.y0 = 24;
+  a.part.x1 = 64;
+  a.part.y1 = 48;
+  RunOutcome tile = Execute("blender", a);
+  ASSERT_TRUE(tile.status.ok()) << tile.status.message();
+  ASSERT_EQ(tile.frames.size(), 1u);
+  const image::ImageBuffer& w = whole.frames[0].second;
+  const image::ImageBuffer& t = tile.frames[0].second;
+  ASSERT_EQ(w.width, 64);
+  ASSERT_EQ(t.width, 32);
+  ASSERT_EQ(t.height, 24);
+  double worst = 0;
+  for (int y = 0; y < t.height; ++y) {
+    for (int x = 0; x < t.width * t.channels; ++x) {
+      worst = std::max<double>(
+          worst, std::fabs(t.pixels[y * t.width * t.channels + x] -
+                           w.pixels[(y + 24) * w.width * w.channels + 32 * w.channels + x]));
+    }
+  }
+  // Cycles seeds each pixel by its position, so a border render repeats the frame's pixels.
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_FALSE(whole.progress.empty()) << "Blender's 'Sample N/M' is progress";
 }
 
 }  // namespace
