@@ -11,7 +11,7 @@
 //   {task_dir}      the task's working directory;  {output_dir}  where the images go
 //   {output}        the image of {frame} (per-frame runs only)
 //   {frame} {frame_start} {frame_end}   the frame (per-frame runs) and the task's range
-//   {threads}       CPU threads the worker gives a render (0 = all)
+//   {threads}       CPU threads the worker gives a render (worker.threads, else all cores)
 //   {gpu}           the first GPU pinned to the task (only in `when: gpu` groups)
 //   {x0} {y0} {x1} {y1}   the tile: pixels [x0, x1) x [y0, y1), top-left origin
 //   {col_start} {col_end} {row_start} {row_end}   the same tile, 1-based and inclusive

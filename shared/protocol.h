@@ -9,7 +9,8 @@
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
-//   worker -> kRegister(capabilities)          scheduler -> kWelcome(worker_id, timings) | kReject
+//   worker -> kRegister(capabilities, renderer plugins)
+//                                              scheduler -> kWelcome(worker_id, timings) | kReject
 //   worker -> kHeartbeat every heartbeat_ms    scheduler -> kHeartbeatAck
 //   scheduler -> kAssign(task_id, attempt, ...)
 //   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed

@@ -187,7 +187,10 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
   PluginTaskOptions options;
   options.data_dir = settings_.data_dir;
   options.search_path = EffectivePluginPath(settings_.plugin_path);
-  options.threads = settings_.cpu_threads;
+  // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
+  options.threads = settings_.cpu_threads > 0
+                        ? settings_.cpu_threads
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   options.cancel = &cancel_;
   options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };

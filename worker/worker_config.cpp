@@ -1,7 +1,10 @@
 #include "worker/worker_config.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "shared/config.h"
@@ -108,7 +111,10 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     std::error_code ec;
     std::string name;
     for (char ch : c.name) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    c.data_dir = (std::filesystem::temp_directory_path(ec) / ("tessera-worker-" + name)).string();
+    // The process id keeps workers of the same name on one machine (local farms, tests) apart.
+    c.data_dir = (std::filesystem::temp_directory_path(ec) /
+                  ("tessera-worker-" + name + "-" + std::to_string(::getpid())))
+                     .string();
   } else if (c.data_dir[0] != '/') {
     return Status::InvalidArgument("worker.data_dir: must be an absolute path, got '" + c.data_dir +
                                    "'");

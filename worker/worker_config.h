@@ -14,7 +14,7 @@
 //     pools: [default]                # pools this worker serves (jobs may ask for a pool)
 //     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
 //     data_dir: ""                    # task folders of renderer plugins go under DIR/tasks;
-//                                     #   empty: <temp dir>/tessera-worker-<name>
+//                                     #   empty: <temp dir>/tessera-worker-<name>-<pid>
 //     plugin_path: ""                 # colon-separated folders searched for renderer programs
 //                                     #   (povray, blender, a command's program); empty: $PATH
 //   heartbeat:
@@ -46,7 +46,7 @@ struct WorkerConfig {
   int slots = 0;  // 0: one per GPU, 1 without GPUs
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
-  std::string data_dir;     // empty: <temp dir>/tessera-worker-<name>
+  std::string data_dir;     // empty: <temp dir>/tessera-worker-<name>-<pid>
   std::string plugin_path;  // empty: $PATH
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
