@@ -306,6 +306,11 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
     executable = *found;
   }
 
+  if (assign.part.sample_begin != 0 || assign.part.sample_end >= 0) {
+    return Status::InvalidArgument("renderer " + spec.name +
+                                   " cannot render a range of samples (only whole frames" +
+                                   (spec.tiles ? " and tiles)" : ")"));
+  }
   const std::string task_dir = options.data_dir + "/tasks/job" + std::to_string(assign.job_id) +
                                "-task" + std::to_string(assign.task_id) + "-a" +
                                std::to_string(assign.attempt);

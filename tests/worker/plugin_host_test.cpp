@@ -165,6 +165,11 @@ TEST_F(PluginHostTest, FailingExitCodeAndMissingImageAndMissingProgram) {
   EXPECT_NE(run.status.message().find("exited with code 0 but wrote no image for frame 1"),
             std::string::npos)
       << run.status.message();
+  protocol::Assign samples = Command({}, "true");
+  samples.part.sample_end = 4;  // a sample range: only the path tracer can split samples
+  run = Execute("command", samples);
+  EXPECT_NE(run.status.message().find("cannot render a range of samples"), std::string::npos)
+      << run.status.message();
   run = Execute("command", Command({}, "no-such-renderer-here"));
   EXPECT_NE(run.status.message().find("is not found on this worker"), std::string::npos)
       << run.status.message();
