@@ -110,7 +110,10 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   if (c.data_dir.empty()) {
     std::error_code ec;
     std::string name;
-    for (char ch : c.name) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    for (char ch : c.name) {
+      const bool plain = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.';
+      name += plain ? ch : '_';
+    }
     // The process id keeps workers of the same name on one machine (local farms, tests) apart.
     c.data_dir = (std::filesystem::temp_directory_path(ec) /
                   ("tessera-worker-" + name + "-" + std::to_string(::getpid())))
