@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "shared/logging.h"
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
   tessera::Status status = agent.Run();
   done.store(true);
   signal_thread.join();
+  // Task folders are removed as tasks end; the folders holding them go too once empty.
+  std::error_code ec;
+  std::filesystem::remove(config->data_dir + "/tasks", ec);
+  std::filesystem::remove(config->data_dir, ec);
   if (!status.ok()) {
     spdlog::error("{}", status.message());
     return 1;
