@@ -209,7 +209,7 @@ int RunPlugins(const ClientOptions& options) {
     }
     table.Print(std::cout);
   }
-  std::cout << "Built-in renderers: pathtracer, noop";
+  std::cout << "Renderers this farm knows: pathtracer, noop";
   for (const json& p : Member(*reply, "plugins")) std::cout << ", " << Str(p, "name");
   std::cout << "\n";
   return kExitOk;

@@ -218,7 +218,7 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   RunResult plugins = Tessera({"plugins", "--server", server});
   EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
   EXPECT_NE(plugins.out.find("command"), std::string::npos) << plugins.out;
-  EXPECT_NE(plugins.out.find("Built-in renderers: pathtracer, noop"), std::string::npos)
+  EXPECT_NE(plugins.out.find("Renderers this farm knows: pathtracer, noop"), std::string::npos)
       << plugins.out;
   if (std::system("command -v povray >/dev/null 2>&1") == 0) {
     Write("ball.pov",
