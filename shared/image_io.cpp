@@ -100,10 +100,21 @@ Status WritePngPreview(const std::string& path, const ImageBuffer& image) {
   return WriteAtomically(path, spec, OIIO::TypeDesc::UINT8, bytes.data());
 }
 
-StatusOr<ImageBuffer> Read(const std::string& path) {
+float SrgbToLinear(float v) {
+  if (!(v > 0.0f)) return 0.0f;
+  if (v >= 1.0f) return 1.0f;
+  return v <= 0.04045f ? v / 12.92f : std::pow((v + 0.055f) / 1.055f, 2.4f);
+}
+
+StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels) {
   auto in = OIIO::ImageInput::open(path);
   if (!in) return Status::NotFound(path + ": cannot open: " + OIIO::geterror());
   const OIIO::ImageSpec& spec = in->spec();
+  if (integer_pixels) {
+    *integer_pixels = spec.format.basetype != OIIO::TypeDesc::FLOAT &&
+                      spec.format.basetype != OIIO::TypeDesc::HALF &&
+                      spec.format.basetype != OIIO::TypeDesc::DOUBLE;
+  }
   ImageBuffer image;
   image.width = spec.width;
   image.height = spec.height;

@@ -24,10 +24,13 @@ Status WriteExr(const std::string& path, const ImageBuffer& image, bool half = t
 // 8-bit sRGB PNG preview of linear data (clamped to [0,1], alpha dropped).
 Status WritePngPreview(const std::string& path, const ImageBuffer& image);
 
-// Reads any image OpenImageIO understands as float pixels.
-StatusOr<ImageBuffer> Read(const std::string& path);
+// Reads any image OpenImageIO understands as float pixels. *integer_pixels (when given) tells
+// whether the file stores integer pixels (8/16-bit: usually sRGB-encoded) rather than floats.
+StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels = nullptr);
 
 // Linear -> sRGB transfer function (IEC 61966-2-1).
 float LinearToSrgb(float linear);
+// sRGB -> linear, the inverse.
+float SrgbToLinear(float encoded);
 
 }  // namespace tessera::image

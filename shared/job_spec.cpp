@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "shared/plugin_catalog.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::spec {
@@ -104,9 +105,24 @@ Status ValidateJob(const JobSpec& job) {
     return Status::InvalidArgument("name: '" + job.name +
                                    "' may only contain letters, digits, '.', '_' and '-'");
   }
-  if (job.renderer != kRendererPathTracer && job.renderer != kRendererNoop) {
-    return Status::InvalidArgument("renderer: '" + job.renderer +
-                                   "' is not a renderer this farm has (pathtracer, noop)");
+  const plugin::PluginSpec* plugin = nullptr;
+  if (job.uses_plugin()) {
+    plugin = plugin::FindBuiltinPlugin(job.renderer);
+    if (plugin == nullptr) {
+      std::string known = "pathtracer, noop";
+      for (const plugin::PluginSpec& p : plugin::BuiltinPlugins()) known += ", " + p.name;
+      return Status::InvalidArgument("renderer: '" + job.renderer +
+                                     "' is not a renderer this farm has (" + known + ")");
+    }
+    if (!job.scene_yaml.empty() && job.scene_path.empty()) {
+      return Status::InvalidArgument("scene: renderer " + job.renderer +
+                                     " needs a scene file path, not an inline scene");
+    }
+    TSR_RETURN_IF_ERROR(plugin::CheckSceneName(*plugin, job.scene_path).status());
+    TSR_RETURN_IF_ERROR(plugin::ResolveSettings(*plugin, job.settings).status());
+  } else if (!job.settings.empty()) {
+    return Status::InvalidArgument("settings: renderer " + job.renderer +
+                                   " takes no settings (only renderer plugins do)");
   }
   for (auto [value, field] : {std::pair{&job.project, "project"}, std::pair{&job.user, "user"}}) {
     if (value->size() > kMaxNameLength || !std::all_of(value->begin(), value->end(), IsNameChar)) {
@@ -117,7 +133,8 @@ Status ValidateJob(const JobSpec& job) {
     }
   }
   if (job.project.empty()) return Status::InvalidArgument("project: must not be empty");
-  if (job.produces_frames() && job.scene_path.empty() && job.scene_yaml.empty()) {
+  if (job.produces_frames() && !job.uses_plugin() && job.scene_path.empty() &&
+      job.scene_yaml.empty()) {
     return Status::InvalidArgument("scene: required field is missing");
   }
   if (job.scene_yaml.size() > kMaxSceneBytes) {
@@ -285,6 +302,31 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     r.Fail(Status::InvalidArgument("scene: expected a file path or an inline scene map"));
   }
 
+  YAML::Node settings = r.Child("settings");
+  if (settings.IsDefined() && !settings.IsNull()) {
+    if (!settings.IsMap()) {
+      r.Fail(Status::InvalidArgument("settings: expected a map of setting names to values, got " +
+                                     yaml::KindName(settings)));
+    } else {
+      for (const auto& kv : settings) {
+        const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+        const std::string field = "settings." + name;
+        if (job.settings.count(name)) {
+          r.Fail(Status::InvalidArgument(field + ": field is given more than once"));
+        } else if (kv.second.IsScalar()) {
+          job.settings[name] = kv.second.Scalar();
+        } else if (kv.second.IsSequence()) {
+          std::vector<std::string> words;
+          r.Fail(yaml::Convert(kv.second, field, &words));
+          job.settings[name] = nlohmann::json(words).dump();
+        } else {
+          r.Fail(Status::InvalidArgument(field + ": expected a value or a list of words, got " +
+                                         yaml::KindName(kv.second)));
+        }
+      }
+    }
+  }
+
   YAML::Node frames = r.Child("frames");
   if (!frames.IsDefined() || frames.IsNull()) {
     r.Fail(Status::InvalidArgument("frames: required field is missing"));
@@ -334,6 +376,18 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
   TSR_RETURN_IF_ERROR(r.Finish());
   TSR_RETURN_IF_ERROR(ValidateJob(job));
   return job;
+}
+
+StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job) {
+  const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
+  if (plugin == nullptr) return std::map<std::string, std::string>();
+  return plugin::ResolveSettings(*plugin, job.settings);
+}
+
+StatusOr<std::string> SceneFileName(const JobSpec& job) {
+  const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
+  if (plugin == nullptr) return std::string();
+  return plugin::CheckSceneName(*plugin, job.scene_path);
 }
 
 std::vector<FrameChunk> ExpandFrames(const JobSpec& job) {

@@ -4,10 +4,17 @@
 //
 // Job file format (every key; defaults in brackets):
 //   name: spheres            # required; letters, digits, '.', '_' and '-', at most 128 chars
-//   renderer: pathtracer     # [pathtracer] or noop: tasks that do nothing and report done (a
-//                            #   farm check, and how the dispatch benchmark measures overhead)
-//   scene: scene.yaml        # required (not for noop); a path relative to the job file, or the
-//                            #   scene inline (map)
+//   renderer: pathtracer     # [pathtracer] the built-in path tracer; noop: tasks that do nothing
+//                            #   and report done (a farm check, and how the dispatch benchmark
+//                            #   measures overhead); or a renderer plugin (plugins/<name>/
+//                            #   plugin.yaml): povray, blender, command
+//   scene: scene.yaml        # required (not for noop; optional for command); a path relative to
+//                            #   the job file, or the scene inline (map; pathtracer only). For a
+//                            #   plugin it is a text file with an extension the plugin takes
+//                            #   (.pov, .py); binary .blend files are refused for now
+//   settings:                # [none] plugin renderers only: values checked against the settings
+//     samples: 16            #   the plugin declares (type, range, allowed values); unknown names,
+//     argv: [a, b]           #   wrong types and strings starting with '-' are errors
 //   project: show-a          # [default] fair share is split between projects first (weights and
 //                            #   caps in the scheduler config `projects:`), then users, then jobs
 //   user: ana                # [the submitting user; the CLI fills in $USER] same name rules
@@ -48,6 +55,7 @@
 // [kMinFrame, kMaxFrame].
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -120,11 +128,15 @@ struct JobSpec {
   std::vector<std::string> tags;          // all required
   ResourceSpec resources;
   OutputSpec output;
+  // Plugin settings as given: scalar text, or a JSON array of strings for a list.
+  std::map<std::string, std::string> settings;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }
   bool splits_frames() const { return tiles_x * tiles_y * sample_parts > 1; }
   // Whether its tasks send frame results (noop tasks only report done).
   bool produces_frames() const { return renderer != kRendererNoop; }
+  // Whether an external renderer plugin renders it (anything but pathtracer and noop).
+  bool uses_plugin() const { return renderer != kRendererPathTracer && renderer != kRendererNoop; }
 };
 
 // One task's share of a job: frames [frame_start, frame_end].
@@ -137,7 +149,8 @@ struct FrameChunk {
 // Parses and validates a job file. Errors name the field ("frames: start 12 is after end 3").
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);
 
-// Validates an already-built spec (ParseJobYaml calls this).
+// Validates an already-built spec (ParseJobYaml calls this). For a plugin renderer it also checks
+// the scene file name and the settings against the plugin (shared/plugin_catalog.h).
 Status ValidateJob(const JobSpec& job);
 
 // Splits the frame range into tasks of chunk_size frames (the last one may be shorter).
@@ -154,6 +167,11 @@ std::string OutputFileName(const std::string& pattern, int frame, const std::str
 
 // Checks a relative output directory or pattern cannot escape the output root.
 Status ValidateRelativePath(const std::string& path, const std::string& field);
+
+// For a plugin renderer: the settings with the plugin's defaults filled in, and the file name
+// the worker writes the scene under ("" when there is none).
+StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job);
+StatusOr<std::string> SceneFileName(const JobSpec& job);
 
 // Parses "A-B" or "A" into an inclusive range.
 Status ParseFrameRange(const std::string& text, int* start, int* end);

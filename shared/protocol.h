@@ -9,7 +9,8 @@
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
-//   worker -> kRegister(capabilities)          scheduler -> kWelcome(worker_id, timings) | kReject
+//   worker -> kRegister(capabilities, renderer plugins)
+//                                              scheduler -> kWelcome(worker_id, timings) | kReject
 //   worker -> kHeartbeat every heartbeat_ms    scheduler -> kHeartbeatAck
 //   scheduler -> kAssign(task_id, attempt, ...)
 //   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed
@@ -26,6 +27,7 @@
 // tasks are requeued; a worker that hears nothing from the scheduler for as long reconnects.
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -78,6 +80,13 @@ struct TaskRef {
   bool operator==(const TaskRef&) const = default;
 };
 
+// A renderer plugin a worker can run: its program was found and its version detected.
+struct PluginOffer {
+  std::string name;  // the plugin's name, what jobs give as `renderer:`
+  std::string version;
+  std::string executable;  // where the worker found it
+};
+
 struct Register {
   std::string name;  // operator-chosen worker name (defaults to the hostname)
   std::string hostname;
@@ -92,6 +101,9 @@ struct Register {
   // Tasks it is still rendering from before (a reconnect, or a scheduler restart): the
   // scheduler re-attaches those leases when their attempt is still current, and cancels the rest.
   std::vector<TaskRef> running;
+  // Renderer plugins it can run (the built-in pathtracer and noop are always there). Older
+  // workers send none.
+  std::vector<PluginOffer> plugins;
 };
 
 struct Welcome {
@@ -134,6 +146,12 @@ struct Assign {
   std::string renderer = "pathtracer";  // spec::kRenderer*: noop tasks report done at once
   std::vector<int> gpus;                // CUDA device indices pinned to this task (may be empty)
   FramePart part;                       // the part of each frame this task renders
+  // Renderer plugins: the file name the scene text is written under in the task's folder, the
+  // job's settings with the plugin's defaults filled in, and the job's task_timeout (seconds,
+  // 0 = none), at which the worker kills the renderer itself.
+  std::string scene_name;
+  std::map<std::string, std::string> settings;
+  int timeout_s = 0;
 };
 
 struct Progress {
@@ -211,14 +229,17 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
                                                 compute_minor)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PluginOffer, name, version, executable)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
-                                                ram_mb, gpus, backends, slots, pools, tags, running)
+                                                ram_mb, gpus, backends, slots, pools, tags, running,
+                                                plugins)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
-                                                frame_end, scene_yaml, renderer, gpus, part)
+                                                frame_end, scene_yaml, renderer, gpus, part,
+                                                scene_name, settings, timeout_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,

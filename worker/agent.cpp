@@ -38,6 +38,8 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.liveness = config.heartbeat_liveness;
   o.hardware = hardware;
   o.render.cpu_threads = config.threads;
+  o.render.data_dir = config.data_dir;
+  o.render.plugin_path = config.plugin_path;
   const bool has_cuda = std::find(hardware.backends.begin(), hardware.backends.end(), "cuda") !=
                         hardware.backends.end();
   if (config.backend == "cpu") {
@@ -125,6 +127,9 @@ void Agent::Connect(Clock::time_point now) {
   reg.pools = options_.pools;
   reg.tags = options_.tags;
   for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());
+  for (const AvailablePlugin& p : *options_.render.plugins) {
+    reg.plugins.push_back({p.spec.name, p.version, p.executable});
+  }
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kRegister, reg);
   TrySend(frames);  // queued by ZeroMQ until the TCP connection is up
   state_ = LinkState::kRegistering;

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "shared/logging.h"
 #include "worker/agent.h"
 #include "worker/hardware_probe.h"
+#include "worker/plugin_host.h"
 #include "worker/worker_config.h"
 
 extern char** environ;
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: %s\n", options.status().message().c_str());
     return 2;
   }
+  options->render.plugins = std::make_shared<tessera::worker::PluginList>(
+      tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path)));
   spdlog::info(
       "tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
       TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb, hardware.gpus.size(),
@@ -90,6 +94,10 @@ int main(int argc, char** argv) {
   tessera::Status status = agent.Run();
   done.store(true);
   signal_thread.join();
+  // Task folders are removed as tasks end; the folders holding them go too once empty.
+  std::error_code ec;
+  std::filesystem::remove(config->data_dir + "/tasks", ec);
+  std::filesystem::remove(config->data_dir, ec);
   if (!status.ok()) {
     spdlog::error("{}", status.message());
     return 1;

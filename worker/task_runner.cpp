@@ -105,10 +105,7 @@ void TaskRunner::Run() {
 
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (assign_.renderer == spec::kRendererNoop) return Status::Ok();  // nothing to render
-  if (assign_.renderer != spec::kRendererPathTracer) {
-    return Status::FailedPrecondition("renderer '" + assign_.renderer +
-                                      "' is not available on this worker");
-  }
+  if (assign_.renderer != spec::kRendererPathTracer) return RenderWithPlugin(out, frames_done);
   StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml);
   if (!scene.ok()) return scene.status().WithContext("scene");
 
@@ -148,45 +145,114 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
                               std::to_string(image->width) + "x" + std::to_string(image->height) +
                               "x" + std::to_string(image->channels) + " image");
     }
-    // A part of a split frame travels as its exact accumulation (integer sums), so the
-    // scheduler's merge is bit-identical to the frame rendered whole; a whole frame as floats.
-    std::string accumulation;
-    if (!part.whole()) {
-      StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(*image);
-      if (!bytes.ok()) return bytes.status().WithContext("frame " + std::to_string(frame));
-      accumulation = std::move(*bytes);
+    if (part.whole()) {
+      TSR_RETURN_IF_ERROR(SendFrame(out, frame, image->pixels.data(), image->width, image->height,
+                                    image->channels, image->channel_names, seconds,
+                                    image->backend));
+    } else {
+      TSR_RETURN_IF_ERROR(SendPart(out, frame, *image, seconds));
     }
-    const size_t bytes = part.whole() ? expected * sizeof(float) : accumulation.size();
-    if (static_cast<int64_t>(bytes) > protocol::kMaxMessageBytes - 65536) {
-      return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
-                                       std::to_string(bytes) +
-                                       " bytes exceed the protocol's message limit; split the "
-                                       "job into tiles");
-    }
-
-    protocol::FrameResult result;
-    result.task_id = ref_.task_id;
-    result.attempt = ref_.attempt;
-    result.frame = frame;
-    result.width = image->width;
-    result.height = image->height;
-    result.channels = image->channels;
-    result.render_seconds = seconds;
-    result.backend = image->backend;
-    result.channel_names = image->channel_names;
-    result.part = part;
-    if (!part.whole()) result.encoding = protocol::kEncodingAccumulation;
-    zmq::message_t payload(part.whole() ? static_cast<const void*>(image->pixels.data())
-                                        : static_cast<const void*>(accumulation.data()),
-                           bytes);
-    Send(out, false,
-         protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
     progress_.store(static_cast<double>(index + 1) / frame_count);
     ++*frames_done;
     spdlog::debug("task {} attempt {}: frame {} rendered in {:.2f} s on {}", ref_.task_id,
                   ref_.attempt, frame, seconds, image->backend);
   }
   return Status::Ok();
+}
+
+Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width,
+                             int height, int channels,
+                             const std::vector<std::string>& channel_names, double seconds,
+                             const std::string& backend) {
+  const size_t bytes =
+      static_cast<size_t>(width) * height * static_cast<size_t>(channels) * sizeof(float);
+  if (static_cast<int64_t>(bytes) > protocol::kMaxMessageBytes - 65536) {
+    return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
+                                     std::to_string(bytes) +
+                                     " bytes exceed the protocol's message limit; split the "
+                                     "job into tiles");
+  }
+  protocol::FrameResult result;
+  result.task_id = ref_.task_id;
+  result.attempt = ref_.attempt;
+  result.frame = frame;
+  result.width = width;
+  result.height = height;
+  result.channels = channels;
+  result.render_seconds = seconds;
+  result.backend = backend;
+  result.channel_names = channel_names;
+  result.part = assign_.part;
+  zmq::message_t payload(pixels, bytes);
+  Send(out, false,
+       protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
+  return Status::Ok();
+}
+
+Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const pathtracer::RenderedImage& image,
+                            double seconds) {
+  // A part of a split frame travels as its exact accumulation (integer sums), so the
+  // scheduler's merge is bit-identical to the frame rendered whole.
+  StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(image);
+  if (!bytes.ok()) return bytes.status().WithContext("frame " + std::to_string(frame));
+  if (static_cast<int64_t>(bytes->size()) > protocol::kMaxMessageBytes - 65536) {
+    return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
+                                     std::to_string(bytes->size()) +
+                                     " bytes exceed the protocol's message limit; split the "
+                                     "job into more tiles");
+  }
+  protocol::FrameResult result;
+  result.task_id = ref_.task_id;
+  result.attempt = ref_.attempt;
+  result.frame = frame;
+  result.width = image.width;
+  result.height = image.height;
+  result.channels = image.channels;
+  result.render_seconds = seconds;
+  result.backend = image.backend;
+  result.channel_names = image.channel_names;
+  result.part = assign_.part;
+  result.encoding = protocol::kEncodingAccumulation;
+  zmq::message_t payload(bytes->data(), bytes->size());
+  Send(out, false,
+       protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
+  return Status::Ok();
+}
+
+Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
+  const AvailablePlugin* plugin = FindPlugin(*settings_.plugins, assign_.renderer);
+  if (plugin == nullptr) {
+    return Status::FailedPrecondition("renderer '" + assign_.renderer +
+                                      "' is not available on this worker");
+  }
+  const int frame_count = assign_.frame_end - assign_.frame_start + 1;
+  PluginTaskOptions options;
+  options.data_dir = settings_.data_dir;
+  options.search_path = EffectivePluginPath(settings_.plugin_path);
+  // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
+  options.threads = settings_.cpu_threads > 0
+                        ? settings_.cpu_threads
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  options.cancel = &cancel_;
+  options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
+  options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
+  const std::string backend =
+      plugin->spec.name +
+      (assign_.gpus.empty() ? ":cpu" : ":gpu" + std::to_string(assign_.gpus[0]));
+  options.on_frame = [&](int frame, image::ImageBuffer image, double seconds) -> Status {
+    // Channel names: only pass them on when they differ from the R, G, B, A default.
+    std::vector<std::string> names = image.channel_names;
+    const std::vector<std::string> standard = {"R", "G", "B", "A"};
+    if (names.size() <= 4 && std::equal(names.begin(), names.end(), standard.begin())) {
+      names.clear();
+    }
+    TSR_RETURN_IF_ERROR(SendFrame(out, frame, image.pixels.data(), image.width, image.height,
+                                  image.channels, names, seconds, backend));
+    ++*frames_done;
+    progress_.store(static_cast<double>(frame - assign_.frame_start + 1) / frame_count);
+    return Status::Ok();
+  };
+  return RunPluginTask(*plugin, assign_, options);
 }
 
 }  // namespace tessera::worker

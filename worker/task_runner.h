@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "plugins/pathtracer/renderer.h"
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
+#include "worker/plugin_host.h"
 
 namespace tessera::worker {
 
@@ -41,6 +43,10 @@ struct RenderSettings {
   pathtracer::Backend backend = pathtracer::Backend::kAuto;
   int cpu_threads = 0;
   RenderFn render = pathtracer::RenderFrame;  // tests may substitute a fake
+  // External renderers this worker found, where task folders go, and the program search path.
+  std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
+  std::string data_dir;
+  std::string plugin_path;
 };
 
 class TaskRunner {
@@ -65,6 +71,14 @@ class TaskRunner {
  private:
   void Run();  // the render thread
   Status RenderAll(zmq::socket_t& out, int* frames_done);
+  Status RenderWithPlugin(zmq::socket_t& out, int* frames_done);
+  // Sends one frame's pixels (of the task's part) as a kFrameResult.
+  // A part of a split path-tracer frame: its exact accumulation.
+  Status SendPart(zmq::socket_t& out, int frame, const pathtracer::RenderedImage& image,
+                  double seconds);
+  Status SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width, int height,
+                   int channels, const std::vector<std::string>& channel_names, double seconds,
+                   const std::string& backend);
   void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
 
   zmq::context_t& context_;

@@ -1,6 +1,10 @@
 #include "worker/worker_config.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "shared/config.h"
@@ -66,7 +70,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("threads", &c.threads)
         .Optional("slots", &c.slots)
         .Optional("pools", &c.pools)
-        .Optional("tags", &c.tags);
+        .Optional("tags", &c.tags)
+        .Optional("data_dir", &c.data_dir)
+        .Optional("plugin_path", &c.plugin_path);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
@@ -101,6 +107,21 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(
       CheckOneOf("log.level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}));
   if (c.name.empty()) c.name = default_name;
+  if (c.data_dir.empty()) {
+    std::error_code ec;
+    std::string name;
+    for (char ch : c.name) {
+      const bool plain = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.';
+      name += plain ? ch : '_';
+    }
+    // The process id keeps workers of the same name on one machine (local farms, tests) apart.
+    c.data_dir = (std::filesystem::temp_directory_path(ec) /
+                  ("tessera-worker-" + name + "-" + std::to_string(::getpid())))
+                     .string();
+  } else if (c.data_dir[0] != '/') {
+    return Status::InvalidArgument("worker.data_dir: must be an absolute path, got '" + c.data_dir +
+                                   "'");
+  }
   return c;
 }
 

@@ -13,6 +13,10 @@
 //                                     #   task pinned to its own GPU), or 1 without GPUs
 //     pools: [default]                # pools this worker serves (jobs may ask for a pool)
 //     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
+//     data_dir: ""                    # task folders of renderer plugins go under DIR/tasks;
+//                                     #   empty: <temp dir>/tessera-worker-<name>-<pid>
+//     plugin_path: ""                 # colon-separated folders searched for renderer programs
+//                                     #   (povray, blender, a command's program); empty: $PATH
 //   heartbeat:
 //     interval_ms: 1000               # used until the scheduler's kWelcome says otherwise
 //     liveness: 5                     # silent intervals before the worker reconnects
@@ -42,6 +46,8 @@ struct WorkerConfig {
   int slots = 0;  // 0: one per GPU, 1 without GPUs
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
+  std::string data_dir;     // empty: <temp dir>/tessera-worker-<name>-<pid>
+  std::string plugin_path;  // empty: $PATH
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";

@@ -9,6 +9,7 @@
 #include "scheduler/api/dashboard.h"
 #include "scheduler/api/views.h"
 #include "shared/job_spec.h"
+#include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 
 namespace tessera::api {
@@ -82,12 +83,12 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
   if (job.user.empty() && req.contains("user")) job.user = req["user"].get<std::string>();
   if (req.contains("scene_yaml")) {
     job.scene_yaml = req["scene_yaml"].get<std::string>();
-  } else if (job.scene_yaml.empty() && job.produces_frames()) {
+  } else if (job.scene_yaml.empty() && job.produces_frames() && !job.scene_path.empty()) {
     return Status::InvalidArgument("scene: the scheduler cannot read the path '" + job.scene_path +
                                    "'; send the scene's text as scene_yaml (tessera submit does)");
   }
   TSR_RETURN_IF_ERROR(spec::ValidateJob(job));
-  if (job.produces_frames()) {
+  if (job.renderer == spec::kRendererPathTracer) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
     TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples));
@@ -337,6 +338,31 @@ void HttpApi::Routes() {
     json out = json::array();
     for (const auto& w : *workers) out.push_back(WorkerView(w));
     Reply(res, 200, {{"workers", out}});
+  });
+
+  s.Get("/api/v1/plugins", [this](const httplib::Request&, httplib::Response& res) {
+    StatusOr<json> workers = broker_.WorkerPlugins();
+    if (!workers.ok()) return ReplyError(res, workers.status());
+    json known = json::array();
+    for (const plugin::PluginSpec& p : plugin::BuiltinPlugins()) {
+      json settings = json::array();
+      for (const plugin::SettingSpec& st : p.settings) {
+        json one = {{"name", st.name},
+                    {"type", plugin::SettingTypeName(st.type)},
+                    {"description", st.description}};
+        if (st.default_) one["default"] = *st.default_;
+        if (!st.values.empty()) one["values"] = st.values;
+        if (st.min) one["min"] = *st.min;
+        if (st.max) one["max"] = *st.max;
+        settings.push_back(std::move(one));
+      }
+      known.push_back({{"name", p.name},
+                       {"description", p.description},
+                       {"tiles", p.tiles},
+                       {"settings", settings}});
+    }
+    (*workers)["plugins"] = known;
+    Reply(res, 200, *workers);
   });
 
   s.Get("/api/v1/summary", [this](const httplib::Request&, httplib::Response& res) {

@@ -14,6 +14,8 @@
 //   DELETE /api/v1/jobs/{id}    (finished jobs; output files stay)            -> {"deleted": id}
 //   GET  /api/v1/tasks/{id}/why   -> {"task_id", "state", "reason", "details": [...]}
 //   GET  /api/v1/workers                                                      -> {"workers": [...]}
+//   GET  /api/v1/plugins  -> {"workers": [{"id", "name", "plugins": [{"name", "version"}]}],
+//                             "plugins": [{"name", "description", "tiles", "settings": [...]}]}
 //   GET  /api/v1/summary                                                      -> farm counters
 //   GET  /healthz                                                             -> {"status": "ok"}
 //   GET  /                                                                    -> dashboard

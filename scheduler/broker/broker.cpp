@@ -291,6 +291,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.offer.cpu_cores = reg->cpu_cores;
   conn.offer.ram_mb = reg->ram_mb;
   conn.offer.gpus = reg->gpus;
+  for (const protocol::PluginOffer& p : reg->plugins) conn.offer.plugins[p.name] = p.version;
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();
@@ -447,6 +448,9 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   protocol::Assign assign{task.task_id,     attempt,         task.job_id,
                           task.frame_start, task.frame_end,  *job.scene_yaml,
                           job.renderer,     std::move(gpus), task.part};
+  assign.scene_name = job.scene_name;
+  assign.settings = job.settings;
+  assign.timeout_s = job.task_timeout_s;
   Send(identity, protocol::Encode(MessageType::kAssign, assign));
   // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
   spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,

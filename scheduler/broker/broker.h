@@ -82,6 +82,9 @@ class Broker {
   // Retry failed tasks (no frames) or re-render the finished tasks holding frames [first, last].
   // Returns how many tasks went back to the queue.
   StatusOr<int> RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames);
+  // The renderer plugins each connected worker offers: {"workers": [{"id", "name", "plugins":
+  // [{"name", "version"}]}]}.
+  StatusOr<nlohmann::json> WorkerPlugins();
   // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.
   StatusOr<nlohmann::json> Why(int64_t task_id);
   // The configured named limits (fixed at construction; safe from any thread).
@@ -98,6 +101,8 @@ class Broker {
     std::vector<std::string> formats;
     int parts_per_frame = 1;  // tasks that make one frame (tiles x sample parts)
     std::shared_ptr<const std::string> scene_yaml;
+    std::string scene_name;                       // renderer plugins: the scene's file name
+    std::map<std::string, std::string> settings;  // renderer plugins: resolved settings
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
     int progress_timeout_s = 0;

@@ -78,6 +78,21 @@ StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<in
   });
 }
 
+StatusOr<nlohmann::json> Broker::WorkerPlugins() {
+  return OnBrokerThread<nlohmann::json>([this]() -> StatusOr<nlohmann::json> {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& [identity, worker] : workers_) {
+      nlohmann::json plugins = nlohmann::json::array();
+      for (const auto& [name, version] : worker.offer.plugins) {
+        plugins.push_back({{"name", name}, {"version", version}});
+      }
+      workers.push_back(
+          {{"id", worker.offer.id}, {"name", worker.offer.name}, {"plugins", plugins}});
+    }
+    return nlohmann::json{{"workers", workers}};
+  });
+}
+
 StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
   return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
     auto it = tasks_.find(task_id);
@@ -227,6 +242,21 @@ Status Broker::LoadJob(int64_t job_id) {
   info.formats = job.output_formats;
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
+  if (job.renderer != spec::kRendererPathTracer && job.renderer != spec::kRendererNoop) {
+    // Settings and the scene's file name live in the job file as submitted.
+    TSR_ASSIGN_OR_RETURN(std::string job_yaml, store_.JobYaml(job_id));
+    StatusOr<spec::JobSpec> parsed = spec::ParseJobYaml(job_yaml);
+    if (parsed.ok()) {
+      StatusOr<std::map<std::string, std::string>> settings = spec::ResolvedSettings(*parsed);
+      StatusOr<std::string> scene_name = spec::SceneFileName(*parsed);
+      if (settings.ok()) info.settings = std::move(settings).value();
+      if (scene_name.ok()) info.scene_name = std::move(scene_name).value();
+    } else {
+      // Its tasks then fail on the worker with a message naming the setting.
+      spdlog::warn("job {}: stored job file no longer parses: {}", job_id,
+                   parsed.status().message());
+    }
+  }
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
   info.progress_timeout_s = job.progress_timeout_s;
@@ -238,6 +268,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.needs.pools = job.pools;
   info.needs.tags = job.tags;
   info.needs.resources = job.resources;
+  info.needs.renderer = job.renderer;
   info.notice = job.notice;
   for (const auto& [worker_id, count] : failures) {
     info.failures_by_worker[worker_id] = count;

@@ -186,6 +186,35 @@ int RunWorkers(const ClientOptions& options) {
   return kExitOk;
 }
 
+int RunPlugins(const ClientOptions& options) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Get("/api/v1/plugins");
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& workers = Member(*reply, "workers");
+  if (!workers.is_array() || workers.empty()) {
+    std::cout << "No connected workers.\n";
+  } else {
+    Table table({"WORKER", "NAME", "PLUGINS"});
+    for (const json& w : workers) {
+      std::string list;
+      for (const json& p : Member(w, "plugins")) {
+        list += (list.empty() ? "" : ", ") + Str(p, "name");
+        if (!Str(p, "version").empty()) list += " " + Str(p, "version");
+      }
+      table.AddRow({Str(w, "id"), Str(w, "name"), list.empty() ? "-" : list});
+    }
+    table.Print(std::cout);
+  }
+  std::cout << "Renderers this farm knows: pathtracer, noop";
+  for (const json& p : Member(*reply, "plugins")) std::cout << ", " << Str(p, "name");
+  std::cout << "\n";
+  return kExitOk;
+}
+
 int RunWhy(const ClientOptions& options, int64_t task_id) {
   ApiClient client(options.server);
   StatusOr<json> reply = client.Get("/api/v1/tasks/" + std::to_string(task_id) + "/why");

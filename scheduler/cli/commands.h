@@ -32,6 +32,8 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file);
 int RunJobs(const ClientOptions& options, const std::string& state, int limit);
 int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks);
 int RunWorkers(const ClientOptions& options);
+// The renderer plugins each connected worker offers (GET /api/v1/plugins).
+int RunPlugins(const ClientOptions& options);
 // Job operations: action is cancel, pause, resume, retry, rerender (body {"frames": "A-B"}),
 // priority (body {"priority": N}) or delete. Prints the job's new state (or the API's JSON).
 int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,

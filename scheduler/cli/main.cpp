@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   status->add_flag("--tasks", show_tasks, "Also list the job's tasks");
 
   CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
+  CLI::App* plugins = AddClientCommand(
+      app, "plugins", "List the renderer plugins each connected worker offers", &options, true);
 
   CLI::App* wait =
       AddClientCommand(app, "wait", "Wait for a job to finish (exit 0 when done)", &options, false);
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   if (jobs->parsed()) return tessera::cli::RunJobs(options, state_filter, limit);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);
+  if (plugins->parsed()) return tessera::cli::RunPlugins(options);
   if (wait->parsed()) return tessera::cli::RunWait(options, job_id, timeout, quiet);
   if (why->parsed()) return tessera::cli::RunWhy(options, task_id);
   for (const JobAction& a : actions) {

@@ -74,9 +74,12 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
                         "larger than " + std::to_string(spec::kMaxSceneBytes) + " bytes");
     }
     scene_text = std::move(read).value();
-    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-    if (!scene.ok()) return LocalError(scene_path.string(), scene.status().message());
-  } else if (job->produces_frames()) {
+    // A plugin's scene is the renderer's own text (.pov, .py): the renderer reads it.
+    if (!job->uses_plugin()) {
+      StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+      if (!scene.ok()) return LocalError(scene_path.string(), scene.status().message());
+    }
+  } else if (job->produces_frames() && !job->uses_plugin()) {
     scene_text = job->scene_yaml;
     StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
     if (!scene.ok()) return LocalError(job_file, "scene: " + scene.status().message());

@@ -20,6 +20,11 @@ int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
 
 std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
   if (job.blocklist.count(worker.id)) return "blocklisted for this job";
+  if (!job.renderer.empty() && job.renderer != spec::kRendererPathTracer &&
+      job.renderer != spec::kRendererNoop && !worker.plugins.count(job.renderer)) {
+    return "does not offer the renderer '" + job.renderer +
+           "' (its program is not installed there)";
+  }
   if (!job.pools.empty() && std::none_of(job.pools.begin(), job.pools.end(), [&](const auto& p) {
         return worker.pools.count(p) > 0;
       })) {

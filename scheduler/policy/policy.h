@@ -30,6 +30,7 @@ struct WorkerOffer {
   int cpu_cores = 0;
   int64_t ram_mb = 0;
   std::vector<protocol::GpuInfo> gpus;
+  std::map<std::string, std::string> plugins;  // renderer plugins it runs -> version
 };
 
 // What every task of a job needs, and where it may not run.
@@ -39,10 +40,12 @@ struct JobNeeds {
   std::vector<std::string> limits;
   spec::ResourceSpec resources;
   std::set<int64_t> blocklist;  // worker ids
+  // A renderer plugin the worker must offer ("" or a built-in renderer: every worker has it).
+  std::string renderer;
 };
 
-// Why `worker` can never run the job's tasks ("" when it could): blocklist, pools, tags or
-// hardware. Busy slots and GPUs are not a reason: they free up.
+// Why `worker` can never run the job's tasks ("" when it could): blocklist, renderer plugin,
+// pools, tags or hardware. Busy slots and GPUs are not a reason: they free up.
 std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker);
 inline bool CouldEverRun(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNever(job, worker).empty();

@@ -665,6 +665,15 @@ StatusOr<std::string> Store::JobScene(int64_t job_id) {
   return s.Text(0);
 }
 
+StatusOr<std::string> Store::JobYaml(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT job_yaml FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return s.Text(0);
+}
+
 StatusOr<Store::TaskFence> Store::ReadFence(int64_t task_id) {
   TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state, attempt, job_id, live_attempts "
                                                 "FROM tasks WHERE id = ?"));

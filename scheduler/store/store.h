@@ -181,6 +181,8 @@ class Store {
   // scheduler stopped come back queued (their lease is gone; the next attempt fences it off).
   StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id);
   StatusOr<std::string> JobScene(int64_t job_id);
+  // The job file as it was submitted.
+  StatusOr<std::string> JobYaml(int64_t job_id);
   Status StartTask(int64_t task_id, int attempt, int64_t worker_id);
   // A worker that re-registers still rendering `attempt` of a queued task whose current attempt
   // that still is (its lease was voided by a restart or a lost connection, not replaced) takes

@@ -94,6 +94,15 @@ TEST_F(CliE2eTest, SubmitRejectsBadJobFilesWithoutAServer) {
       {"too many frames", "name: a\nscene: scene.yaml\nframes: 1-200000\n", nullptr, "frames"},
       {"zero resolution", "name: a\nscene: scene.yaml\nframes: 1-2\n", "zero", "width"},
       {"missing scene file", "name: a\nscene: no-such-scene.yaml\nframes: 1-2\n", nullptr, "scene"},
+      {"unknown plugin setting",
+       "name: a\nrenderer: povray\nscene: a.pov\nframes: 1\nsettings: {widht: 64}\n", nullptr,
+       "settings.widht: unknown setting"},
+      {"option injection", "name: a\nrenderer: command\nframes: 1\nsettings: {program: -rf}\n",
+       nullptr, "settings.program"},
+      {"binary blend scene", "name: a\nrenderer: blender\nscene: shot.blend\nframes: 1\n", nullptr,
+       ".blend"},
+      {"wrong scene type", "name: a\nrenderer: povray\nscene: scene.yaml\nframes: 1\n", nullptr,
+       ".pov"},
   };
   for (const BadJobCase& c : cases) {
     SCOPED_TRACE(c.label);
@@ -204,6 +213,26 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
 
   RunResult wait = Tessera({"wait", id, "--timeout", "120", "--server", server}, seconds(150));
   EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+
+  // Every worker lists the plugins whose programs it found.
+  RunResult plugins = Tessera({"plugins", "--server", server});
+  EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
+  EXPECT_NE(plugins.out.find("command"), std::string::npos) << plugins.out;
+  EXPECT_NE(plugins.out.find("Renderers this farm knows: pathtracer, noop"), std::string::npos)
+      << plugins.out;
+  if (std::system("command -v povray >/dev/null 2>&1") == 0) {
+    Write("ball.pov",
+          "camera { location <0, 1, -4> look_at 0 }\nlight_source { <2, 4, -3> color rgb 1 }\n"
+          "sphere { 0, 1 pigment { color rgb <1, 0.3, 0.2> } }\n");
+    std::string pov = Write("pov.yaml",
+                            "name: ball\nrenderer: povray\nscene: ball.pov\nframes: 1-2\n"
+                            "settings: {width: 32, height: 24}\n");
+    RunResult pov_submit = Tessera({"submit", pov, "--server", server});
+    ASSERT_EQ(pov_submit.exit_code, 0) << pov_submit.err;
+    RunResult pov_wait =
+        Tessera({"wait", Trim(pov_submit.out), "--timeout", "60", "--server", server}, seconds(90));
+    EXPECT_EQ(pov_wait.exit_code, 0) << pov_wait.out << pov_wait.err;
+  }
 
   json jobs = ParseJson(Tessera({"jobs", "--json", "--server", server}));
   bool listed_done = false;

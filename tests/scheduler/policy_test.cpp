@@ -47,6 +47,18 @@ TEST(PolicyTest, PoolsTagsAndBlocklistDecideWhereAJobMayEverRun) {
   EXPECT_TRUE(CouldEverRun(job, w));
 }
 
+TEST(PolicyTest, PluginRenderersRunOnlyWhereTheWorkerOffersThem) {
+  WorkerOffer w = Worker(7);
+  JobNeeds job;
+  job.renderer = "povray";
+  EXPECT_EQ(WhyNever(job, w),
+            "does not offer the renderer 'povray' (its program is not installed there)");
+  w.plugins = {{"povray", "3.7.0.10"}};
+  EXPECT_TRUE(CouldEverRun(job, w));
+  job.renderer = "pathtracer";  // built in: every worker has it
+  EXPECT_TRUE(CouldEverRun(job, Worker(8)));
+}
+
 TEST(PolicyTest, ResourcesAreMinimumsPerTask) {
   WorkerOffer big = Worker(1, {Gpu(0, 143771, 9, 0), Gpu(1, 143771, 9, 0)});
   WorkerOffer old = Worker(2, {Gpu(0, 24000, 7, 5)});

@@ -126,6 +126,18 @@ TEST(WorkerConfig, BadValuesNameTheField) {
   EXPECT_THAT(message("heartbeat: {liveness: 0}"), HasSubstr("heartbeat.liveness"));
   EXPECT_THAT(message("log: {level: loud}"), HasSubstr("log.level"));
   EXPECT_THAT(message("worker: 5"), HasSubstr("worker"));
+  EXPECT_THAT(message("worker: {data_dir: relative/dir}"), HasSubstr("worker.data_dir"));
+}
+
+TEST(WorkerConfig, PluginKeysHaveDefaults) {
+  StatusOr<WorkerConfig> c = ParseText("{}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(c->data_dir.find("tessera-worker-host-a"), std::string::npos) << c->data_dir;
+  EXPECT_EQ(c->plugin_path, "") << "empty: $PATH";
+  c = ParseText("worker: {data_dir: /srv/tessera, plugin_path: '/opt/povray/bin:/usr/bin'}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->data_dir, "/srv/tessera");
+  EXPECT_EQ(c->plugin_path, "/opt/povray/bin:/usr/bin");
 }
 
 TEST(WorkerConfig, MissingExplicitFileIsAnError) {

@@ -1,0 +1,123 @@
+#pragma once
+// Renderer plugins described in YAML (plugins/<name>/plugin.yaml): how to find an external
+// renderer, how to build its argv for a task, how to read its progress, errors and images, and
+// which settings a job may give it. The scheduler validates a job's `settings:` against the
+// plugin at submit time; the worker builds the argv here and runs it (never through a shell).
+//
+// Every key of plugin.yaml is documented in plugins/povray/plugin.yaml. Templates are argv words
+// with placeholders: {name} or {name:0N} (an integer zero-padded to N digits); "{{" and "}}" are
+// literal braces. Placeholders:
+//   {scene}         absolute path of the job's scene file in the task directory
+//   {task_dir}      the task's working directory;  {output_dir}  where the images go
+//   {output}        the image of {frame} (per-frame runs only)
+//   {frame} {frame_start} {frame_end}   the frame (per-frame runs) and the task's range
+//   {threads}       CPU threads the worker gives a render (worker.threads, else all cores)
+//   {gpu}           the first GPU pinned to the task (only in `when: gpu` groups)
+//   {x0} {y0} {x1} {y1}   the tile: pixels [x0, x1) x [y0, y1), top-left origin
+//   {col_start} {col_end} {row_start} {row_end}   the same tile, 1-based and inclusive
+//   {border_min_x} {border_max_x} {border_min_y} {border_max_y}   the tile as fractions of the
+//                   frame with a bottom-left origin (needs settings width and height)
+//   {width} {height}   settings.width / settings.height
+//   {settings.NAME} a job setting;  {value}  the setting's own value (in its `args`)
+// A word that refers to a setting without a value (not given, no default) is left out.
+//
+// Safety: a value that would start an argv word with '-' is refused (no option injection), as
+// are control characters; path settings must stay inside the task directory.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shared/protocol.h"
+#include "shared/status.h"
+
+namespace tessera::plugin {
+
+enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList };
+const char* SettingTypeName(SettingType type);
+
+struct SettingSpec {
+  std::string name;
+  SettingType type = SettingType::kString;
+  std::string description;
+  std::optional<double> min, max;       // int and float
+  std::vector<std::string> values;      // enum: the allowed values
+  std::optional<std::string> default_;  // canonical text (list: JSON array)
+  bool required = false;
+  // Words added where the plugin's args say `insert: settings` (a bool: only when true).
+  std::vector<std::string> args;
+};
+
+// One item of a plugin's argv template: a word, or a group of words used only `when` the task
+// is a tile / the whole frame / pinned to a GPU / on the CPU, or the place for settings' args.
+struct ArgItem {
+  std::string word;                // a plain word when `when` and `insert_settings` are unset
+  std::string when;                // "", "tile", "whole", "gpu", "cpu"
+  std::vector<std::string> words;  // the group's words
+  bool insert_settings = false;
+};
+
+struct PluginSpec {
+  std::string name;
+  std::string description;
+  std::vector<std::string> executable_names;  // searched in the worker's plugin path
+  std::string executable_setting;             // the job's setting that names the program
+  std::vector<std::string> version_args;
+  std::string version_regex;  // group 1 is the version
+  std::vector<std::string> scene_extensions;
+  bool scene_required = true;
+  bool per_frame = true;  // one run per frame; false: one run per task (its frame range)
+  std::vector<ArgItem> args;
+  std::string output;              // image file per frame, relative to {output_dir}
+  bool output_srgb = true;         // 8-bit images are sRGB-encoded: converted to linear
+  bool tiles = false;              // honours tile regions (`when: tile` args)
+  std::string progress_regex;      // matched against each output line
+  int progress_percent_group = 0;  // 0..100
+  int progress_done_group = 0;     // done / total
+  int progress_total_group = 0;
+  int progress_frame_group = 0;  // the frame being rendered (per-task runs)
+  std::vector<std::string> error_regexes;
+  std::vector<int> success_exit_codes = {0};
+  std::vector<SettingSpec> settings;
+
+  const SettingSpec* FindSetting(std::string_view name) const;
+};
+
+// Parses plugin.yaml; errors name the field ("args[3]: unknown placeholder {fram}").
+StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what);
+
+// A job's settings as given (scalar text, or a JSON array for lists).
+using Settings = std::map<std::string, std::string>;
+
+// Checks a job's settings against the plugin (types, ranges, allowed values, unknown names,
+// option injection) and returns them with defaults filled in. Errors name "settings.NAME".
+StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& given);
+
+// Checks the scene file name a job gives the plugin ("shot.pov"); returns the name the worker
+// writes it under (the last path component).
+StatusOr<std::string> CheckSceneName(const PluginSpec& plugin, const std::string& scene_path);
+
+// Everything one run of the renderer needs to build its argv.
+struct RunContext {
+  std::string task_dir;
+  std::string output_dir;
+  std::string scene;  // absolute path, or empty
+  int frame = 0;      // per-frame runs
+  int frame_start = 0, frame_end = 0;
+  int threads = 0;
+  std::vector<int> gpus;
+  protocol::FramePart part;
+  Settings settings;  // resolved
+};
+
+// The renderer's argv after the executable. Never passed to a shell.
+StatusOr<std::vector<std::string>> BuildArgv(const PluginSpec& plugin, const RunContext& ctx);
+// The absolute path of the image of `frame`.
+StatusOr<std::string> OutputPath(const PluginSpec& plugin, const RunContext& ctx, int frame);
+
+// Parses "2-5" style values; the settings' list type is a JSON array of strings.
+StatusOr<std::vector<std::string>> ListValue(const std::string& json_text);
+
+}  // namespace tessera::plugin

@@ -1,0 +1,268 @@
+// External renderers through a real farm: a real tessera-scheduler and real tessera-workers on
+// loopback render a small POV-Ray animation and a small Blender (Cycles, CPU) scene, and the
+// frames the farm writes are compared with the same renderer run directly. Tests that need a
+// renderer skip when it is not installed; the feasibility test needs none.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "shared/image_io.h"
+#include "tests/support/farm.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+bool Installed(const std::string& program) {
+  return std::system(("command -v " + program + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Runs a program directly (the reference render); returns its exit status.
+int RunDirect(const std::vector<std::string>& argv, const std::string& log) {
+  Process p = Process::Start(argv, log);
+  std::optional<int> rc = p.Wait(std::chrono::seconds(120));
+  return rc.value_or(-1);
+}
+
+std::string Which(const std::string& program) {
+  for (const char* dir : {"/usr/bin/", "/usr/local/bin/", "/bin/"}) {
+    if (fs::exists(std::string(dir) + program)) return dir + program;
+  }
+  return program;
+}
+
+// Largest per-channel difference over the first `channels` channels, relative to the value
+// where `relative` (for floating-point images of any brightness).
+double MaxDifference(const image::ImageBuffer& a, const image::ImageBuffer& b, int channels,
+                     bool relative = false) {
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
+  if (a.width != b.width || a.height != b.height) return 1e9;
+  double worst = 0;
+  for (size_t p = 0, n = static_cast<size_t>(a.width) * a.height; p < n; ++p) {
+    for (int c = 0; c < channels; ++c) {
+      const double x = a.pixels[p * a.channels + c], y = b.pixels[p * b.channels + c];
+      const double scale = relative ? std::max(1.0, std::fabs(y)) : 1.0;
+      worst = std::max(worst, std::fabs(x - y) / scale);
+    }
+  }
+  return worst;
+}
+
+const char* kPovScene = R"(#version 3.7;
+global_settings { assumed_gamma 1.0 }
+camera { location <0, 1, -4> look_at <0, 0, 0> }
+light_source { <2, 4, -3> color rgb 1 }
+// clock is the frame number: the sphere moves and changes colour from frame to frame.
+sphere { <clock * 0.3 - 0.6, 0, 0>, 1 pigment { color rgb <1, 0.2 + clock * 0.2, 0.2> } }
+plane { y, -1 pigment { checker color rgb 1 color rgb 0.1 } }
+)";
+
+TEST(PluginFarmTest, PovrayAnimationMatchesADirectRender) {
+  if (!Installed("povray")) GTEST_SKIP() << "povray is not installed (apt-get install povray)";
+  LocalFarm farm("povray");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.StartWorker("w2"));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 30s));
+  // Both workers advertise POV-Ray with its version.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json res = farm.Get("/api/v1/plugins");
+        int with_povray = 0;
+        for (const auto& w : res["workers"]) {
+          for (const auto& p : w["plugins"]) with_povray += p["name"] == "povray";
+        }
+        return with_povray == 2;
+      },
+      10s));
+
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: pov\nrenderer: povray\nscene: anim.pov\nframes: 1-3\n"
+      "settings: {width: 64, height: 48, antialias: true}\n"
+      "output: {pattern: 'pov.####', formats: [png, exr]}\n",
+      kPovScene, &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  const std::string out = job["output_dir"];
+
+  const std::string ref_dir = farm.dir() + "/direct";
+  fs::create_directories(ref_dir);
+  WriteFile(ref_dir + "/anim.pov", kPovScene);
+  for (int frame = 1; frame <= 3; ++frame) {
+    const std::string ref = ref_dir + "/ref" + std::to_string(frame) + ".png";
+    ASSERT_EQ(RunDirect({Which("povray"), "-D", "+I" + ref_dir + "/anim.pov", "+O" + ref, "+FN",
+                         "+W64", "+H48", "+K" + std::to_string(frame), "+A", "-J"},
+                        ref_dir + "/povray.log"),
+              0)
+        << ReadFile(ref_dir + "/povray.log");
+    char name[32];
+    std::snprintf(name, sizeof(name), "/pov.%04d.png", frame);
+    StatusOr<image::ImageBuffer> farm_png = image::Read(out + name);
+    StatusOr<image::ImageBuffer> direct_png = image::Read(ref);
+    ASSERT_TRUE(farm_png.ok()) << farm_png.status().message();
+    ASSERT_TRUE(direct_png.ok()) << direct_png.status().message();
+    // The farm reads POV-Ray's 8-bit sRGB PNG as linear floats and writes its PNG preview back
+    // as 8-bit sRGB: the round trip is exact.
+    EXPECT_EQ(MaxDifference(*farm_png, *direct_png, 3), 0.0) << "frame " << frame;
+    std::snprintf(name, sizeof(name), "/pov.%04d.exr", frame);
+    EXPECT_TRUE(fs::exists(out + name)) << name;
+  }
+  // Frames differ (clock = frame number), so frames were not mixed up.
+  EXPECT_GT(
+      MaxDifference(*image::Read(out + "/pov.0001.png"), *image::Read(out + "/pov.0003.png"), 3),
+      0.05);
+}
+
+const char* kBlenderScene = R"(import bpy
+scene = bpy.context.scene
+for obj in list(bpy.data.objects):
+    bpy.data.objects.remove(obj)
+bpy.ops.mesh.primitive_uv_sphere_add(radius=1, location=(0, 0, 0))
+sphere = bpy.context.object
+sphere.location = (-0.5, 0, 0)
+sphere.keyframe_insert("location", frame=1)
+sphere.location = (0.5, 0, 0)
+sphere.keyframe_insert("location", frame=2)
+bpy.ops.object.light_add(type='SUN', location=(2, -2, 4))
+bpy.ops.object.camera_add(location=(0, -6, 1), rotation=(1.45, 0, 0))
+scene.camera = bpy.context.object
+scene.render.resolution_x = 64
+scene.render.resolution_y = 48
+scene.render.resolution_percentage = 100
+)";
+
+TEST(PluginFarmTest, BlenderCyclesMatchesADirectRender) {
+  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  LocalFarm farm("blender");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1", 2));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: bl\nrenderer: blender\nscene: build_scene.py\nframes: 1-2\nchunk_size: 2\n"
+      "settings: {samples: 4, seed: 0}\noutput: {pattern: 'bl.####', formats: [exr]}\n",
+      kBlenderScene, &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job = farm.WaitForJob(id, 120s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  const std::string out = job["output_dir"];
+
+  const std::string ref_dir = farm.dir() + "/direct";
+  fs::create_directories(ref_dir);
+  WriteFile(ref_dir + "/build_scene.py", kBlenderScene);
+  ASSERT_EQ(RunDirect({Which("blender"), "-b", "--factory-startup", "-noaudio", "--python",
+                       ref_dir + "/build_scene.py", "--python-expr",
+                       "import bpy; s = bpy.context.scene; s.render.engine = 'CYCLES'; "
+                       "s.cycles.device = 'CPU'; s.cycles.use_denoising = False; "
+                       "s.cycles.samples = 4; s.cycles.seed = 0",
+                       "-o", ref_dir + "/ref_####", "-F", "OPEN_EXR", "-s", "1", "-e", "2", "-a"},
+                      ref_dir + "/blender.log"),
+            0)
+      << ReadFile(ref_dir + "/blender.log");
+  for (int frame = 1; frame <= 2; ++frame) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/bl.%04d.exr", frame);
+    StatusOr<image::ImageBuffer> farm_exr = image::Read(out + name);
+    std::snprintf(name, sizeof(name), "/ref_%04d.exr", frame);
+    StatusOr<image::ImageBuffer> direct_exr = image::Read(ref_dir + name);
+    ASSERT_TRUE(farm_exr.ok()) << farm_exr.status().message();
+    ASSERT_TRUE(direct_exr.ok()) << direct_exr.status().message();
+    // Cycles on the CPU with a fixed seed is deterministic; the farm stores half floats, so
+    // the tolerance is half precision (2^-11 relative).
+    EXPECT_LE(MaxDifference(*farm_exr, *direct_exr, 3, /*relative=*/true), 1e-3)
+        << "frame " << frame;
+  }
+}
+
+TEST(PluginFarmTest, WorkerWithoutTheRendererDoesNotOfferItAndTheJobIsInfeasible) {
+  LocalFarm farm("noplugin");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  // This worker searches an empty folder for renderer programs: it finds none.
+  const std::string empty = farm.dir() + "/empty-bin";
+  fs::create_directories(empty);
+  ::setenv("TESSERA_WORKER_PLUGIN_PATH", empty.c_str(), 1);
+  const bool started = farm.StartWorker("bare");
+  ::unsetenv("TESSERA_WORKER_PLUGIN_PATH");
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  nlohmann::json plugins = farm.Get("/api/v1/plugins");
+  ASSERT_EQ(plugins["workers"].size(), 1u) << plugins.dump();
+  for (const auto& p : plugins["workers"][0]["plugins"]) {
+    EXPECT_NE(p["name"], "povray");
+    EXPECT_NE(p["name"], "blender");
+  }
+  std::string error;
+  const int64_t id =
+      farm.Submit("name: pov\nrenderer: povray\nscene: a.pov\nframes: 1\n", kPovScene, &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        job = farm.Get("/api/v1/jobs/" + std::to_string(id))["job"];
+        return job["notice"].is_string();
+      },
+      10s))
+      << job.dump();
+  EXPECT_NE(job["notice"].get<std::string>().find("does not offer the renderer 'povray'"),
+            std::string::npos)
+      << job.dump();
+  EXPECT_EQ(job["state"], "queued");
+}
+
+TEST(PluginFarmTest, BadSettingsAreRefusedAtSubmit) {
+  LocalFarm farm("badsettings");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string error;
+  EXPECT_EQ(farm.Submit("name: a\nrenderer: povray\nscene: a.pov\nframes: 1\n"
+                        "settings: {quality: '-Q0'}\n",
+                        kPovScene, &error),
+            -1);
+  EXPECT_NE(error.find("settings.quality"), std::string::npos) << error;
+  EXPECT_EQ(farm.Submit("name: a\nrenderer: blender\nscene: shot.blend\nframes: 1\n", "x", &error),
+            -1);
+  EXPECT_NE(error.find(".blend"), std::string::npos) << error;
+  EXPECT_EQ(farm.Submit("name: a\nrenderer: command\nframes: 1\n"
+                        "settings: {program: sh, output: ../../x}\n",
+                        "", &error),
+            -1);
+  EXPECT_NE(error.find("settings.output: unknown setting"), std::string::npos) << error;
+}
+
+TEST(PluginFarmTest, FailingRendererFailsTheTaskAndTheWorkerKeepsRunning) {
+  LocalFarm farm("cmdfail");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  std::string error;
+  // Exits 0 without writing an image; no retries.
+  int64_t id = farm.Submit(
+      "name: noimage\nrenderer: command\nframes: 1\nmax_retries: 0\n"
+      "settings: {program: 'true'}\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job = farm.WaitForJob(id, 30s);
+  EXPECT_EQ(job["state"], "failed") << job.dump();
+  nlohmann::json tasks = farm.Get("/api/v1/jobs/" + std::to_string(id) + "/tasks")["tasks"];
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_NE(tasks[0]["message"].dump().find("wrote no image"), std::string::npos) << tasks.dump();
+  // Hangs: killed at the task timeout.
+  id = farm.Submit(
+      "name: hang\nrenderer: command\nframes: 1\nmax_retries: 0\ntask_timeout: 1\n"
+      "settings: {program: sleep, argv: ['30']}\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  job = farm.WaitForJob(id, 30s);
+  EXPECT_EQ(job["state"], "failed") << job.dump();
+  EXPECT_TRUE(farm.worker("w1").running()) << "the worker survives its renderers' failures";
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,227 @@
+// Renderer plugin descriptions: the strict parser, settings validation and argv expansion (no
+// shell, no option injection, nothing escaping the task folder).
+
+#include "shared/plugin_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "shared/job_spec.h"
+#include "shared/plugin_catalog.h"
+
+namespace tessera::plugin {
+namespace {
+
+const char* kMinimal = R"(
+name: demo
+executable: {names: [demo]}
+args: ["--in", "{scene}", "-o", "{output}", "--frame={frame:04}", "--q={settings.quality}"]
+output: {file: "f{frame:04}.png"}
+settings:
+  quality: {type: int, min: 1, max: 10, default: 5}
+  mode: {type: enum, values: [fast, slow]}
+  label: {type: string}
+  out: {type: path, args: ["--save", "{value}"]}
+  fast: {type: bool, args: ["--fast"]}
+)";
+
+PluginSpec Minimal() {
+  StatusOr<PluginSpec> p = ParsePluginYaml(kMinimal, "demo");
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+RunContext Context(const PluginSpec& p, Settings given) {
+  RunContext ctx;
+  ctx.task_dir = "/data/tasks/t1";
+  ctx.output_dir = "/data/tasks/t1/out";
+  ctx.scene = "/data/tasks/t1/scene.pov";
+  ctx.frame = ctx.frame_start = ctx.frame_end = 7;
+  StatusOr<Settings> s = ResolveSettings(p, given);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (s.ok()) ctx.settings = *s;
+  return ctx;
+}
+
+TEST(PluginSpecTest, BuiltinPluginsParse) {
+  ASSERT_EQ(BuiltinPluginSources().size(), BuiltinPlugins().size());
+  for (const char* name : {"povray", "blender", "command"}) {
+    EXPECT_NE(FindBuiltinPlugin(name), nullptr) << name;
+  }
+  EXPECT_TRUE(FindBuiltinPlugin("povray")->tiles);
+  EXPECT_FALSE(FindBuiltinPlugin("blender")->per_frame);
+}
+
+TEST(PluginSpecTest, ErrorsNameTheField) {
+  auto error = [](const std::string& yaml) {
+    StatusOr<PluginSpec> p = ParsePluginYaml(yaml, "plugin.yaml");
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  const std::string head = "name: demo\nexecutable: {names: [demo]}\noutput: {file: a.png}\n";
+  EXPECT_NE(error(head + "args: [x]\nbogus: 1\n").find("bogus: unknown field"), std::string::npos);
+  EXPECT_NE(error(head + "args: [\"{fram}\"]\n").find("args[0]: unknown placeholder {fram}"),
+            std::string::npos);
+  EXPECT_NE(error(head + "args: [x]\nruns: sometimes\n").find("runs:"), std::string::npos);
+  EXPECT_NE(
+      error(head + "args: [x]\nprogress: {regex: '(', percent_group: 1}\n").find("progress.regex"),
+      std::string::npos);
+  EXPECT_NE(error(head + "args: [x]\nsettings: {q: {type: colour}}\n").find("settings.q.type"),
+            std::string::npos);
+  EXPECT_NE(error(head + "args: [x]\nsettings: {q: {type: int, max: 3, default: 9}}\n")
+                .find("settings.q.default"),
+            std::string::npos);
+  EXPECT_NE(error(head + "args: [{when: sometimes, args: [x]}]\n").find("args[0].when"),
+            std::string::npos);
+  EXPECT_NE(error("name: demo\nargs: [x]\noutput: {file: a.png}\n").find("executable"),
+            std::string::npos);
+}
+
+TEST(PluginSpecTest, SettingsAreValidatedByType) {
+  PluginSpec p = Minimal();
+  auto error = [&](Settings s) {
+    StatusOr<Settings> r = ResolveSettings(p, s);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(error({{"quality", "3"}, {"mode", "fast"}}), "ok");
+  EXPECT_NE(error({{"qualty", "3"}}).find("settings.qualty: unknown setting"), std::string::npos);
+  EXPECT_NE(error({{"quality", "high"}}).find("settings.quality: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error({{"quality", "11"}}).find("settings.quality: 11 is not in [1, 10]"),
+            std::string::npos);
+  EXPECT_NE(error({{"quality", "2.5"}}).find("settings.quality"), std::string::npos);
+  EXPECT_NE(error({{"mode", "medium"}}).find("settings.mode: expected one of"), std::string::npos);
+  EXPECT_NE(error({{"fast", "maybe"}}).find("settings.fast: expected true or false"),
+            std::string::npos);
+  // Option injection and escaping the task folder are refused at validation time.
+  EXPECT_NE(error({{"label", "--output=/etc/passwd"}}).find("starts with '-'"), std::string::npos);
+  EXPECT_NE(error({{"out", "../../etc/cron.d/x"}}).find("leaves the task directory"),
+            std::string::npos);
+  EXPECT_NE(error({{"out", "/etc/passwd"}}).find("must be relative"), std::string::npos);
+  EXPECT_NE(error({{"out", "a/../../b"}}).find("leaves the task directory"), std::string::npos);
+  EXPECT_NE(error({{"label", "a\nb"}}).find("control characters"), std::string::npos);
+  // Defaults are filled in.
+  EXPECT_EQ(ResolveSettings(p, {})->at("quality"), "5");
+}
+
+TEST(PluginSpecTest, ArgvIsBuiltWordByWordWithoutAShell) {
+  PluginSpec p = Minimal();
+  // Shell metacharacters are plain characters in one argv word: nothing interprets them.
+  RunContext ctx = Context(p, {{"label", "x; rm -rf / $(reboot) `id` | cat > y"},
+                               {"out", "renders/a b;c.png"},
+                               {"fast", "true"}});
+  StatusOr<std::vector<std::string>> argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  std::vector<std::string> expected = {"--in",         "/data/tasks/t1/scene.pov",
+                                       "-o",           "/data/tasks/t1/out/f0007.png",
+                                       "--frame=0007", "--q=5",
+                                       "--save",       "/data/tasks/t1/renders/a b;c.png",
+                                       "--fast"};
+  EXPECT_EQ(*argv, expected);
+}
+
+TEST(PluginSpecTest, ValuesStartingWithADashNeverBecomeOptions) {
+  StatusOr<PluginSpec> p = ParsePluginYaml(R"(
+name: demo
+executable: {names: [demo]}
+args: ["{settings.label}", "{frame}"]
+output: {file: "f.png"}
+settings: {label: {type: string}}
+)",
+                                           "demo");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  RunContext ctx;
+  ctx.task_dir = ctx.output_dir = "/t";
+  ctx.frame = -3;                     // negative numbers are values, not options
+  ctx.settings = {{"label", "-rf"}};  // bypassing ResolveSettings: BuildArgv still refuses
+  StatusOr<std::vector<std::string>> argv = BuildArgv(*p, ctx);
+  ASSERT_FALSE(argv.ok());
+  EXPECT_NE(argv.status().message().find("starts with '-'"), std::string::npos);
+  ctx.settings = {{"label", "ok"}};
+  argv = BuildArgv(*p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"ok", "-3"}));
+}
+
+TEST(PluginSpecTest, PovrayTileUsesOneBasedInclusiveRegion) {
+  const PluginSpec& p = *FindBuiltinPlugin("povray");
+  RunContext ctx = Context(p, {{"width", "64"}, {"height", "48"}});
+  ctx.threads = 1;
+  ctx.part.x0 = 16;
+  ctx.part.y0 = 8;
+  ctx.part.x1 = 40;
+  ctx.part.y1 = 30;
+  StatusOr<std::vector<std::string>> argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  std::string joined;
+  for (const std::string& a : *argv) joined += a + " ";
+  EXPECT_NE(joined.find("+SC17 +EC40 +SR9 +ER30"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("+W64 +H48 +K7"), std::string::npos) << joined;
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "+A"), 0) << "anti-aliasing is off by default";
+}
+
+TEST(PluginSpecTest, BlenderTileBorderNeedsTheFrameSize) {
+  const PluginSpec& p = *FindBuiltinPlugin("blender");
+  RunContext ctx = Context(p, {{"samples", "4"}});
+  ctx.part.x1 = 32;
+  ctx.part.y1 = 24;
+  StatusOr<std::vector<std::string>> argv = BuildArgv(p, ctx);
+  ASSERT_FALSE(argv.ok());
+  EXPECT_NE(argv.status().message().find("settings.width"), std::string::npos);
+  ctx = Context(p, {{"samples", "4"}, {"width", "64"}, {"height", "48"}});
+  ctx.part.x1 = 32;
+  ctx.part.y1 = 24;
+  argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  std::string joined;
+  for (const std::string& a : *argv) joined += a + "\n";
+  EXPECT_NE(joined.find("r.border_min_x = 0; r.border_max_x = 0.5; r.border_min_y = 0.5; "
+                        "r.border_max_y = 1"),
+            std::string::npos)
+      << joined;
+}
+
+TEST(PluginSpecTest, SceneNamesAreCheckedAndBlendFilesExplained) {
+  const PluginSpec& pov = *FindBuiltinPlugin("povray");
+  EXPECT_EQ(*CheckSceneName(pov, "shots/a.pov"), "a.pov");
+  EXPECT_FALSE(CheckSceneName(pov, "a.py").ok());
+  EXPECT_FALSE(CheckSceneName(pov, "-rf.pov").ok());
+  EXPECT_FALSE(CheckSceneName(pov, "").ok());
+  StatusOr<std::string> blend = CheckSceneName(*FindBuiltinPlugin("blender"), "shot.blend");
+  ASSERT_FALSE(blend.ok());
+  EXPECT_NE(blend.status().message().find("asset store"), std::string::npos);
+  EXPECT_EQ(*CheckSceneName(*FindBuiltinPlugin("command"), ""), "");
+}
+
+TEST(PluginSpecTest, JobSpecTakesPluginRenderersAndSettings) {
+  StatusOr<spec::JobSpec> job = spec::ParseJobYaml(
+      "name: pov\nrenderer: povray\nscene: s.pov\nframes: 1-3\n"
+      "settings: {width: 64, height: 48, antialias: true}\n");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->settings.at("width"), "64");
+  auto error = [](const std::string& yaml) {
+    StatusOr<spec::JobSpec> j = spec::ParseJobYaml(yaml);
+    return j.ok() ? std::string("ok") : j.status().message();
+  };
+  EXPECT_NE(error("name: a\nrenderer: povray\nscene: s.pov\nframes: 1\nsettings: {widht: 3}\n")
+                .find("settings.widht: unknown setting"),
+            std::string::npos);
+  EXPECT_NE(error("name: a\nrenderer: povray\nscene: s.pov\nframes: 1\nsettings: {width: big}\n")
+                .find("settings.width: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error("name: a\nrenderer: maya\nscene: s.mb\nframes: 1\n").find("renderer: 'maya'"),
+            std::string::npos);
+  EXPECT_NE(error("name: a\nscene: s.yaml\nframes: 1\nsettings: {x: 1}\n").find("settings:"),
+            std::string::npos);
+  EXPECT_NE(error("name: a\nrenderer: blender\nscene: s.blend\nframes: 1\n").find(".blend"),
+            std::string::npos);
+  EXPECT_EQ(error("name: a\nrenderer: command\nframes: 1\n"
+                  "settings: {program: ffmpeg, argv: [-i, in.mov, out.mp4]}\n"),
+            "ok");
+  EXPECT_NE(error("name: a\nrenderer: command\nframes: 1\nsettings: {program: --evil}\n")
+                .find("settings.program"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::plugin

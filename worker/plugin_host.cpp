@@ -1,0 +1,438 @@
+#include "worker/plugin_host.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "shared/plugin_catalog.h"
+
+extern char** environ;
+
+namespace tessera::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxLine = 64 * 1024;
+constexpr size_t kTailLines = 8;
+constexpr size_t kMaxErrorLines = 5;
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string Join(const std::vector<std::string>& lines, const char* sep) {
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : sep) + l;
+  return out;
+}
+
+// Scans the renderer's output: progress and error patterns, and the last lines for messages.
+class OutputScanner {
+ public:
+  OutputScanner(const plugin::PluginSpec& spec, std::function<void(double, std::optional<int>)> on)
+      : spec_(spec), on_progress_(std::move(on)) {
+    if (!spec.progress_regex.empty()) progress_ = std::regex(spec.progress_regex);
+    for (const std::string& e : spec.error_regexes) errors_.emplace_back(e);
+  }
+
+  void Line(const std::string& line) {
+    if (line.empty()) return;
+    tail_.push_back(line);
+    if (tail_.size() > kTailLines) tail_.erase(tail_.begin());
+    for (const std::regex& e : errors_) {
+      if (std::regex_search(line, e)) {
+        if (error_lines_.size() < kMaxErrorLines) error_lines_.push_back(line);
+        break;
+      }
+    }
+    std::smatch m;
+    if (progress_ && std::regex_search(line, m, *progress_)) {
+      double fraction = -1;
+      try {
+        if (spec_.progress_percent_group > 0) {
+          fraction = std::stod(m[spec_.progress_percent_group].str()) / 100.0;
+        } else {
+          const double total = std::stod(m[spec_.progress_total_group].str());
+          if (total > 0) fraction = std::stod(m[spec_.progress_done_group].str()) / total;
+        }
+        std::optional<int> frame;
+        if (spec_.progress_frame_group > 0) frame = std::stoi(m[spec_.progress_frame_group].str());
+        if (fraction >= 0) on_progress_(std::clamp(fraction, 0.0, 1.0), frame);
+      } catch (const std::exception&) {
+        // A number too large or malformed for the regex's groups: not progress.
+      }
+    }
+  }
+
+  const std::vector<std::string>& error_lines() const { return error_lines_; }
+  const std::vector<std::string>& tail() const { return tail_; }
+
+ private:
+  const plugin::PluginSpec& spec_;
+  std::function<void(double, std::optional<int>)> on_progress_;
+  std::optional<std::regex> progress_;
+  std::vector<std::regex> errors_;
+  std::vector<std::string> error_lines_;
+  std::vector<std::string> tail_;
+};
+
+// Crops a full-frame image to the tile, or checks a tile-sized one.
+StatusOr<image::ImageBuffer> FitToPart(image::ImageBuffer img, const protocol::FramePart& part,
+                                       const std::string& file) {
+  if (part.whole_region()) return img;
+  const int w = part.x1 - part.x0, h = part.y1 - part.y0;
+  if (img.width == w && img.height == h) return img;
+  if (img.width < part.x1 || img.height < part.y1) {
+    return Status::Internal(file + ": the renderer wrote " + std::to_string(img.width) + "x" +
+                            std::to_string(img.height) + ", which is neither the tile (" +
+                            std::to_string(w) + "x" + std::to_string(h) +
+                            ") nor a frame holding it");
+  }
+  image::ImageBuffer out;
+  out.width = w;
+  out.height = h;
+  out.channels = img.channels;
+  out.channel_names = img.channel_names;
+  out.pixels.resize(static_cast<size_t>(w) * h * img.channels);
+  for (int y = 0; y < h; ++y) {
+    const float* src =
+        img.pixels.data() + (static_cast<size_t>(y + part.y0) * img.width + part.x0) * img.channels;
+    std::copy(src, src + static_cast<size_t>(w) * img.channels,
+              out.pixels.data() + static_cast<size_t>(y) * w * img.channels);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EffectivePluginPath(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const char* path = std::getenv("PATH");
+  return path ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+std::optional<std::string> FindProgram(const std::string& name, const std::string& search_path) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    if (name[0] == '/' && IsExecutableFile(name)) return name;
+    return std::nullopt;
+  }
+  size_t pos = 0;
+  while (pos <= search_path.size()) {
+    size_t next = search_path.find(':', pos);
+    if (next == std::string::npos) next = search_path.size();
+    std::string dir = search_path.substr(pos, next - pos);
+    if (!dir.empty() && dir[0] == '/') {
+      std::string candidate = dir + "/" + name;
+      if (IsExecutableFile(candidate)) return candidate;
+    }
+    pos = next + 1;
+  }
+  return std::nullopt;
+}
+
+PluginList DetectPlugins(const std::string& search_path) {
+  PluginList found;
+  for (const plugin::PluginSpec& spec : plugin::BuiltinPlugins()) {
+    AvailablePlugin a;
+    a.spec = spec;
+    if (!spec.executable_setting.empty()) {
+      found.push_back(std::move(a));  // the job names the program; checked per task
+      continue;
+    }
+    for (const std::string& name : spec.executable_names) {
+      if (auto path = FindProgram(name, search_path)) {
+        a.executable = *path;
+        break;
+      }
+    }
+    if (a.executable.empty()) {
+      spdlog::info("plugin {}: not offered, none of [{}] is in the plugin path", spec.name,
+                   Join(spec.executable_names, ", "));
+      continue;
+    }
+    if (!spec.version_regex.empty()) {
+      std::vector<std::string> argv = {a.executable};
+      argv.insert(argv.end(), spec.version_args.begin(), spec.version_args.end());
+      const std::regex re(spec.version_regex);
+      std::string version;
+      RunProcess(argv, fs::temp_directory_path().string(), nullptr,
+                 Clock::now() + std::chrono::seconds(20), [&](const std::string& line) {
+                   std::smatch m;
+                   if (version.empty() && std::regex_search(line, m, re)) version = m[1].str();
+                 });
+      if (version.empty()) {
+        spdlog::warn("plugin {}: not offered, {} printed no version matching '{}'", spec.name,
+                     a.executable, spec.version_regex);
+        continue;
+      }
+      a.version = version;
+    }
+    spdlog::info("plugin {}: {} version {}", spec.name, a.executable, a.version);
+    found.push_back(std::move(a));
+  }
+  return found;
+}
+
+const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name) {
+  for (const AvailablePlugin& p : plugins) {
+    if (p.spec.name == name) return &p;
+  }
+  return nullptr;
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                         const std::atomic<bool>* cancel, std::optional<Clock::time_point> deadline,
+                         const std::function<void(const std::string&)>& on_line) {
+  ProcessResult result;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return result;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  // Its own process group, so cancel and timeout reach every process it starts; default signal
+  // handling and mask (the worker blocks SIGINT/SIGTERM in its threads).
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    on_line(std::string("cannot start ") + argv[0] + ": " + std::strerror(rc));
+    return result;
+  }
+  result.started = true;
+
+  std::string line;
+  bool eof = false, exited = false, killed = false;
+  int status = 0;
+  char buf[8192];
+  auto kill_group = [&] {
+    if (!killed) ::kill(-pid, SIGKILL);
+    killed = true;
+  };
+  while (!eof || !exited) {
+    if (!killed) {
+      if (cancel && cancel->load()) {
+        result.cancelled = true;
+        kill_group();
+      } else if (deadline && Clock::now() >= *deadline) {
+        result.timed_out = true;
+        kill_group();
+      }
+    }
+    if (!eof) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        ssize_t n = ::read(fds[0], buf, sizeof(buf));
+        if (n <= 0 && !(n < 0 && errno == EINTR)) {
+          eof = true;
+        } else {
+          for (ssize_t i = 0; i < n; ++i) {
+            if (buf[i] == '\n' || buf[i] == '\r') {
+              on_line(line);
+              line.clear();
+            } else if (line.size() < kMaxLine) {
+              line += buf[i];
+            }
+          }
+        }
+      }
+    } else if (!exited) {
+      ::usleep(20000);
+    }
+    if (!exited) {
+      pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) {
+        exited = true;
+        // Anything it left running in its group (and holding the pipe) goes too.
+        ::kill(-pid, SIGKILL);
+      }
+    }
+  }
+  if (!line.empty()) on_line(line);
+  ::close(fds[0]);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,
+                     const PluginTaskOptions& options) {
+  const plugin::PluginSpec& spec = plugin.spec;
+  // The scheduler validated these; a worker still never trusts the wire.
+  TSR_ASSIGN_OR_RETURN(plugin::Settings settings, plugin::ResolveSettings(spec, assign.settings));
+  std::string executable = plugin.executable;
+  if (!spec.executable_setting.empty()) {
+    const std::string program = settings[spec.executable_setting];
+    auto found = FindProgram(program, options.search_path);
+    if (!found) {
+      return Status::FailedPrecondition("settings." + spec.executable_setting + ": program '" +
+                                        program + "' is not found on this worker");
+    }
+    executable = *found;
+  }
+
+  if (assign.part.sample_begin != 0 || assign.part.sample_end >= 0) {
+    return Status::InvalidArgument("renderer " + spec.name +
+                                   " cannot render a range of samples (only whole frames" +
+                                   (spec.tiles ? " and tiles)" : ")"));
+  }
+  const std::string task_dir = options.data_dir + "/tasks/job" + std::to_string(assign.job_id) +
+                               "-task" + std::to_string(assign.task_id) + "-a" +
+                               std::to_string(assign.attempt);
+  std::error_code ec;
+  fs::remove_all(task_dir, ec);
+  fs::create_directories(task_dir + "/out", ec);
+  if (ec)
+    return Status::Internal("cannot create the task folder " + task_dir + ": " + ec.message());
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code e;
+      if (!std::getenv("TESSERA_KEEP_TASK_DIRS")) fs::remove_all(dir, e);
+    }
+  } cleanup{task_dir};
+
+  plugin::RunContext ctx;
+  ctx.task_dir = task_dir;
+  ctx.output_dir = task_dir + "/out";
+  ctx.frame_start = assign.frame_start;
+  ctx.frame_end = assign.frame_end;
+  ctx.threads = options.threads;
+  ctx.gpus = assign.gpus;
+  ctx.part = assign.part;
+  ctx.settings = settings;
+  if (!assign.scene_name.empty()) {
+    TSR_ASSIGN_OR_RETURN(std::string name, plugin::CheckSceneName(spec, assign.scene_name));
+    if (name != assign.scene_name) {
+      return Status::InvalidArgument("scene: file name '" + assign.scene_name +
+                                     "' must not contain folders");
+    }
+    ctx.scene = task_dir + "/" + name;
+    std::ofstream out(ctx.scene, std::ios::binary);
+    out << assign.scene_yaml;
+    if (!out) return Status::Internal("cannot write the scene to " + ctx.scene);
+  } else if (spec.scene_required) {
+    return Status::InvalidArgument("scene: renderer " + spec.name + " needs a scene file");
+  }
+
+  std::optional<Clock::time_point> deadline;
+  if (assign.timeout_s > 0) deadline = Clock::now() + std::chrono::seconds(assign.timeout_s);
+  const int frame_count = assign.frame_end - assign.frame_start + 1;
+
+  // One renderer run: for one frame (first == last) or the whole task.
+  auto run = [&](int first, int last) -> Status {
+    ctx.frame = first;
+    TSR_ASSIGN_OR_RETURN(std::vector<std::string> args, plugin::BuildArgv(spec, ctx));
+    std::vector<std::string> argv = {executable};
+    argv.insert(argv.end(), args.begin(), args.end());
+    spdlog::debug("task {}: running {}", assign.task_id, Join(argv, " "));
+    OutputScanner scanner(spec, [&](double fraction, std::optional<int> frame) {
+      double done = first - assign.frame_start;
+      if (frame && *frame >= first && *frame <= last) {
+        done = *frame - assign.frame_start;
+        if (options.on_frame_started) options.on_frame_started(*frame);
+      }
+      if (options.on_progress) options.on_progress((done + fraction) / frame_count);
+    });
+    const auto started = Clock::now();
+    ProcessResult r = RunProcess(argv, task_dir, options.cancel, deadline,
+                                 [&](const std::string& line) { scanner.Line(line); });
+    if (r.cancelled) return Status::Cancelled("cancelled");
+    const std::string errors = Join(scanner.error_lines(), " | ");
+    const std::string detail =
+        errors.empty()
+            ? (scanner.tail().empty() ? "" : "; last output: " + Join(scanner.tail(), " | "))
+            : "; it reported: " + errors;
+    if (!r.started) return Status::Internal(spec.name + " could not be started" + detail);
+    if (r.timed_out) {
+      return Status::Internal(spec.name + " was killed at the task timeout (" +
+                              std::to_string(assign.timeout_s) + " s)" + detail);
+    }
+    if (r.signal != 0) {
+      return Status::Internal(spec.name + " crashed (killed by signal " + std::to_string(r.signal) +
+                              ", " + strsignal(r.signal) + ")" + detail);
+    }
+    if (std::find(spec.success_exit_codes.begin(), spec.success_exit_codes.end(), r.exit_code) ==
+        spec.success_exit_codes.end()) {
+      return Status::Internal(spec.name + " failed with exit code " + std::to_string(r.exit_code) +
+                              detail);
+    }
+    if (!errors.empty()) {
+      return Status::Internal(spec.name + " exited with code " + std::to_string(r.exit_code) +
+                              " but reported errors: " + errors);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    for (int frame = first; frame <= last; ++frame) {
+      TSR_ASSIGN_OR_RETURN(std::string path, plugin::OutputPath(spec, ctx, frame));
+      if (!fs::exists(path, ec)) {
+        return Status::Internal(spec.name + " exited with code " + std::to_string(r.exit_code) +
+                                " but wrote no image for frame " + std::to_string(frame) + " (" +
+                                fs::path(path).filename().string() + ")" + detail);
+      }
+      bool integer = false;
+      StatusOr<image::ImageBuffer> img = image::Read(path, &integer);
+      if (!img.ok()) return img.status().WithContext("frame " + std::to_string(frame));
+      if (integer && spec.output_srgb) {
+        for (size_t p = 0, n = static_cast<size_t>(img->width) * img->height; p < n; ++p) {
+          for (int c = 0; c < std::min(img->channels, 3); ++c) {
+            float& v = img->pixels[p * img->channels + c];
+            v = image::SrgbToLinear(v);
+          }
+        }
+      }
+      TSR_ASSIGN_OR_RETURN(
+          image::ImageBuffer fitted,
+          FitToPart(std::move(img).value(), assign.part, fs::path(path).filename().string()));
+      TSR_RETURN_IF_ERROR(options.on_frame(frame, std::move(fitted), seconds / (last - first + 1)));
+      fs::remove(path, ec);
+    }
+    return Status::Ok();
+  };
+
+  if (spec.per_frame) {
+    for (int frame = assign.frame_start; frame <= assign.frame_end; ++frame) {
+      if (options.cancel && options.cancel->load()) return Status::Cancelled("cancelled");
+      if (options.on_frame_started) options.on_frame_started(frame);
+      TSR_RETURN_IF_ERROR(run(frame, frame).WithContext("frame " + std::to_string(frame)));
+    }
+    return Status::Ok();
+  }
+  return run(assign.frame_start, assign.frame_end);
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,76 @@
+#pragma once
+// The plugin host: finds the external renderers this worker can run (shared/plugin_catalog.h)
+// and runs one task with one of them.
+//
+// A task runs in its own folder under the worker's data directory (tasks/job<J>-task<T>-a<A>):
+// the job's scene text is written there under its own file name, the renderer is started with
+// posix_spawn as an argv array (never a shell) in its own process group, with stdin from
+// /dev/null and stdout+stderr read line by line ('\r' ends a line too) for progress and error
+// patterns. Cancel and the task timeout kill the whole process group. A run succeeds when the
+// exit code is one the plugin lists, no error pattern matched and every expected image exists;
+// each image is read with OpenImageIO (8-bit sRGB converted to linear), cropped to the task's
+// tile when the renderer wrote the full frame, and handed to `on_frame`. The folder is removed
+// afterwards.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shared/image_io.h"
+#include "shared/plugin_spec.h"
+#include "shared/protocol.h"
+
+namespace tessera::worker {
+
+// A plugin whose program this worker found (and whose version it detected).
+struct AvailablePlugin {
+  plugin::PluginSpec spec;
+  std::string executable;  // absolute path; empty for plugins whose job names the program
+  std::string version;
+};
+using PluginList = std::vector<AvailablePlugin>;
+
+// The colon-separated search path used for renderer programs: `configured`, else $PATH.
+std::string EffectivePluginPath(const std::string& configured);
+// Finds `name` (a bare name, searched in `search_path`, or a path with '/') as an executable file.
+std::optional<std::string> FindProgram(const std::string& name, const std::string& search_path);
+// Every built-in plugin whose program is found and whose version is detected (logged).
+PluginList DetectPlugins(const std::string& search_path);
+const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name);
+
+// What one external process run gave.
+struct ProcessResult {
+  bool started = false;
+  bool timed_out = false;
+  bool cancelled = false;
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal killed it
+};
+// Runs argv[0] (an absolute path) with argv in `cwd`, in a new process group. `on_line` gets
+// every output line. Stops (SIGKILL to the group) when *cancel turns true or at `deadline`.
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                         const std::atomic<bool>* cancel,
+                         std::optional<std::chrono::steady_clock::time_point> deadline,
+                         const std::function<void(const std::string&)>& on_line);
+
+struct PluginTaskOptions {
+  std::string data_dir;  // task folders go under <data_dir>/tasks
+  std::string search_path;
+  int threads = 0;
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(double)> on_progress;  // 0..1 over the whole task
+  std::function<void(int)> on_frame_started;
+  // One finished frame (pixels of the task's part); returning an error stops the task.
+  std::function<Status(int frame, image::ImageBuffer image, double seconds)> on_frame;
+};
+
+// Runs the task; Cancelled when *cancel turned true. Errors name what went wrong (the
+// renderer's matched error lines, its exit code or signal, a missing image).
+Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,
+                     const PluginTaskOptions& options);
+
+}  // namespace tessera::worker
