@@ -169,6 +169,46 @@ StatusOr<RenderedImage> AssembleTiles(const std::vector<RenderedImage>& tiles) {
   return frame;
 }
 
+StatusOr<image::ImageBuffer> AssemblePixels(const std::vector<RenderedImage>& tiles) {
+  if (tiles.empty()) return Status::InvalidArgument("no tiles to assemble");
+  const RenderedImage& first = tiles[0];
+  image::ImageBuffer frame;
+  frame.width = first.frame_width;
+  frame.height = first.frame_height;
+  frame.channels = first.channels;
+  frame.channel_names = first.channel_names;
+  frame.pixels.resize(static_cast<size_t>(frame.width) * frame.height * frame.channels);
+  std::vector<uint8_t> covered(static_cast<size_t>(frame.width) * frame.height, 0);
+  for (const RenderedImage& t : tiles) {
+    TSR_RETURN_IF_ERROR(CheckShape(t));
+    TSR_RETURN_IF_ERROR(CheckSameFrame(first, t));
+    if (t.sample_begin != first.sample_begin || t.sample_count != first.sample_count) {
+      return Status::InvalidArgument(Describe(t) + " has other samples than " + Describe(first));
+    }
+    if (t.pixels.size() != t.sums.size()) {
+      return Status::InvalidArgument(Describe(t) + " has no finished pixels");
+    }
+    if (t.x0 < 0 || t.y0 < 0 || t.x0 + t.width > frame.width || t.y0 + t.height > frame.height) {
+      return Status::InvalidArgument(Describe(t) + " lies outside the frame");
+    }
+    const size_t row = static_cast<size_t>(t.width) * t.channels;
+    for (int y = 0; y < t.height; ++y) {
+      uint8_t* cover = &covered[static_cast<size_t>(t.y0 + y) * frame.width + t.x0];
+      if (std::find(cover, cover + t.width, 1) != cover + t.width) {
+        return Status::InvalidArgument(Describe(t) + " overlaps another tile");
+      }
+      std::fill_n(cover, t.width, 1);
+      std::copy_n(t.pixels.begin() + static_cast<size_t>(y) * row, row,
+                  frame.pixels.begin() +
+                      (static_cast<size_t>(t.y0 + y) * frame.width + t.x0) * frame.channels);
+    }
+  }
+  if (std::find(covered.begin(), covered.end(), 0) != covered.end()) {
+    return Status::InvalidArgument("the tiles do not cover the whole frame");
+  }
+  return frame;
+}
+
 StatusOr<std::string> SerializeAccumulation(const RenderedImage& image) {
   TSR_RETURN_IF_ERROR(CheckShape(image));
   std::string data(kMagic, sizeof kMagic);

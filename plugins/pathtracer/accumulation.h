@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "plugins/pathtracer/renderer.h"
+#include "shared/image_io.h"
 #include "shared/status.h"
 
 namespace tessera::pathtracer {
@@ -32,6 +33,12 @@ Status PasteTile(const RenderedImage& tile, RenderedImage* frame);
 
 // Pastes tiles into a new frame; they must cover it exactly once.
 StatusOr<RenderedImage> AssembleTiles(const std::vector<RenderedImage>& tiles);
+
+// The same frame's pixels only (what the farm writes): each tile's finished pixels pasted into a
+// frame-sized float image, without building the frame's sums. The tiles must be of one frame,
+// scene, channels and sample range and cover it exactly once. Bit-identical to AssembleTiles'
+// pixels (each pixel is finished from its own sums either way).
+StatusOr<image::ImageBuffer> AssemblePixels(const std::vector<RenderedImage>& tiles);
 
 // The accumulation (not the derived pixels) with its frame, region, sample range, channel names
 // and scene hash as bytes: how the parts of a split frame travel to the scheduler and wait there

@@ -158,7 +158,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
     }
     tiles.push_back(std::move(*merged));
   }
-  StatusOr<pathtracer::RenderedImage> frame = pathtracer::AssembleTiles(tiles);
+  StatusOr<image::ImageBuffer> frame = pathtracer::AssemblePixels(tiles);
   if (!frame.ok()) {
     done.status = frame.status().WithContext("frame " + std::to_string(job.frame));
     return done;
@@ -169,11 +169,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
   out.output_dir = job.output_dir;
   out.pattern = job.pattern;
   out.formats = job.formats;
-  out.image.width = frame->width;
-  out.image.height = frame->height;
-  out.image.channels = frame->channels;
-  out.image.channel_names = frame->channel_names;
-  out.image.pixels = std::move(frame->pixels);
+  out.image = std::move(*frame);
   FrameWritten written = WriteFrame(out);
   done.status = written.status;
   done.files = written.files;

@@ -66,9 +66,19 @@ TEST(AccumulationTest, TilesAssembleToTheWholeFrame) {
   StatusOr<RenderedImage> frame = AssembleTiles(tiles);
   ASSERT_TRUE(frame.ok()) << frame.status().ToString();
   EXPECT_TRUE(BitIdentical(whole, *frame));
-  // A missing tile is an error, not a hole.
+  // The farm's pixels-only assembly gives the same pixels without the frame's sums.
+  StatusOr<image::ImageBuffer> pixels = AssemblePixels(tiles);
+  ASSERT_TRUE(pixels.ok()) << pixels.status().ToString();
+  EXPECT_EQ(pixels->width, whole.width);
+  EXPECT_EQ(pixels->channel_names, whole.channel_names);
+  EXPECT_TRUE(pixels->pixels == whole.pixels);
+  // A missing tile is an error, not a hole; so is one pasted twice.
+  std::vector<RenderedImage> twice = tiles;
+  twice.back() = tiles.front();
+  EXPECT_FALSE(AssemblePixels(twice).ok());
   tiles.pop_back();
   EXPECT_FALSE(AssembleTiles(tiles).ok());
+  EXPECT_FALSE(AssemblePixels(tiles).ok());
 }
 
 TEST(AccumulationTest, SamplePartsMergeToTheWholeFrame) {
