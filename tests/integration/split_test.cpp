@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "shared/image_io.h"
+#include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {
@@ -109,6 +110,55 @@ TEST(SplitTest, KilledWorkerMidTileStillYieldsTheCompleteFrame) {
   nlohmann::json w = farm.WaitForJob(whole, 120s);
   ASSERT_EQ(w["state"], "done") << w.dump(2) << farm.SchedulerLog();
   ExpectSameFrames(w, s, 1, 1);
+}
+
+TEST(SplitTest, CorruptPartIsRefusedAndItsTaskRenderedAgainCharged) {
+  LocalFarm farm("split-corrupt");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker liar(farm.broker_endpoint(), "liar");
+  ASSERT_TRUE(liar.WaitFor(protocol::MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id =
+      farm.Submit(SplitJobYaml("split", "1", "sample_parts: 2\n"), TinySceneYaml(16, 8, 4), &error);
+  ASSERT_GT(id, 0) << error;
+  auto assign = liar.NextAssign(5s);
+  ASSERT_TRUE(assign.has_value());
+  ASSERT_FALSE(assign->part.whole());
+  liar.running = {{assign->task_id, assign->attempt}};
+
+  // The right size for a 16x8x4 accumulation, but not one: refused when it arrives.
+  protocol::FrameResult result;
+  result.task_id = assign->task_id;
+  result.attempt = assign->attempt;
+  result.frame = 1;
+  result.width = 16;
+  result.height = 8;
+  result.channels = 4;
+  result.part = assign->part;
+  result.encoding = protocol::kEncodingAccumulation;
+  std::string garbage(16 * 8 * 4 * sizeof(int64_t) + 200, 'x');
+  liar.SendWithPayload(protocol::MessageType::kFrameResult, result,
+                       zmq::message_t(garbage.data(), garbage.size()));
+  liar.Send(protocol::MessageType::kTaskDone, protocol::TaskDone{assign->task_id, assign->attempt});
+  liar.running.clear();  // done, as far as the liar is concerned
+
+  // Charged, and leased again as its next attempt.
+  bool again = false;
+  for (int i = 0; i < 10 && !again; ++i) {
+    auto next = liar.NextAssign(1s);
+    again = next && next->task_id == assign->task_id && next->attempt == assign->attempt + 1;
+  }
+  EXPECT_TRUE(again) << farm.SchedulerLog();
+  const nlohmann::json tasks = farm.Get("/api/v1/jobs/" + std::to_string(id) + "/tasks");
+  for (const auto& t : tasks["tasks"]) {
+    if (t["id"] == assign->task_id) {
+      EXPECT_EQ(t["failures"], 1) << t.dump();
+    }
+  }
+  EXPECT_NE(farm.SchedulerLog().find("not an accumulation"), std::string::npos);
+  const std::string out =
+      farm.Get("/api/v1/jobs/" + std::to_string(id))["job"]["output_dir"].get<std::string>();
+  EXPECT_FALSE(fs::exists(out + "/.parts")) << "nothing of the bad part was kept";
 }
 
 TEST(SplitTest, SplitsThatDoNotFitAreRefusedNamingTheField) {
