@@ -1,5 +1,6 @@
 #include "scheduler/assembler/assembler.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -56,8 +57,44 @@ void Assembler::Run() {
   }
 }
 
+std::string PixelProblem(const std::vector<float>& pixels, int channels) {
+  if (channels <= 0) return "";
+  size_t non_finite = 0;
+  bool lit = false;
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    const float v = pixels[i];
+    if (!std::isfinite(v)) {
+      ++non_finite;
+    } else if (v != 0.0f && static_cast<int>(i % channels) < std::min(channels, 3)) {
+      lit = true;
+    }
+  }
+  if (non_finite > 0) return std::to_string(non_finite) + " NaN or infinite values";
+  if (!lit && !pixels.empty()) return "the image is entirely black";
+  return "";
+}
+
+namespace {
+// Applies output validation to `done`; true when the pixels are refused.
+bool RefusePixels(const std::vector<float>& pixels, int channels, bool accept, int frame,
+                  FrameWritten* done) {
+  const std::string problem = PixelProblem(pixels, channels);
+  if (problem.empty()) return false;
+  if (accept) {
+    done->flag = problem;
+    return false;
+  }
+  done->bad_pixels = true;
+  done->status = Status::FailedPrecondition("frame " + std::to_string(frame) + ": " + problem);
+  return true;
+}
+}  // namespace
+
 FrameWritten Assembler::WriteFrame(const FrameJob& job) {
   FrameWritten done{job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}};
+  if (RefusePixels(job.image.pixels, job.image.channels, job.accept_bad_pixels, job.frame, &done)) {
+    return done;
+  }
   std::error_code ec;
   std::filesystem::create_directories(job.output_dir, ec);
   if (ec) {
@@ -104,6 +141,9 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   if (part->frame != job.frame || !region_ok || !samples_ok) {
     done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
                                           " is not the part the task was assigned");
+    return done;
+  }
+  if (RefusePixels(part->pixels, part->channels, job.accept_bad_pixels, job.frame, &done)) {
     return done;
   }
   std::error_code ec;
@@ -170,6 +210,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
   out.pattern = job.pattern;
   out.formats = job.formats;
   out.image = std::move(*frame);
+  out.accept_bad_pixels = true;  // each part was checked when it arrived
   FrameWritten written = WriteFrame(out);
   done.status = written.status;
   done.files = written.files;

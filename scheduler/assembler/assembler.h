@@ -28,6 +28,10 @@
 
 namespace tessera::assembler {
 
+// Output validation: what is wrong with a frame's (or part's) pixels, or "" when nothing is:
+// NaN or infinite values anywhere, or a beauty (first three channels) that is entirely black.
+std::string PixelProblem(const std::vector<float>& pixels, int channels);
+
 struct FrameJob {
   int64_t job_id = 0;
   int64_t task_id = 0;
@@ -37,6 +41,9 @@ struct FrameJob {
   std::string pattern;               // "name.####"
   std::vector<std::string> formats;  // "exr", "png"
   image::ImageBuffer image;
+  // Pixels PixelProblem() objects to: refused (kBadPixels), or -- once a task was already sent
+  // back for them -- written anyway, with FrameWritten::flag saying why.
+  bool accept_bad_pixels = false;
 };
 
 // One part of a split frame, as a worker sent it.
@@ -45,9 +52,10 @@ struct PartJob {
   int64_t task_id = 0;
   int attempt = 0;
   int frame = 0;
-  std::string parts_dir;         // PartsDir(output_dir, frame)
-  protocol::FramePart assigned;  // what the task was told to render
-  std::string accumulation;      // pathtracer::SerializeAccumulation bytes
+  std::string parts_dir;           // PartsDir(output_dir, frame)
+  protocol::FramePart assigned;    // what the task was told to render
+  std::string accumulation;        // pathtracer::SerializeAccumulation bytes
+  bool accept_bad_pixels = false;  // as FrameJob's
 };
 
 // Every part of one frame is stored: merge them and write the frame.
@@ -71,7 +79,9 @@ struct FrameWritten {
   Status status;  // ok, or why the frame (or part) could not be written
   std::vector<std::string> files;
   Kind kind = Kind::kFrame;
-  std::string parts_dir;  // kAssembled: where the frame's parts are
+  std::string parts_dir;    // kAssembled: where the frame's parts are
+  bool bad_pixels = false;  // status says the pixels were refused (PixelProblem)
+  std::string flag;         // written despite PixelProblem: the problem
 };
 
 // Where a split frame's parts wait for each other.

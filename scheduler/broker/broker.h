@@ -142,6 +142,7 @@ class Broker {
     std::map<int, int> frames_in_flight;  // frame -> attempt: with the assembler, not written
     protocol::FramePart part;             // of each of its frames (default: whole frames)
     bool assembling = false;              // its frame's last part: the frame is being written
+    bool accept_bad_pixels = false;       // sent back once for bad pixels: keep, and flag, now
     int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
     int64_t done_worker_id = 0;           // and the worker it ran on
     double done_seconds = 0;              // how long that copy ran

@@ -114,6 +114,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     out.parts_dir = assembler::PartsDir(job.output_dir, m->frame);
     out.assigned = task->part;
     out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
+    out.accept_bad_pixels = task->accept_bad_pixels;
     assembler_->SubmitPart(std::move(out));
     return;
   }
@@ -131,6 +132,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image.channel_names = m->channel_names;
   out.image.pixels.resize(expected / sizeof(float));
   std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
+  out.accept_bad_pixels = task->accept_bad_pixels;
   assembler_->Submit(std::move(out));
 }
 
@@ -146,6 +148,23 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
   // Only the write this run of the task is waiting for counts (not one from before a requeue).
   if (flight == task.frames_in_flight.end() || flight->second != written.attempt) return;
   task.frames_in_flight.erase(flight);
+  if (written.bad_pixels) {
+    // Output validation: sent back once (charged); the next attempt's pixels are written even
+    // if they are still bad, and the frame is flagged on the job instead.
+    spdlog::warn("job {} task {}: {}; rendering it again", task.job_id, task.task_id,
+                 written.status.message());
+    task.accept_bad_pixels = true;
+    CancelAllLeases(task);
+    Requeue(task, written.attempt, "bad pixels: " + written.status.message(),
+            /*count_failure=*/true);
+    return;
+  }
+  if (!written.flag.empty()) {
+    const std::string message = "frame " + std::to_string(written.frame) + " of task " +
+                                std::to_string(task.task_id) + " kept with " + written.flag;
+    spdlog::warn("job {}: {}", task.job_id, message);
+    (void)store_.AddEvent(task.job_id, task.task_id, std::nullopt, "frame_flagged", message);
+  }
   if (!written.status.ok()) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());

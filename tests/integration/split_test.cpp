@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "shared/image_io.h"
@@ -159,6 +160,35 @@ TEST(SplitTest, CorruptPartIsRefusedAndItsTaskRenderedAgainCharged) {
   const std::string out =
       farm.Get("/api/v1/jobs/" + std::to_string(id))["job"]["output_dir"].get<std::string>();
   EXPECT_FALSE(fs::exists(out + "/.parts")) << "nothing of the bad part was kept";
+}
+
+TEST(OutputValidationTest, BadPixelsAreRenderedOnceMoreThenKeptAndFlagged) {
+  LocalFarm farm("bad-pixels");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker nan_box(farm.broker_endpoint(), "nan-box");
+  ASSERT_TRUE(nan_box.WaitFor(protocol::MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit(SplitJobYaml("nan", "1", ""), TinySceneYaml(), &error);
+  ASSERT_GT(id, 0) << error;
+  const float pixel[4] = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.5f, 1.0f};
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto a = nan_box.NextAssign(5s);
+    ASSERT_TRUE(a.has_value()) << farm.SchedulerLog();
+    EXPECT_EQ(a->attempt, attempt);
+    nan_box.running = {{a->task_id, a->attempt}};
+    nan_box.SendWithPayload(
+        protocol::MessageType::kFrameResult,
+        protocol::FrameResult{a->task_id, a->attempt, 1, 1, 1, 4, 0.0, "fake", {}},
+        zmq::message_t(pixel, sizeof(pixel)));
+    nan_box.Done(*a);
+    nan_box.running.clear();
+  }
+  nlohmann::json job = farm.WaitForJob(id, 20s);
+  EXPECT_EQ(job["state"], "done") << job.dump(2) << farm.SchedulerLog();
+  const nlohmann::json tasks = farm.Get("/api/v1/jobs/" + std::to_string(id) + "/tasks");
+  EXPECT_EQ(tasks["tasks"][0]["failures"], 1) << "the first bad frame was charged";
+  EXPECT_NE(farm.SchedulerLog().find("kept with 1 NaN or infinite values"), std::string::npos)
+      << farm.SchedulerLog();
 }
 
 TEST(SplitTest, SplitsThatDoNotFitAreRefusedNamingTheField) {

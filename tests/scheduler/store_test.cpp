@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <filesystem>
 #include <future>
+#include <limits>
 
 #include "scheduler/assembler/assembler.h"
 #include "shared/image_io.h"
@@ -112,6 +114,17 @@ TEST_F(StoreTest, FailedOutputDirectoryStoresNothing) {
   ASSERT_FALSE(job.ok());
   EXPECT_TRUE(store_->ListJobs(std::nullopt, 10)->empty());
   EXPECT_EQ(store_->Summary()->tasks.total, 0);
+}
+
+TEST(OutputValidation, PixelProblemFindsNonFiniteValuesAndBlackBeauty) {
+  EXPECT_EQ(assembler::PixelProblem({0.1f, 0.2f, 0.3f, 1.0f}, 4), "");
+  EXPECT_EQ(assembler::PixelProblem({0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 1.0f}, 4),
+            "the image is entirely black")
+      << "alpha alone does not light a pixel";
+  EXPECT_EQ(assembler::PixelProblem({0.1f, std::numeric_limits<float>::infinity(), 0.3f, 1.0f,
+                                     std::nanf(""), 0.0f, 0.0f, 1.0f},
+                                    4),
+            "2 NaN or infinite values");
 }
 
 TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
