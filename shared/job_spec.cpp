@@ -173,10 +173,16 @@ Status ValidateJob(const JobSpec& job) {
   }
   if (job.splits_frames()) {
     const char* field = job.tiles_x * job.tiles_y > 1 ? "tiles" : "sample_parts";
-    if (job.renderer != kRendererPathTracer) {
-      return Status::InvalidArgument(std::string(field) + ": only the " + kRendererPathTracer +
-                                     " renderer splits frames (this job uses " + job.renderer +
+    // The path tracer splits both ways; a plugin renderer only into tiles, when it says it can.
+    const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
+    if (job.sample_parts > 1 && job.renderer != kRendererPathTracer) {
+      return Status::InvalidArgument("sample_parts: only the " + std::string(kRendererPathTracer) +
+                                     " renderer splits samples (this job uses " + job.renderer +
                                      ")");
+    }
+    if (job.renderer != kRendererPathTracer && (plugin == nullptr || !plugin->tiles)) {
+      return Status::InvalidArgument(std::string(field) + ": the " + job.renderer +
+                                     " renderer does not render tiles");
     }
     if (job.chunk_size != 1) {
       return Status::InvalidArgument("chunk_size: must be 1 when frames are split by " +
@@ -382,6 +388,24 @@ StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job
   const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
   if (plugin == nullptr) return std::map<std::string, std::string>();
   return plugin::ResolveSettings(*plugin, job.settings);
+}
+
+Status SplitPluginFrames(JobSpec* job) {
+  if (!job->splits_frames()) return Status::Ok();
+  TSR_ASSIGN_OR_RETURN(auto settings, ResolvedSettings(*job));
+  auto number = [&](const char* key) {
+    auto it = settings.find(key);
+    int value = 0;
+    if (it != settings.end()) std::sscanf(it->second.c_str(), "%d", &value);
+    return value;
+  };
+  const int width = number("width"), height = number("height");
+  if (width <= 0 || height <= 0) {
+    return Status::InvalidArgument("tiles: the " + job->renderer +
+                                   " renderer needs settings.width and settings.height to be "
+                                   "split into tiles");
+  }
+  return SplitFrames(job, width, height, 1);
 }
 
 StatusOr<std::string> SceneFileName(const JobSpec& job) {

@@ -21,7 +21,9 @@
 //   frames: 1-12             # required; "A-B" inclusive, or a single frame number
 //   chunk_size: 1            # [1] frames per task, 1..1000 (1 when frames are split)
 //   tiles: 4x2               # [1x1] split each frame into columns x rows tiles (each side
-//                            #   1..kMaxTilesPerSide, at most the frame's pixels); pathtracer only
+//                            #   1..kMaxTilesPerSide, at most the frame's pixels); pathtracer, or a
+//                            #   plugin that renders tiles (its settings.width/height are the
+//                            frame)
 //   sample_parts: 4          # [1] split each frame's samples into this many disjoint ranges
 //                            #   (1..kMaxSampleParts, at most the scene's samples); pathtracer
 //                            #   only. Tiles x parts tasks per frame; the scheduler merges them
@@ -172,6 +174,8 @@ Status ValidateRelativePath(const std::string& path, const std::string& field);
 // the worker writes the scene under ("" when there is none).
 StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job);
 StatusOr<std::string> SceneFileName(const JobSpec& job);
+// SplitFrames for a plugin renderer that renders tiles: the frame is its width x height settings.
+Status SplitPluginFrames(JobSpec* job);
 
 // Parses "A-B" or "A" into an inclusive range.
 Status ParseFrameRange(const std::string& text, int* start, int* end);

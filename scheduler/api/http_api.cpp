@@ -92,6 +92,8 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
     TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples));
+  } else {
+    TSR_RETURN_IF_ERROR(spec::SplitPluginFrames(&job));
   }
   return job;
 }

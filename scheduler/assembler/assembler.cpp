@@ -1,6 +1,8 @@
 #include "scheduler/assembler/assembler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -120,9 +122,89 @@ std::string PartsDir(const std::string& output_dir, int frame) {
   return (std::filesystem::path(output_dir) / ".parts" / std::to_string(frame)).string();
 }
 
+namespace {
+
+// A plugin renderer's tile: float pixels, kept as a float EXR named after its place.
+FrameWritten StorePixelTile(const PartJob& job, FrameWritten done) {
+  const protocol::FramePart& a = job.assigned;
+  if (job.pixels.width != a.x1 - a.x0 || job.pixels.height != a.y1 - a.y0) {
+    done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
+                                          " is not the tile the task was assigned");
+    return done;
+  }
+  if (RefusePixels(job.pixels.pixels, job.pixels.channels, job.accept_bad_pixels, job.frame,
+                   &done)) {
+    return done;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(job.parts_dir, ec);
+  if (ec) {
+    done.status = Status::Internal("cannot create " + job.parts_dir + ": " + ec.message());
+    return done;
+  }
+  const std::string path = (std::filesystem::path(job.parts_dir) /
+                            (std::to_string(job.task_id) + "_" + std::to_string(a.x0) + "_" +
+                             std::to_string(a.y0) + ".exr"))
+                               .string();
+  done.status = image::WriteExr(path, job.pixels, /*half=*/false);
+  if (done.status.ok()) done.files.push_back(path);
+  return done;
+}
+
+// Pastes float tiles ("<task>_<x0>_<y0>.exr") into one frame; they must cover it exactly once.
+StatusOr<image::ImageBuffer> PastePixelTiles(const std::vector<std::filesystem::path>& files) {
+  struct Tile {
+    int x0 = 0, y0 = 0;
+    image::ImageBuffer image;
+  };
+  std::vector<Tile> tiles;
+  int width = 0, height = 0;
+  for (const auto& file : files) {
+    Tile t;
+    if (std::sscanf(file.stem().string().c_str(), "%*d_%d_%d", &t.x0, &t.y0) != 2) {
+      return Status::InvalidArgument(file.string() + ": not a tile's name");
+    }
+    TSR_ASSIGN_OR_RETURN(t.image, image::Read(file.string()));
+    width = std::max(width, t.x0 + t.image.width);
+    height = std::max(height, t.y0 + t.image.height);
+    if (!tiles.empty() && (t.image.channels != tiles[0].image.channels)) {
+      return Status::InvalidArgument(file.string() + ": other channels than the frame's");
+    }
+    tiles.push_back(std::move(t));
+  }
+  if (tiles.empty()) return Status::InvalidArgument("no tiles to assemble");
+  image::ImageBuffer frame;
+  frame.width = width;
+  frame.height = height;
+  frame.channels = tiles[0].image.channels;
+  frame.channel_names = tiles[0].image.channel_names;
+  frame.pixels.resize(static_cast<size_t>(width) * height * frame.channels);
+  std::vector<uint8_t> covered(static_cast<size_t>(width) * height, 0);
+  for (const Tile& t : tiles) {
+    const size_t row = static_cast<size_t>(t.image.width) * frame.channels;
+    for (int y = 0; y < t.image.height; ++y) {
+      uint8_t* cover = &covered[static_cast<size_t>(t.y0 + y) * width + t.x0];
+      if (std::find(cover, cover + t.image.width, 1) != cover + t.image.width) {
+        return Status::InvalidArgument("tiles overlap");
+      }
+      std::fill_n(cover, t.image.width, 1);
+      std::copy_n(
+          t.image.pixels.begin() + static_cast<size_t>(y) * row, row,
+          frame.pixels.begin() + (static_cast<size_t>(t.y0 + y) * width + t.x0) * frame.channels);
+    }
+  }
+  if (std::find(covered.begin(), covered.end(), 0) != covered.end()) {
+    return Status::InvalidArgument("the tiles do not cover the whole frame");
+  }
+  return frame;
+}
+
+}  // namespace
+
 FrameWritten Assembler::StorePart(const PartJob& job) {
   FrameWritten done{
       job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}, FrameWritten::Kind::kPart};
+  if (job.accumulation.empty()) return StorePixelTile(job, std::move(done));
   // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
   // task's failure now, not the frame's at assembly time.
   StatusOr<pathtracer::RenderedImage> part = pathtracer::ParseAccumulation(job.accumulation);
@@ -170,8 +252,10 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
   const std::string dir = PartsDir(job.output_dir, job.frame);
   done.parts_dir = dir;
   std::vector<pathtracer::RenderedImage> parts;
+  std::vector<std::filesystem::path> pixel_tiles;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".exr") pixel_tiles.push_back(entry.path());
     if (entry.path().extension() != ".acc") continue;
     StatusOr<pathtracer::RenderedImage> part = pathtracer::LoadCheckpoint(entry.path().string());
     if (!part.ok()) {
@@ -180,10 +264,30 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
     }
     parts.push_back(std::move(*part));
   }
-  if (ec || static_cast<int>(parts.size()) != job.parts) {
-    done.status = Status::Internal("frame " + std::to_string(job.frame) + ": found " +
-                                   std::to_string(parts.size()) + " of " +
-                                   std::to_string(job.parts) + " parts in " + dir);
+  const size_t found = parts.size() + pixel_tiles.size();
+  if (ec || static_cast<int>(found) != job.parts || (!parts.empty() && !pixel_tiles.empty())) {
+    done.status =
+        Status::Internal("frame " + std::to_string(job.frame) + ": found " + std::to_string(found) +
+                         " of " + std::to_string(job.parts) + " parts in " + dir);
+    return done;
+  }
+  if (!pixel_tiles.empty()) {
+    StatusOr<image::ImageBuffer> frame = PastePixelTiles(pixel_tiles);
+    if (!frame.ok()) {
+      done.status = frame.status().WithContext("frame " + std::to_string(job.frame));
+      return done;
+    }
+    FrameJob out;
+    out.job_id = job.job_id;
+    out.frame = job.frame;
+    out.output_dir = job.output_dir;
+    out.pattern = job.pattern;
+    out.formats = job.formats;
+    out.image = std::move(*frame);
+    out.accept_bad_pixels = true;  // each tile was checked when it arrived
+    FrameWritten written = WriteFrame(out);
+    done.status = written.status;
+    done.files = written.files;
     return done;
   }
   // Sample parts of the same tile merge into one accumulation; the tiles then fill the frame.

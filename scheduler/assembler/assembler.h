@@ -2,9 +2,10 @@
 // The assembler turns frame results into output files (linear EXR + sRGB PNG preview) on its own
 // thread pool, so the broker's poll loop never waits on image encoding or disk I/O.
 //
-// Split frames: each part (a tile and/or sample range, as the path tracer's exact accumulation)
-// is checked against what its task was assigned and kept in the frame's parts directory
-// (<output dir>/.parts/<frame>/<task id>.acc, written aside and renamed). When the broker has
+// Split frames: each part (a tile and/or sample range, as the path tracer's exact accumulation;
+// or a plugin renderer's tile as float pixels) is checked against what its task was assigned and
+// kept in the frame's parts directory (<output dir>/.parts/<frame>/<task id>.acc, or
+// <task id>_<x0>_<y0>.exr for pixels; written aside and renamed). When the broker has
 // every part of a frame, Assemble() merges the sample parts of each tile, pastes the tiles into
 // the frame -- bit-identical to the frame rendered whole -- and writes the outputs; the broker
 // removes the parts once the frame's last part is recorded done. The parts are files, not
@@ -54,7 +55,8 @@ struct PartJob {
   int frame = 0;
   std::string parts_dir;           // PartsDir(output_dir, frame)
   protocol::FramePart assigned;    // what the task was told to render
-  std::string accumulation;        // pathtracer::SerializeAccumulation bytes
+  std::string accumulation;        // pathtracer::SerializeAccumulation bytes, or
+  image::ImageBuffer pixels;       // a plugin renderer's tile (when accumulation is empty)
   bool accept_bad_pixels = false;  // as FrameJob's
 };
 

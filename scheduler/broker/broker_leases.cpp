@@ -68,10 +68,12 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   const JobInfo& job = jobs_[task->job_id];
   // A part of a split frame is the path tracer's accumulation (checked by the assembler
   // against the task's part); a whole frame is width x height x channels floats.
+  // A tile from a plugin renderer is float pixels like a whole frame.
   const bool part = !task->part.whole();
+  const bool exact = part && job.renderer == spec::kRendererPathTracer;
   const size_t expected =
       static_cast<size_t>(std::max(0, m->width)) * static_cast<size_t>(std::max(0, m->height)) *
-      static_cast<size_t>(std::max(0, m->channels)) * (part ? sizeof(int64_t) : sizeof(float));
+      static_cast<size_t>(std::max(0, m->channels)) * (exact ? sizeof(int64_t) : sizeof(float));
   std::string problem;
   if (!job.produces_frames) {
     problem = "renderer " + job.renderer + " sends no frames";
@@ -84,12 +86,17 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
               m->channel_names.size() != static_cast<size_t>(m->channels))) {
     problem = "image size " + std::to_string(m->width) + "x" + std::to_string(m->height) + "x" +
               std::to_string(m->channels) + " is out of range";
-  } else if (m->encoding != (part ? protocol::kEncodingAccumulation : "")) {
-    problem = "encoding '" + m->encoding + "' is not what a " +
-              (part ? "part of a split frame" : "whole frame") + " is sent as";
-  } else if (part ? env.payload.size() < expected : env.payload.size() != expected) {
+  } else if (m->encoding != (exact ? protocol::kEncodingAccumulation : "")) {
+    problem = "encoding '" + m->encoding + "' is not what " +
+              (exact ? "a part of a split frame" : "this renderer's image") + " is sent as";
+  } else if (exact ? env.payload.size() < expected : env.payload.size() != expected) {
     problem = "payload is " + std::to_string(env.payload.size()) + " bytes, expected " +
-              (part ? "at least " : "") + std::to_string(expected);
+              (exact ? "at least " : "") + std::to_string(expected);
+  } else if (part && !exact &&
+             (m->width != task->part.x1 - task->part.x0 ||
+              m->height != task->part.y1 - task->part.y0)) {
+    problem = "tile is " + std::to_string(m->width) + "x" + std::to_string(m->height) +
+              ", not the size of the region it was assigned";
   } else if (task->frames_written.count(m->frame) || task->frames_in_flight.count(m->frame)) {
     return;  // duplicate delivery, or the other copy delivered this frame first
   }
@@ -113,7 +120,16 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     out.frame = m->frame;
     out.parts_dir = assembler::PartsDir(job.output_dir, m->frame);
     out.assigned = task->part;
-    out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
+    if (exact) {
+      out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
+    } else {
+      out.pixels.width = m->width;
+      out.pixels.height = m->height;
+      out.pixels.channels = m->channels;
+      out.pixels.channel_names = m->channel_names;
+      out.pixels.pixels.resize(expected / sizeof(float));
+      std::memcpy(out.pixels.pixels.data(), env.payload.data(), expected);
+    }
     out.accept_bad_pixels = task->accept_bad_pixels;
     assembler_->SubmitPart(std::move(out));
     return;

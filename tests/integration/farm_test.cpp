@@ -449,7 +449,9 @@ TEST(FarmOpsTest, PoolsAndTagsChooseTheWorkers) {
 }
 
 TEST(FarmOpsTest, ResourceRequirementsMatchTheHardware) {
-  LocalFarm farm("resources");
+  // 1 s heartbeats: the fake worker only beats while it waits for a message, and starting the
+  // real worker can take longer than 200 ms x liveness on a loaded machine.
+  LocalFarm farm("resources", /*heartbeat_ms=*/1000);
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   FakeWorker h200(farm.broker_endpoint(), "h200", {"default"}, {},
                   {{0, "NVIDIA H200", 143771, 9, 0}});

@@ -121,6 +121,50 @@ TEST(PluginFarmTest, PovrayAnimationMatchesADirectRender) {
       0.05);
 }
 
+TEST(PluginFarmTest, PovrayTilesAssembleToTheDirectRender) {
+  if (!Installed("povray")) GTEST_SKIP() << "povray is not installed (apt-get install povray)";
+  LocalFarm farm("povray-tiles");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.StartWorker("w2"));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 30s));
+  std::string error;
+  // Without antialiasing each pixel is traced on its own, so tiles pasted together must equal
+  // the whole frame exactly.
+  const int64_t id = farm.Submit(
+      "name: pov\nrenderer: povray\nscene: anim.pov\nframes: 2-3\ntiles: 3x2\n"
+      "settings: {width: 64, height: 48, antialias: false}\n"
+      "output: {pattern: 'pov.####', formats: [png]}\n",
+      kPovScene, &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job = farm.WaitForJob(id, 90s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  EXPECT_EQ(job["tasks"]["total"], 2 * 6);
+  const std::string out = job["output_dir"];
+  EXPECT_FALSE(fs::exists(out + "/.parts")) << "tiles are removed once their frame is written";
+
+  const std::string ref_dir = farm.dir() + "/direct";
+  fs::create_directories(ref_dir);
+  WriteFile(ref_dir + "/anim.pov", kPovScene);
+  for (int frame = 2; frame <= 3; ++frame) {
+    const std::string ref = ref_dir + "/ref" + std::to_string(frame) + ".png";
+    ASSERT_EQ(RunDirect({Which("povray"), "-D", "+I" + ref_dir + "/anim.pov", "+O" + ref, "+FN",
+                         "+W64", "+H48", "+K" + std::to_string(frame), "-A", "-J"},
+                        ref_dir + "/povray.log"),
+              0)
+        << ReadFile(ref_dir + "/povray.log");
+    char name[32];
+    std::snprintf(name, sizeof(name), "/pov.%04d.png", frame);
+    StatusOr<image::ImageBuffer> farm_png = image::Read(out + name);
+    StatusOr<image::ImageBuffer> direct_png = image::Read(ref);
+    ASSERT_TRUE(farm_png.ok()) << farm_png.status().message();
+    ASSERT_TRUE(direct_png.ok()) << direct_png.status().message();
+    EXPECT_EQ(farm_png->width, 64);
+    EXPECT_EQ(farm_png->height, 48);
+    EXPECT_EQ(MaxDifference(*farm_png, *direct_png, 3), 0.0) << "frame " << frame;
+  }
+}
+
 const char* kBlenderScene = R"(import bpy
 scene = bpy.context.scene
 for obj in list(bpy.data.objects):
