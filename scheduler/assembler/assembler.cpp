@@ -199,6 +199,19 @@ StatusOr<image::ImageBuffer> PastePixelTiles(const std::vector<std::filesystem::
   return frame;
 }
 
+// The path tracer's parts: the sample parts of each tile merge into one accumulation, and the
+// tiles' finished pixels fill the frame.
+StatusOr<image::ImageBuffer> MergeAndPaste(std::vector<pathtracer::RenderedImage> parts) {
+  std::map<std::pair<int, int>, std::vector<pathtracer::RenderedImage>> by_tile;
+  for (auto& p : parts) by_tile[{p.y0, p.x0}].push_back(std::move(p));
+  std::vector<pathtracer::RenderedImage> tiles;
+  for (auto& [corner, samples] : by_tile) {
+    TSR_ASSIGN_OR_RETURN(pathtracer::RenderedImage merged, pathtracer::MergeSampleParts(samples));
+    tiles.push_back(std::move(merged));
+  }
+  return pathtracer::AssemblePixels(tiles);
+}
+
 }  // namespace
 
 FrameWritten Assembler::StorePart(const PartJob& job) {
@@ -271,38 +284,8 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
                          " of " + std::to_string(job.parts) + " parts in " + dir);
     return done;
   }
-  if (!pixel_tiles.empty()) {
-    StatusOr<image::ImageBuffer> frame = PastePixelTiles(pixel_tiles);
-    if (!frame.ok()) {
-      done.status = frame.status().WithContext("frame " + std::to_string(job.frame));
-      return done;
-    }
-    FrameJob out;
-    out.job_id = job.job_id;
-    out.frame = job.frame;
-    out.output_dir = job.output_dir;
-    out.pattern = job.pattern;
-    out.formats = job.formats;
-    out.image = std::move(*frame);
-    out.accept_bad_pixels = true;  // each tile was checked when it arrived
-    FrameWritten written = WriteFrame(out);
-    done.status = written.status;
-    done.files = written.files;
-    return done;
-  }
-  // Sample parts of the same tile merge into one accumulation; the tiles then fill the frame.
-  std::map<std::pair<int, int>, std::vector<pathtracer::RenderedImage>> by_tile;
-  for (auto& p : parts) by_tile[{p.y0, p.x0}].push_back(std::move(p));
-  std::vector<pathtracer::RenderedImage> tiles;
-  for (auto& [corner, samples] : by_tile) {
-    StatusOr<pathtracer::RenderedImage> merged = pathtracer::MergeSampleParts(samples);
-    if (!merged.ok()) {
-      done.status = merged.status().WithContext("frame " + std::to_string(job.frame));
-      return done;
-    }
-    tiles.push_back(std::move(*merged));
-  }
-  StatusOr<image::ImageBuffer> frame = pathtracer::AssemblePixels(tiles);
+  StatusOr<image::ImageBuffer> frame =
+      pixel_tiles.empty() ? MergeAndPaste(std::move(parts)) : PastePixelTiles(pixel_tiles);
   if (!frame.ok()) {
     done.status = frame.status().WithContext("frame " + std::to_string(job.frame));
     return done;

@@ -112,6 +112,17 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   task->LeaseOn(identity)->last_progress = Clock::now();
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
                 m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
+  // The payload as an image (whole frames, and plugin renderers' tiles).
+  auto float_image = [&] {
+    image::ImageBuffer image;
+    image.width = m->width;
+    image.height = m->height;
+    image.channels = m->channels;
+    image.channel_names = m->channel_names;
+    image.pixels.resize(expected / sizeof(float));
+    std::memcpy(image.pixels.data(), env.payload.data(), expected);
+    return image;
+  };
   if (part) {
     assembler::PartJob out;
     out.job_id = task->job_id;
@@ -123,12 +134,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     if (exact) {
       out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
     } else {
-      out.pixels.width = m->width;
-      out.pixels.height = m->height;
-      out.pixels.channels = m->channels;
-      out.pixels.channel_names = m->channel_names;
-      out.pixels.pixels.resize(expected / sizeof(float));
-      std::memcpy(out.pixels.pixels.data(), env.payload.data(), expected);
+      out.pixels = float_image();
     }
     out.accept_bad_pixels = task->accept_bad_pixels;
     assembler_->SubmitPart(std::move(out));
@@ -142,12 +148,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.output_dir = job.output_dir;
   out.pattern = job.pattern;
   out.formats = job.formats;
-  out.image.width = m->width;
-  out.image.height = m->height;
-  out.image.channels = m->channels;
-  out.image.channel_names = m->channel_names;
-  out.image.pixels.resize(expected / sizeof(float));
-  std::memcpy(out.image.pixels.data(), env.payload.data(), expected);
+  out.image = float_image();
   out.accept_bad_pixels = task->accept_bad_pixels;
   assembler_->Submit(std::move(out));
 }
