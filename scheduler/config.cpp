@@ -24,7 +24,9 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       .Optional("heartbeat_ms", &c.heartbeat_ms)
       .Optional("liveness", &c.liveness)
       .Optional("backup_factor", &c.backup_factor)
-      .Optional("backup_min_seconds", &c.backup_min_seconds);
+      .Optional("backup_min_seconds", &c.backup_min_seconds)
+      .Optional("security", &c.security)
+      .Optional("key_file", &c.key_file);
   yaml::MapReader assembler(top.Child("assembler"), "assembler");
   assembler.Optional("threads", &c.assembler_threads);
   YAML::Node limits = top.Child("limits");
@@ -83,6 +85,16 @@ Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.broker_listen.rfind("tcp://", 0) != 0 && c.broker_listen.rfind("ipc://", 0) != 0) {
     return Status::InvalidArgument("broker.listen: expected tcp://HOST:PORT, got '" +
                                    c.broker_listen + "'");
+  }
+  if (c.security != "curve" && c.security != "insecure") {
+    return Status::InvalidArgument("broker.security: expected curve or insecure, got '" +
+                                   c.security + "'");
+  }
+  if (c.security == "insecure" && !config::IsLocalEndpoint(c.broker_listen)) {
+    return Status::InvalidArgument(
+        "broker.security: insecure is only allowed when broker.listen is a loopback or ipc:// "
+        "address (got " +
+        c.broker_listen + "); use curve and enrol workers with join tokens");
   }
   if (c.heartbeat_ms < 50 || c.heartbeat_ms > 60000) {
     return Status::InvalidArgument("broker.heartbeat_ms: must be in [50, 60000]");

@@ -24,6 +24,10 @@ struct SchedulerConfig {
   int liveness = 5;
   double backup_factor = 1.5;  // straggler backups; 0 = off
   double backup_min_seconds = 60;
+  // curve: workers connect with CURVE keys (enrolled with join tokens); insecure: plain TCP,
+  // any peer admitted -- refused unless `listen` is a loopback or ipc:// address.
+  std::string security = "curve";
+  std::string key_file;  // the scheduler's CURVE key pair; empty: <data_dir>/scheduler.key
   // assembler:
   int assembler_threads = 2;
   // limits: named counted limits, e.g. {blender: 20} (at most 20 tasks using it at once)

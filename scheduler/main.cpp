@@ -16,6 +16,7 @@
 #include "scheduler/config.h"
 #include "scheduler/store/store.h"
 #include "shared/config.h"
+#include "shared/curve.h"
 #include "shared/logging.h"
 
 extern char** environ;
@@ -59,6 +60,10 @@ void RaiseOpenFileLimit() {
   }
 }
 
+std::string KeyFile(const scheduler::SchedulerConfig& cfg) {
+  return cfg.key_file.empty() ? (fs::path(cfg.data_dir) / "scheduler.key").string() : cfg.key_file;
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
   return 2;
@@ -68,13 +73,19 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera-scheduler: the Tessera render farm scheduler"};
-  std::string config_path, data_dir, api_listen, broker_listen, log_level;
+  std::string config_path, data_dir, api_listen, broker_listen, log_level, security;
+  bool print_public_key = false;
   app.add_option("--config", config_path, "YAML config file (see deploy/examples/scheduler.yaml)");
   app.add_option("--data", data_dir, "data directory (database, outputs) [./tessera-data]");
   app.add_option("--api", api_listen, "HTTP API listen address HOST:PORT [127.0.0.1:8470]");
   app.add_option("--broker", broker_listen,
                  "worker endpoint to bind, tcp://HOST:PORT [tcp://127.0.0.1:8471]");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--security", security,
+                 "curve (workers enrol with join tokens) or insecure (loopback only) [curve]");
+  app.add_flag("--print-public-key", print_public_key,
+               "print the scheduler's CURVE public key (workers' scheduler.public_key), creating "
+               "the key pair if needed, and exit");
   app.set_version_flag("--version", TESSERA_VERSION);
   CLI11_PARSE(app, argc, argv);
 
@@ -86,7 +97,16 @@ int main(int argc, char** argv) {
   if (!api_listen.empty()) cfg.api_listen = api_listen;
   if (!broker_listen.empty()) cfg.broker_listen = broker_listen;
   if (!log_level.empty()) cfg.log_level = log_level;
+  if (!security.empty()) cfg.security = security;
   if (Status s = scheduler::ValidateSchedulerConfig(cfg); !s.ok()) return Fail(s);
+  if (print_public_key) {
+    std::error_code ec;
+    fs::create_directories(cfg.data_dir, ec);
+    StatusOr<curve::KeyPair> keys = curve::LoadOrCreateKeyFile(KeyFile(cfg));
+    if (!keys.ok()) return Fail(keys.status());
+    std::printf("%s\n", curve::ToHex(keys->public_key).c_str());
+    return 0;
+  }
   if (Status s = logging::Init("scheduler", cfg.log_level); !s.ok()) return Fail(s);
   RaiseOpenFileLimit();
 
@@ -119,6 +139,18 @@ int main(int argc, char** argv) {
   bopts.projects = cfg.projects;
   bopts.backup_factor = cfg.backup_factor;
   bopts.backup_min_seconds = cfg.backup_min_seconds;
+  bopts.checkpoint_dir = data + "/checkpoints";
+  if (cfg.security == "curve") {
+    bool created = false;
+    StatusOr<curve::KeyPair> keys = curve::LoadOrCreateKeyFile(KeyFile(cfg), &created);
+    if (!keys.ok()) return Fail(keys.status());
+    spdlog::info("{} CURVE key pair {}; workers need scheduler.public_key: {}",
+                 created ? "created" : "loaded", KeyFile(cfg), curve::ToHex(keys->public_key));
+    bopts.curve = *keys;
+  } else {
+    spdlog::warn("INSECURE mode: workers connect unencrypted and unauthenticated ({} only)",
+                 cfg.broker_listen);
+  }
   broker::Broker broker(**store, bopts);
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());

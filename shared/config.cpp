@@ -57,4 +57,15 @@ Status ParseHostPort(const std::string& text, const std::string& field, std::str
   return Status::Ok();
 }
 
+bool IsLocalEndpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) return true;
+  if (endpoint.rfind("tcp://", 0) != 0) return false;
+  std::string host = endpoint.substr(6);
+  if (!host.empty() && host[0] == '[') {
+    return host.rfind("[::1]:", 0) == 0;
+  }
+  host = host.substr(0, host.rfind(':'));
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
 }  // namespace tessera::config

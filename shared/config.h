@@ -22,4 +22,8 @@ StatusOr<YAML::Node> LoadLayered(const std::string& path, const std::vector<std:
 Status ParseHostPort(const std::string& text, const std::string& field, std::string* host,
                      int* port);
 
+// Whether a ZeroMQ endpoint stays on this machine: ipc://, inproc://, or tcp:// to a loopback
+// address (127.0.0.0/8, ::1, localhost). Unencrypted worker links are allowed only there.
+bool IsLocalEndpoint(const std::string& endpoint);
+
 }  // namespace tessera::config

@@ -20,6 +20,10 @@ const char* MessageTypeName(MessageType type) {
       return "TASK_FAILED";
     case MessageType::kGoodbye:
       return "GOODBYE";
+    case MessageType::kEnrol:
+      return "ENROL";
+    case MessageType::kHandback:
+      return "HANDBACK";
     case MessageType::kWelcome:
       return "WELCOME";
     case MessageType::kReject:
@@ -32,6 +36,12 @@ const char* MessageTypeName(MessageType type) {
       return "CANCEL";
     case MessageType::kUnknownWorker:
       return "UNKNOWN_WORKER";
+    case MessageType::kEnrolled:
+      return "ENROLLED";
+    case MessageType::kResultAck:
+      return "RESULT_ACK";
+    case MessageType::kDrain:
+      return "DRAIN";
   }
   return "UNKNOWN_TYPE";
 }
@@ -39,9 +49,9 @@ const char* MessageTypeName(MessageType type) {
 namespace {
 bool IsKnownType(uint8_t t) {
   return (t >= static_cast<uint8_t>(MessageType::kRegister) &&
-          t <= static_cast<uint8_t>(MessageType::kGoodbye)) ||
+          t <= static_cast<uint8_t>(MessageType::kHandback)) ||
          (t >= static_cast<uint8_t>(MessageType::kWelcome) &&
-          t <= static_cast<uint8_t>(MessageType::kUnknownWorker));
+          t <= static_cast<uint8_t>(MessageType::kDrain));
 }
 }  // namespace
 

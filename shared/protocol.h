@@ -16,6 +16,19 @@
 //   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed
 //   scheduler -> kCancel(task_id, attempt)      (job cancelled; the worker stops rendering)
 //   worker -> kGoodbye on clean shutdown (its leases return to the queue at once)
+//   scheduler -> kResultAck(task_id, attempt) once a kTaskDone / kTaskFailed / kHandback and
+//                everything the attempt sent before it is durable (or was stale): the worker
+//                keeps those messages in its spool and re-sends them after every (re)connect
+//                until then, so a scheduler restart or a network cut loses no finished render.
+//   scheduler -> kDrain: finish the running tasks, take no new ones, then leave.
+//   worker -> kHandback(task_id, attempt, checkpoint) when it must leave mid-task (spot
+//                interruption, second SIGTERM): the task is requeued uncharged and its next
+//                attempt resumes from the checkpoint.
+//
+// Enrolment (CURVE farms): a new worker connects with the key pair derived from its join token,
+// sends kEnrol(name, its own public key) and gets kEnrolled (or kReject); it then reconnects
+// with its own key pair and registers. The scheduler's ZAP handler admits only the keys of
+// valid join tokens and of enrolled workers, and a join-token connection may only enrol.
 //   scheduler -> kUnknownWorker when it gets a message from a peer it has not welcomed
 //                (e.g. after a scheduler restart, or after it declared the worker dead):
 //                the worker registers again.
@@ -55,6 +68,8 @@ enum class MessageType : uint8_t {
   kTaskDone = 5,
   kTaskFailed = 6,
   kGoodbye = 7,
+  kEnrol = 8,
+  kHandback = 9,
   // scheduler -> worker
   kWelcome = 64,
   kReject = 65,
@@ -62,6 +77,9 @@ enum class MessageType : uint8_t {
   kAssign = 67,
   kCancel = 68,
   kUnknownWorker = 69,
+  kEnrolled = 70,
+  kResultAck = 71,
+  kDrain = 72,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -72,6 +90,18 @@ struct GpuInfo {
   int64_t memory_mb = 0;
   int compute_major = 0;
   int compute_minor = 0;
+  std::string driver_version;   // CUDA version the driver supports, "12.4"; older workers: ""
+  std::string runtime_version;  // CUDA runtime the worker was built with, "12.4"
+};
+
+// Where a worker runs, from its cloud's instance metadata. All empty on premises (or when the
+// worker's cloud.provider is none).
+struct CloudInfo {
+  std::string provider;  // "aws", "gcp", "alibaba", "tencent"; "" = none
+  std::string region;
+  std::string zone;
+  std::string instance_type;
+  std::string lifecycle;  // "spot", "on-demand", or "" when the provider does not say
 };
 
 struct TaskRef {
@@ -104,6 +134,24 @@ struct Register {
   // Renderer plugins it can run (the built-in pathtracer and noop are always there). Older
   // workers send none.
   std::vector<PluginOffer> plugins;
+  // Tasks that are finished here but whose results wait in the spool for a kResultAck: their
+  // leases are re-attached (without taking a slot) so the re-sent results can be applied.
+  std::vector<TaskRef> delivering;
+  bool draining = false;  // finishing its tasks before leaving: assign it nothing new
+  // Facts about the machine, shown to people (not used for placement). Older workers send none.
+  std::string os;  // "Debian GNU/Linux 12 (bookworm), Linux 6.1.0-18-amd64 x86_64"
+  std::string cpu_model;
+  CloudInfo cloud;
+};
+
+// A join-token connection asks to enrol a worker under `name` with its own key pair.
+struct Enrol {
+  std::string name;
+  std::string public_key;  // Z85, 40 characters
+};
+
+struct Enrolled {
+  std::string name;
 };
 
 struct Welcome {
@@ -120,6 +168,7 @@ struct Heartbeat {
   // Every task occupying a slot, including cancelled ones whose render is still stopping: the
   // scheduler keeps a cancelled task's slot reserved until it disappears from this list.
   std::vector<TaskRef> running;
+  bool draining = false;  // assign it nothing new
 };
 
 // Part of a frame split across tasks: pixels [x0, x1) x [y0, y1) of the whole frame (a tile;
@@ -152,6 +201,10 @@ struct Assign {
   std::string scene_name;
   std::map<std::string, std::string> settings;
   int timeout_s = 0;
+  // Resuming a handed-back attempt: frames before resume_frame are already delivered, and when
+  // the message carries a payload it is the checkpoint (the path tracer's accumulation, as in
+  // kFrameResult) of resume_frame to continue from. 0: render every frame from the start.
+  int resume_frame = 0;
 };
 
 struct Progress {
@@ -201,7 +254,24 @@ struct Cancel {
   int attempt = 0;
 };
 
-// A decoded message: type + body (+ payload for kFrameResult).
+// The worker must leave before the task is done. Frames before `frame` were delivered; the
+// payload, when present, is the checkpoint of `frame` (the path tracer's accumulation of
+// samples [part.sample_begin, part.sample_begin + samples_done)).
+struct Handback {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int frame = 0;
+  int samples_done = 0;
+  std::string reason;
+};
+
+// Results of (task_id, attempt) are durable at the scheduler: the worker drops them from its spool.
+struct ResultAck {
+  int64_t task_id = 0;
+  int attempt = 0;
+};
+
+// A decoded message: type + body (+ payload for kFrameResult, kHandback, a resuming kAssign).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   nlohmann::json body;
@@ -227,19 +297,23 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
-                                                compute_minor)
+                                                compute_minor, driver_version, runtime_version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CloudInfo, provider, region, zone, instance_type,
+                                                lifecycle)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PluginOffer, name, version, executable)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
                                                 ram_mb, gpus, backends, slots, pools, tags, running,
-                                                plugins)
+                                                plugins, delivering, draining, os, cpu_model, cloud)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrol, name, public_key)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrolled, name)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running, draining)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
                                                 frame_end, scene_yaml, renderer, gpus, part,
-                                                scene_name, settings, timeout_s)
+                                                scene_name, settings, timeout_s, resume_frame)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,
@@ -247,6 +321,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, f
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Handback, task_id, attempt, frame, samples_done,
+                                                reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResultAck, task_id, attempt)
 
 template <typename T>
 StatusOr<T> Envelope::As() const {

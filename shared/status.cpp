@@ -20,6 +20,8 @@ const char* StatusCodeName(StatusCode code) {
       return "cancelled";
     case StatusCode::kResourceExhausted:
       return "resource_exhausted";
+    case StatusCode::kPermissionDenied:
+      return "permission_denied";
     case StatusCode::kInternal:
       return "internal";
   }

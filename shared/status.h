@@ -21,6 +21,7 @@ enum class StatusCode {
   kUnavailable,         // a peer or service could not be reached
   kCancelled,
   kResourceExhausted,  // a documented limit was exceeded
+  kPermissionDenied,   // the caller is known but not allowed (e.g. a revoked worker)
   kInternal,           // I/O failures and everything unexpected
 };
 
@@ -44,6 +45,9 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

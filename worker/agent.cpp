@@ -1,9 +1,12 @@
 #include "worker/agent.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <zmq_addon.hpp>
 
@@ -20,9 +23,31 @@ constexpr std::chrono::milliseconds kProgressInterval{250};
 constexpr std::chrono::seconds kNoisyLogInterval{10};
 // How long kGoodbye may take to leave once Stop() was asked for.
 constexpr int kGoodbyeLingerMs = 500;
+// Leave(): how long the path tracer may take to reach a checkpoint before renders are stopped.
+constexpr std::chrono::seconds kLeaveTimeout{20};
+// Drain / leave: how long the agent waits for the scheduler to acknowledge its last results.
+constexpr std::chrono::seconds kDeliverTimeout{30};
+
+bool IsFinalResult(const std::vector<zmq::message_t>& frames) {
+  if (frames.empty() || frames[0].size() != 4) return false;
+  const auto type = static_cast<MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
+  return type == MessageType::kTaskDone || type == MessageType::kTaskFailed ||
+         type == MessageType::kHandback;
+}
 
 std::string RefName(const protocol::TaskRef& ref) {
   return "task " + std::to_string(ref.task_id) + " attempt " + std::to_string(ref.attempt);
+}
+
+// The spool's folder: as configured, else under the data directory, else a temporary one.
+std::string SpoolDir(const AgentOptions& o) {
+  if (!o.spool_dir.empty()) return o.spool_dir;
+  if (!o.render.data_dir.empty()) return o.render.data_dir + "/spool";
+  static std::atomic<int> count{0};
+  std::error_code ec;
+  return (std::filesystem::temp_directory_path(ec) /
+          ("tessera-spool-" + std::to_string(::getpid()) + "-" + std::to_string(++count)))
+      .string();
 }
 
 }  // namespace
@@ -40,6 +65,10 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.render.cpu_threads = config.threads;
   o.render.data_dir = config.data_dir;
   o.render.plugin_path = config.plugin_path;
+  o.scheduler_public_key = config.scheduler_public_key;
+  o.join_token = config.join_token;
+  o.key_file = config.key_file;
+  o.spool_dir = config.data_dir + "/spool";
   const bool has_cuda = std::find(hardware.backends.begin(), hardware.backends.end(), "cuda") !=
                         hardware.backends.end();
   if (config.backend == "cpu") {
@@ -59,6 +88,21 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   // GPUs this worker will not render on are not offered: the scheduler pins tasks to the GPUs
   // a worker registers.
   if (o.render.backend == pathtracer::Backend::kCpu) o.hardware.gpus.clear();
+  if (config.simulate_gpus > 0) {
+    // Scheduling sees real-looking GPUs; the renders behind them run on the CPU.
+    o.render.backend = pathtracer::Backend::kCpu;
+    o.backends = {"cpu"};
+    o.hardware.gpus.clear();
+    for (int i = 0; i < config.simulate_gpus; ++i) {
+      protocol::GpuInfo gpu;
+      gpu.index = i;
+      gpu.name = "Simulated GPU " + std::to_string(i);
+      gpu.memory_mb = 24576;
+      gpu.compute_major = 8;
+      gpu.compute_minor = 9;
+      o.hardware.gpus.push_back(gpu);
+    }
+  }
   // Auto slots: one task per GPU, each pinned to its own; one task using every core without.
   if (o.slots == 0) o.slots = std::max<int>(1, static_cast<int>(o.hardware.gpus.size()));
   return o;
@@ -68,7 +112,16 @@ Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
       heartbeat_ms_(options_.heartbeat_ms),
       liveness_(options_.liveness),
-      backoff_(options_.reconnect_min) {}
+      backoff_(options_.reconnect_min),
+      spool_(SpoolDir(options_)) {}
+
+void Agent::Leave(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(leave_mu_);
+    if (leave_reason_.empty()) leave_reason_ = reason;
+  }
+  leave_requested_.store(true);
+}
 
 Agent::~Agent() {
   // Run() normally leaves nothing behind; this covers a Run() that threw.
@@ -77,15 +130,21 @@ Agent::~Agent() {
 }
 
 Status Agent::Run() {
+  TSR_RETURN_IF_ERROR(spool_.Open());
+  TSR_RETURN_IF_ERROR(LoadKeys());
   outbox_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
   outbox_->set(zmq::sockopt::linger, 0);
   outbox_->bind(outbox_endpoint_);
   Connect(Clock::now());
 
   while (!stop_requested_.load() && reject_status_.ok()) {
+    if (OnLifecycle(Clock::now())) break;  // drained, or left
     OnTimers(Clock::now());
     std::vector<zmq::pollitem_t> items = {{outbox_->handle(), 0, ZMQ_POLLIN, 0}};
+    const size_t dealer_item = items.size();
     if (dealer_) items.push_back({dealer_->handle(), 0, ZMQ_POLLIN, 0});
+    const size_t monitor_item = items.size();
+    if (monitor_) items.push_back({monitor_->handle(), 0, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items, kTick);
     } catch (const zmq::error_t& e) {
@@ -93,20 +152,53 @@ Status Agent::Run() {
       throw;
     }
     if (items[0].revents & ZMQ_POLLIN) DrainOutbox();
-    if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) DrainScheduler(Clock::now());
+    if (items.size() > dealer_item && dealer_ && (items[dealer_item].revents & ZMQ_POLLIN)) {
+      DrainScheduler(Clock::now());
+    }
+    if (items.size() > monitor_item && monitor_ && (items[monitor_item].revents & ZMQ_POLLIN)) {
+      DrainMonitor(Clock::now());
+    }
   }
 
   Shutdown(/*say_goodbye=*/reject_status_.ok());
   return reject_status_;
 }
 
+void Agent::CloseDealer() {
+  if (dealer_ && monitor_) zmq_socket_monitor(dealer_->handle(), nullptr, 0);
+  monitor_.reset();
+  dealer_.reset();  // linger 0: whatever it still held is dropped; results stay in the spool
+}
+
 void Agent::Connect(Clock::time_point now) {
   dealer_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
   dealer_->set(zmq::sockopt::linger, 0);
+  const bool secure = !options_.scheduler_public_key.empty();
   try {
+    if (secure) {
+      // Enrolled: this worker's own pair. Not yet: the join token's pair, which may only enrol.
+      curve::KeyPair client = *own_keys_;
+      if (!enrolled_) {
+        StatusOr<curve::KeyPair> token = curve::JoinTokenKeys(options_.join_token);
+        TSR_CHECK(token.ok());  // validated with the config
+        client = *token;
+      }
+      dealer_->set(zmq::sockopt::curve_serverkey, options_.scheduler_public_key);
+      dealer_->set(zmq::sockopt::curve_publickey, client.public_key);
+      dealer_->set(zmq::sockopt::curve_secretkey, client.secret_key);
+      // The scheduler's ZAP verdict shows only as a handshake event: watch for it.
+      const std::string monitor =
+          "inproc://tessera-worker-monitor-" + std::to_string(++monitor_count_);
+      zmq_socket_monitor(dealer_->handle(), monitor.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+      monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+      monitor_->set(zmq::sockopt::linger, 0);
+      monitor_->connect(monitor);
+    }
     dealer_->connect(options_.scheduler_address);
   } catch (const zmq::error_t& e) {
-    dealer_.reset();
+    CloseDealer();
     state_ = LinkState::kDisconnected;
     reconnect_at_ = now + backoff_;
     backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
@@ -115,9 +207,21 @@ void Agent::Connect(Clock::time_point now) {
     }
     return;
   }
+  if (secure && !enrolled_) {
+    protocol::Enrol enrol{options_.name, own_keys_->public_key};
+    std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kEnrol, enrol);
+    TrySend(frames);
+    state_ = LinkState::kRegistering;
+    heard_at_ = now;
+    spdlog::info("enrolling with {} using the join token", options_.scheduler_address);
+    return;
+  }
   protocol::Register reg;
   reg.name = options_.name;
   reg.hostname = options_.hardware.hostname;
+  reg.os = options_.hardware.os;
+  reg.cpu_model = options_.hardware.cpu_model;
+  reg.cloud = options_.hardware.cloud;
   reg.version = TESSERA_VERSION;
   reg.cpu_cores = options_.hardware.cpu_cores;
   reg.ram_mb = options_.hardware.ram_mb;
@@ -127,6 +231,8 @@ void Agent::Connect(Clock::time_point now) {
   reg.pools = options_.pools;
   reg.tags = options_.tags;
   for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());
+  reg.delivering = spool_.Delivering();
+  reg.draining = draining_;
   for (const AvailablePlugin& p : *options_.render.plugins) {
     reg.plugins.push_back({p.spec.name, p.version, p.executable});
   }
@@ -144,7 +250,8 @@ void Agent::Disconnect(Clock::time_point now, const std::string& reason) {
     spdlog::warn("no welcome from the scheduler at {} ({}); retrying", options_.scheduler_address,
                  reason);
   }
-  dealer_.reset();  // linger 0: whatever it still held is dropped, results stay in pending_
+  CloseDealer();
+  pending_.clear();  // the spool re-sends them after the next kWelcome
   state_ = LinkState::kDisconnected;
   reconnect_at_ = now + backoff_;
   backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
@@ -161,14 +268,18 @@ void Agent::OnTimers(Clock::time_point now) {
     return;
   }
   if (state_ != LinkState::kReady) return;
-  if (now >= next_heartbeat_) {
-    protocol::Heartbeat hb;
-    for (const Slot& slot : slots_) hb.running.push_back(slot.runner->ref());
-    std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
-    TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
-    next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_ms_);
-  }
+  if (now >= next_heartbeat_) SendHeartbeat(now);
+  FlushPending();
   SendProgress(now);
+}
+
+void Agent::SendHeartbeat(Clock::time_point now) {
+  protocol::Heartbeat hb;
+  for (const Slot& slot : slots_) hb.running.push_back(slot.runner->ref());
+  hb.draining = draining_;
+  std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
+  TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
+  next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_ms_);
 }
 
 void Agent::SendProgress(Clock::time_point now) {
@@ -233,9 +344,27 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
       state_ = LinkState::kReady;
       backoff_ = options_.reconnect_min;
       next_heartbeat_ = now;  // tell a restarted scheduler at once what is still running
+      // Everything not yet acknowledged goes (again), in order; the scheduler's fencing drops
+      // what it already has.
+      pending_.clear();
+      for (std::vector<zmq::message_t>& message : spool_.Replay()) {
+        pending_.push_back(std::move(message));
+      }
       FlushPending();
       return;
     }
+    case MessageType::kEnrolled:
+      OnEnrolled(*env, now);
+      return;
+    case MessageType::kResultAck: {
+      StatusOr<protocol::ResultAck> ack = env->As<protocol::ResultAck>();
+      if (ack.ok()) spool_.Ack({ack->task_id, ack->attempt});
+      return;
+    }
+    case MessageType::kDrain:
+      if (!drain_requested_.exchange(true))
+        spdlog::info("the scheduler asked this worker to drain");
+      return;
     case MessageType::kReject: {
       StatusOr<protocol::Reject> r = env->As<protocol::Reject>();
       std::string reason = r.ok() ? r->reason : "(no reason given)";
@@ -272,13 +401,16 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
   const protocol::TaskRef ref{a->task_id, a->attempt};
   auto fail = [&](const std::string& message, bool charge = true) {
     spdlog::info("{} job {}: refused: {}", RefName(ref), a->job_id, message);
-    SendTaskMessage(protocol::Encode(
-        MessageType::kTaskFailed, protocol::TaskFailed{ref.task_id, ref.attempt, message, charge}));
+    SendResult(ref,
+               protocol::Encode(MessageType::kTaskFailed,
+                                protocol::TaskFailed{ref.task_id, ref.attempt, message, charge}),
+               /*final=*/true);
   };
   if (FindSlot(ref) != nullptr) {
     spdlog::debug("{}: repeated ASSIGN ignored, it is already running", RefName(ref));
     return;
   }
+  if (draining_) return fail("worker is draining", /*charge=*/false);
   if (static_cast<int>(slots_.size()) >= options_.slots)
     return fail("worker busy", /*charge=*/false);
   if (a->frame_end < a->frame_start) {
@@ -286,8 +418,10 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
                 std::to_string(a->frame_end));
   }
   Slot slot;
-  slot.runner =
-      std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a), options_.render);
+  std::string checkpoint;
+  if (env.payload.size() > 0) checkpoint.assign(env.payload.data<char>(), env.payload.size());
+  slot.runner = std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a),
+                                             options_.render, std::move(checkpoint));
   slots_.push_back(std::move(slot));
   running_tasks_.store(static_cast<int>(slots_.size()));
 }
@@ -314,18 +448,27 @@ void Agent::HandleOutbox(std::vector<zmq::message_t>& frames) {
   auto it = std::find_if(slots_.begin(), slots_.end(),
                          [&](const Slot& s) { return s.runner->ref() == tag->ref; });
   TSR_CHECK(it != slots_.end());
+  bool final = false;
   if (!it->cancelled && frames.size() > 1) {
     frames.erase(frames.begin());
-    SendTaskMessage(std::move(frames));
+    final = IsFinalResult(frames);
+    SendResult(tag->ref, std::move(frames), final);
   }
   if (tag->last) {
+    // Ended without an outcome (cancelled): results it spooled before are of no use.
+    if (!final) spool_.Ack(tag->ref);
     slots_.erase(it);  // joins the runner, which only has its socket left to close
     running_tasks_.store(static_cast<int>(slots_.size()));
   }
 }
 
-void Agent::SendTaskMessage(std::vector<zmq::message_t> frames) {
-  if (state_ == LinkState::kReady && pending_.empty() && TrySend(frames)) return;
+void Agent::SendResult(const protocol::TaskRef& ref, std::vector<zmq::message_t> frames,
+                       bool final) {
+  if (Status s = spool_.Add(ref, frames, final); !s.ok()) {
+    spdlog::error("{}: {}; sending it without a spool copy", RefName(ref), s.message());
+  }
+  if (state_ != LinkState::kReady) return;  // the spool re-sends it after the next kWelcome
+  if (pending_.empty() && TrySend(frames)) return;
   pending_.push_back(std::move(frames));
 }
 
@@ -378,9 +521,145 @@ void Agent::Shutdown(bool say_goodbye) {
       waiting_since = Clock::now();
     }
   }
-  dealer_.reset();
+  CloseDealer();
   outbox_.reset();
   state_ = LinkState::kDisconnected;
+}
+
+// ---- CURVE keys and enrolment ----------------------------------------------------------------
+
+Status Agent::LoadKeys() {
+  if (options_.scheduler_public_key.empty()) {
+    spdlog::warn(
+        "connecting to {} WITHOUT encryption (no scheduler.public_key): only for a "
+        "local farm",
+        options_.scheduler_address);
+    return Status::Ok();
+  }
+  std::error_code ec;
+  if (!options_.key_file.empty() && std::filesystem::exists(options_.key_file, ec)) {
+    TSR_ASSIGN_OR_RETURN(own_keys_, curve::LoadKeyFile(options_.key_file));
+    enrolled_ = true;
+    spdlog::info("using the enrolled key pair in {}", options_.key_file);
+    return Status::Ok();
+  }
+  if (options_.join_token.empty()) {
+    return Status::FailedPrecondition(
+        "scheduler.join_token: this worker has no enrolled key pair (" +
+        (options_.key_file.empty() ? std::string("worker.key_file is not set")
+                                   : options_.key_file + " does not exist") +
+        "), so it needs a join token (`tessera token create`) to enrol");
+  }
+  own_keys_ = curve::Generate();
+  enrolled_ = false;
+  return Status::Ok();
+}
+
+void Agent::OnEnrolled(const protocol::Envelope& env, Clock::time_point now) {
+  if (enrolled_ || !own_keys_) return;
+  StatusOr<protocol::Enrolled> e = env.As<protocol::Enrolled>();
+  if (!options_.key_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(options_.key_file).parent_path(), ec);
+    if (Status s = curve::SaveKeyFile(options_.key_file, *own_keys_); !s.ok()) {
+      // It still works for this run; the next start enrols again.
+      spdlog::error("enrolled, but cannot keep the key pair: {}", s.message());
+    }
+  }
+  enrolled_ = true;
+  spdlog::info("enrolled as worker {}{}; reconnecting with its own key pair",
+               e.ok() ? e->name : options_.name,
+               options_.key_file.empty() ? "" : " (key pair saved to " + options_.key_file + ")");
+  CloseDealer();
+  state_ = LinkState::kDisconnected;
+  backoff_ = options_.reconnect_min;
+  reconnect_at_ = now;
+}
+
+void Agent::DrainMonitor(Clock::time_point now) {
+  for (int i = 0; i < 100 && monitor_; ++i) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(*monitor_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      return;
+    }
+    if (frames.empty() || frames[0].size() < 6) continue;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    std::memcpy(&event, frames[0].data(), 2);
+    std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, 4);
+    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      if (AllowNoisyLog(now)) {
+        spdlog::warn(
+            "CURVE handshake with {} failed: is scheduler.public_key the scheduler's "
+            "key (tessera-scheduler --print-public-key)?",
+            options_.scheduler_address);
+      }
+      continue;
+    }
+    if (enrolled_ && !options_.join_token.empty() && !reenrol_tried_) {
+      // The scheduler lost this key (a new database) or replaced it: enrol again, once.
+      spdlog::warn("the scheduler refused this worker's key; enrolling again with the join token");
+      reenrol_tried_ = true;
+      enrolled_ = false;
+      own_keys_ = curve::Generate();
+      CloseDealer();
+      state_ = LinkState::kDisconnected;
+      reconnect_at_ = now;
+      return;
+    }
+    reject_status_ = Status::FailedPrecondition(
+        enrolled_ ? "the scheduler refused this worker's key (status " + std::to_string(value) +
+                        "): the worker was revoked or the scheduler does not know it; enrol it "
+                        "again with a join token (scheduler.join_token)"
+                  : "the scheduler refused the join token (status " + std::to_string(value) +
+                        "): it is revoked, expired or used up; create one with `tessera token "
+                        "create`");
+    spdlog::error("{}", reject_status_.message());
+    return;
+  }
+}
+
+// ---- drain and leave -------------------------------------------------------------------------
+
+bool Agent::OnLifecycle(Clock::time_point now) {
+  if (drain_requested_.load() && !draining_) {
+    draining_ = true;
+    spdlog::info("draining: finishing {} running task(s), taking no new ones", slots_.size());
+    if (state_ == LinkState::kReady) SendHeartbeat(now);  // the scheduler stops assigning now
+  }
+  if (leave_requested_.load() && !leaving_) {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(leave_mu_);
+      reason = leave_reason_;
+    }
+    leaving_ = draining_ = true;
+    leave_deadline_ = now + kLeaveTimeout;
+    spdlog::warn("leaving ({}): handing back {} running task(s)", reason, slots_.size());
+    for (Slot& slot : slots_) {
+      if (!slot.cancelled) slot.runner->RequestHandback(reason);
+    }
+    if (state_ == LinkState::kReady) SendHeartbeat(now);
+  }
+  if (leaving_ && now >= leave_deadline_) {
+    for (Slot& slot : slots_) slot.runner->Cancel();  // no checkpoint in time: hand back as is
+  }
+  if (!draining_) return false;
+  if (!slots_.empty()) {
+    idle_since_ = {};
+    return false;
+  }
+  if (idle_since_ == Clock::time_point{}) idle_since_ = now;
+  if (spool_.empty()) {
+    spdlog::info("{}: every result delivered", leaving_ ? "left" : "drained");
+    return true;
+  }
+  if (now - idle_since_ > kDeliverTimeout) {
+    spdlog::warn("leaving with {} unacknowledged result(s) in the spool",
+                 spool_.Delivering().size());
+    return true;
+  }
+  return false;
 }
 
 Agent::Slot* Agent::FindSlot(const protocol::TaskRef& ref) {

@@ -12,9 +12,21 @@
 //    welcomed, with kWelcome's timings.
 //  - Nothing heard for heartbeat_ms * liveness, or kUnknownWorker: the DEALER is closed
 //    (linger 0), recreated after a capped exponential backoff and registers again. Running renders
-//    carry on; results produced while unwelcomed wait in memory until the next kWelcome, then go
-//    out in order. (Messages already queued in a DEALER that is then closed are lost: the protocol
-//    has no result acknowledgement, so the scheduler's requeue is the recovery.)
+//    carry on. Every result message (frame results, done, failed, hand-back) goes through the
+//    ResultSpool on disk first and is re-sent after each kWelcome until the scheduler's
+//    kResultAck for its attempt; kRegister lists finished-but-unacknowledged attempts as
+//    `delivering` so the scheduler re-attaches them.
+//  - CURVE (scheduler_public_key set): the DEALER authenticates with this worker's key pair.
+//    Without an enrolled pair it first connects with its join token's pair, sends kEnrol and,
+//    on kEnrolled, saves its pair (key_file) and reconnects with it. A handshake the scheduler
+//    refuses (ZAP) is seen through a socket monitor: an enrolled key that is refused is enrolled
+//    again once with the join token if there is one; otherwise Run() returns
+//    FailedPrecondition saying why.
+//  - Drain() (SIGTERM, or kDrain from the scheduler): no new tasks (heartbeats say draining);
+//    once the running ones are done and their results acknowledged, kGoodbye and Run() returns.
+//  - Leave() (spot interruption, second SIGTERM): running tasks are handed back -- the path
+//    tracer checkpoints at its next pass -- and once the hand-backs are acknowledged (or
+//    kLeaveTimeout passed) the agent says goodbye and Run() returns.
 //  - kAssign beyond `slots` running tasks: kTaskFailed "worker busy" (the scheduler requeues).
 //    A repeated kAssign for an attempt already running is ignored.
 //  - kCancel(task_id, attempt) for a running attempt stops its render; NOTHING more is sent for
@@ -29,12 +41,16 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "shared/curve.h"
 #include "shared/protocol.h"
 #include "worker/hardware_probe.h"
+#include "worker/result_spool.h"
 #include "worker/task_runner.h"
 #include "worker/worker_config.h"
 
@@ -53,6 +69,12 @@ struct AgentOptions {
   RenderSettings render;
   std::chrono::milliseconds reconnect_min{100};
   std::chrono::milliseconds reconnect_max{5000};
+  // CURVE: the scheduler's public key (Z85; empty = unencrypted), this worker's join token, and
+  // where its enrolled key pair is kept (empty: memory only).
+  std::string scheduler_public_key;
+  std::string join_token;
+  std::string key_file;
+  std::string spool_dir;  // the result spool; empty: <render.data_dir>/spool
 };
 
 // Combines the config with the probed hardware. backend: cuda on a machine without a usable GPU
@@ -70,6 +92,10 @@ class Agent {
   Status Run();
   // Any thread; Run() returns within a few hundred ms plus the time renders take to cancel.
   void Stop() { stop_requested_.store(true); }
+  // Any thread: finish the running tasks, take no new ones, deliver, then leave.
+  void Drain() { drain_requested_.store(true); }
+  // Any thread: hand the running tasks back (with checkpoints) and leave.
+  void Leave(const std::string& reason);
   // Any thread: tasks occupying a slot (cancelled ones count until their thread has finished).
   int running_tasks() const { return running_tasks_.load(); }
   // Any thread: the id from the latest kWelcome, 0 before the first.
@@ -87,6 +113,7 @@ class Agent {
   };
 
   void Connect(Clock::time_point now);
+  void CloseDealer();  // and its monitor
   void Disconnect(Clock::time_point now, const std::string& reason);
   void OnTimers(Clock::time_point now);
   void SendProgress(Clock::time_point now);
@@ -96,10 +123,18 @@ class Agent {
   void HandleAssign(const protocol::Envelope& env);
   void HandleCancel(const protocol::Envelope& env);
   void HandleOutbox(std::vector<zmq::message_t>& frames);
-  // Task traffic: sent now when welcomed, otherwise kept until the next kWelcome.
-  void SendTaskMessage(std::vector<zmq::message_t> frames);
+  // A result message about `ref`: spooled, then sent now when welcomed (re-sent after every
+  // kWelcome until acknowledged).
+  void SendResult(const protocol::TaskRef& ref, std::vector<zmq::message_t> frames, bool final);
   bool TrySend(std::vector<zmq::message_t>& frames);
   void FlushPending();
+  // CURVE: keys at start-up, the socket monitor's handshake events, enrolment.
+  Status LoadKeys();
+  void DrainMonitor(Clock::time_point now);
+  void OnEnrolled(const protocol::Envelope& env, Clock::time_point now);
+  // Drain / leave: applies requests from other threads, and returns true once the agent may go.
+  bool OnLifecycle(Clock::time_point now);
+  void SendHeartbeat(Clock::time_point now);
   void Shutdown(bool say_goodbye);
   Slot* FindSlot(const protocol::TaskRef& ref);
   bool AllowNoisyLog(Clock::time_point now);
@@ -107,15 +142,27 @@ class Agent {
   const AgentOptions options_;
   zmq::context_t context_;  // first: every socket below and in the runners lives in it
   const std::string outbox_endpoint_ = "inproc://tessera-worker-outbox";
-  std::unique_ptr<zmq::socket_t> dealer_;            // I/O thread only; null while disconnected
-  std::unique_ptr<zmq::socket_t> outbox_;            // I/O thread only
-  std::vector<Slot> slots_;                          // I/O thread only
+  std::unique_ptr<zmq::socket_t> dealer_;   // I/O thread only; null while disconnected
+  std::unique_ptr<zmq::socket_t> monitor_;  // the DEALER's handshake events
+  int monitor_count_ = 0;                   // a fresh inproc endpoint per DEALER
+  std::unique_ptr<zmq::socket_t> outbox_;   // I/O thread only
+  std::vector<Slot> slots_;                 // I/O thread only
+  // Result messages that could not leave at once (send queue full) while welcomed; cleared on
+  // every reconnect, when the spool is replayed instead.
   std::deque<std::vector<zmq::message_t>> pending_;  // I/O thread only
+  std::optional<curve::KeyPair> own_keys_;           // CURVE: this worker's pair
+  bool enrolled_ = false;       // own_keys_ are known to the scheduler (else: enrol first)
+  bool reenrol_tried_ = false;  // a refused enrolled key is re-enrolled only once per run
+  bool draining_ = false;       // I/O thread's view of drain_requested_
+  bool leaving_ = false;        // I/O thread's view of leave_requested_
+  Clock::time_point leave_deadline_{};
+  Clock::time_point idle_since_{};  // drain/leave: when the last task ended
 
   LinkState state_ = LinkState::kDisconnected;
   int heartbeat_ms_;
   int liveness_;
   std::chrono::milliseconds backoff_;
+  ResultSpool spool_;  // I/O thread only
   Clock::time_point heard_at_{};
   Clock::time_point next_heartbeat_{};
   Clock::time_point reconnect_at_{};
@@ -124,6 +171,10 @@ class Agent {
   Status reject_status_;
 
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> drain_requested_{false};
+  std::atomic<bool> leave_requested_{false};
+  std::mutex leave_mu_;
+  std::string leave_reason_;  // guarded by leave_mu_
   std::atomic<int> running_tasks_{0};
   std::atomic<int64_t> worker_id_{0};
 };

@@ -13,7 +13,8 @@ std::vector<protocol::GpuInfo> ProbeGpus() {
   std::string why;
   std::vector<protocol::GpuInfo> gpus;
   for (const pathtracer::CudaDevice& d : pathtracer::ListCudaDevices(&why)) {
-    gpus.push_back({d.index, d.name, d.memory_mb, d.compute_major, d.compute_minor});
+    gpus.push_back({d.index, d.name, d.memory_mb, d.compute_major, d.compute_minor,
+                    d.driver_version, d.runtime_version});
   }
   if (gpus.empty()) {
     // Expected on CPU-only machines; say it once, not on every probe.

@@ -1,5 +1,10 @@
 // tessera-worker: registers this machine with the scheduler and renders what it is given.
-// Exit codes: 0 clean stop (SIGINT/SIGTERM), 1 rejected or failed at run time, 2 bad config/flags.
+//
+// Signals: SIGTERM drains (running tasks finish and are delivered, no new ones are taken, then
+// the worker exits); a second SIGTERM hands the running tasks back with checkpoints and exits;
+// SIGINT stops at once (renders are cancelled and their tasks requeued). A spot-interruption
+// notice (cloud.provider) acts like the second SIGTERM.
+// Exit codes: 0 clean stop, 1 rejected (e.g. revoked) or failed at run time, 2 bad config/flags.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +16,7 @@
 
 #include "shared/logging.h"
 #include "worker/agent.h"
+#include "worker/cloud_metadata.h"
 #include "worker/hardware_probe.h"
 #include "worker/plugin_host.h"
 #include "worker/worker_config.h"
@@ -25,12 +31,20 @@ using tessera::worker::Agent;
 // nothing async-signal-safe.
 void WaitForSignals(const sigset_t* set, Agent* agent, const std::atomic<bool>* done) {
   const timespec tick{0, 200 * 1000 * 1000};
+  int terms = 0;
   while (!done->load()) {
     int sig = sigtimedwait(set, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      spdlog::info("signal {} received: stopping", sig);
+    if (sig == SIGINT) {
+      spdlog::info("SIGINT received: stopping now");
       agent->Stop();
       return;
+    }
+    if (sig == SIGTERM && ++terms == 1) {
+      spdlog::info("SIGTERM received: draining (a second SIGTERM hands running tasks back)");
+      agent->Drain();
+    } else if (sig == SIGTERM) {
+      spdlog::info("second SIGTERM received: handing running tasks back");
+      agent->Leave("the worker was stopped (second SIGTERM)");
     }
   }
 }
@@ -44,6 +58,13 @@ int main(int argc, char** argv) {
                  std::string("YAML config file (default ") + tessera::worker::kDefaultConfigPath +
                      " if it exists)");
   app.add_option("--scheduler", flags.scheduler, "scheduler address, tcp://HOST:PORT");
+  app.add_option("--public-key", flags.public_key,
+                 "the scheduler's CURVE public key (hex), for an encrypted link");
+  app.add_option("--join-token", flags.join_token,
+                 "join token (tsrj-...) to enrol with; prefer TESSERA_SCHEDULER_JOIN_TOKEN, "
+                 "which other users cannot read from the process list");
+  app.add_option("--data-dir", flags.data_dir,
+                 "folder for task files, the result spool and the key pair (absolute path)");
   app.add_option("--name", flags.name, "worker name (default: the hostname)");
   app.add_option("--backend", flags.backend, "render backend: auto, cpu or cuda");
   app.add_option("--threads", flags.threads, "CPU render threads, 0 = all")
@@ -68,7 +89,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const tessera::worker::HardwareInfo hardware = tessera::worker::ProbeHardware();
+  tessera::worker::HardwareInfo hardware = tessera::worker::ProbeHardware();
+  // Cloud facts are informational: a metadata service that does not answer does not stop a worker.
+  if (tessera::StatusOr<tessera::protocol::CloudInfo> cloud =
+          tessera::worker::ProbeCloud(config->cloud);
+      cloud.ok()) {
+    hardware.cloud = std::move(*cloud);
+  } else {
+    spdlog::warn("cloud.provider {}: {}; registering without cloud facts", config->cloud.provider,
+                 cloud.status().message());
+  }
   tessera::StatusOr<tessera::worker::AgentOptions> options =
       tessera::worker::MakeAgentOptions(*config, hardware);
   if (!options.ok()) {
@@ -79,8 +109,8 @@ int main(int argc, char** argv) {
       tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path)));
   spdlog::info(
       "tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
-      TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb, hardware.gpus.size(),
-      fmt::join(options->backends, ", "), config->slots);
+      TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb,
+      options->hardware.gpus.size(), fmt::join(options->backends, ", "), config->slots);
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -91,13 +121,27 @@ int main(int argc, char** argv) {
   Agent agent(std::move(*options));
   std::atomic<bool> done{false};
   std::thread signal_thread(WaitForSignals, &signals, &agent, &done);
+  tessera::worker::SpotNoticeWatcher spot(config->cloud);
+  if (tessera::Status s = spot.Start([&agent](std::string reason) {
+        spdlog::warn("spot interruption notice: {}", reason);
+        agent.Leave("spot interruption: " + reason);
+      });
+      !s.ok()) {
+    spdlog::error("spot notices will not be seen: {}", s.message());
+  }
   tessera::Status status = agent.Run();
+  spot.Stop();
   done.store(true);
   signal_thread.join();
-  // Task folders are removed as tasks end; the folders holding them go too once empty.
   std::error_code ec;
-  std::filesystem::remove(config->data_dir + "/tasks", ec);
-  std::filesystem::remove(config->data_dir, ec);
+  if (!config->data_dir_given) {
+    // A temporary data directory dies with the process (nothing in it outlives it usefully).
+    std::filesystem::remove_all(config->data_dir, ec);
+  } else {
+    // Task folders are removed as tasks end; the folders holding them go too once empty.
+    std::filesystem::remove(config->data_dir + "/tasks", ec);
+    std::filesystem::remove(config->data_dir + "/spool", ec);
+  }
   if (!status.ok()) {
     spdlog::error("{}", status.message());
     return 1;

@@ -21,6 +21,8 @@ double SecondsSince(Clock::time_point start) {
 
 // 8 bytes task_id, 4 bytes attempt, 1 byte last; host byte order (it never leaves the process).
 constexpr size_t kTagSize = 13;
+// The path tracer renders each frame in this many passes: a hand-back waits at most one pass.
+constexpr int kPassesPerFrame = 16;
 
 }  // namespace
 
@@ -47,14 +49,23 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame) {
 }
 
 TaskRunner::TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
-                       RenderSettings settings)
+                       RenderSettings settings, std::string checkpoint)
     : context_(context),
       outbox_(std::move(outbox)),
       assign_(std::move(assign)),
       ref_{assign_.task_id, assign_.attempt},
       settings_(std::move(settings)),
-      current_frame_(assign_.frame_start),
+      resume_checkpoint_(std::move(checkpoint)),
+      current_frame_(std::max(assign_.frame_start, assign_.resume_frame)),
       thread_([this] { Run(); }) {}
+
+void TaskRunner::RequestHandback(const std::string& reason) {
+  if (handback_.load()) return;
+  handback_reason_ = reason;
+  handback_.store(true);
+  // Only the path tracer checkpoints (at its next pass); anything else stops now.
+  if (assign_.renderer != spec::kRendererPathTracer) cancel_.store(true);
+}
 
 TaskRunner::~TaskRunner() {
   if (thread_.joinable()) thread_.join();
@@ -84,7 +95,21 @@ void TaskRunner::Run() {
     status = Status::Internal(std::string("render failed: ") + e.what());
   }
 
-  if (status.ok()) {
+  if (!status.ok() && handback_.load()) {
+    protocol::Handback back;
+    back.task_id = ref_.task_id;
+    back.attempt = ref_.attempt;
+    back.frame = current_frame_.load();
+    back.samples_done = checkpoint_.empty() ? 0 : checkpoint_samples_;
+    back.reason = handback_reason_;
+    spdlog::info("{}: handed back at frame {} after {:.2f} s ({}{})", who, back.frame,
+                 SecondsSince(start), back.reason,
+                 checkpoint_.empty()
+                     ? ", no checkpoint"
+                     : ", checkpoint after " + std::to_string(back.samples_done) + " samples");
+    zmq::message_t payload(checkpoint_.data(), checkpoint_.size());
+    Send(out, true, protocol::Encode(protocol::MessageType::kHandback, back, std::move(payload)));
+  } else if (status.ok()) {
     spdlog::info("{}: done, {} frame(s) in {:.2f} s", who, frames_done, SecondsSince(start));
     Send(out, true,
          protocol::Encode(protocol::MessageType::kTaskDone,
@@ -110,8 +135,21 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (!scene.ok()) return scene.status().WithContext("scene");
 
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
-  for (int frame = assign_.frame_start; frame <= assign_.frame_end; ++frame) {
-    if (cancel_.load()) return Status::Cancelled("cancelled");
+  // A resumed attempt: the frames before resume_frame were delivered by the one before.
+  const int first = std::max(assign_.frame_start, assign_.resume_frame);
+  std::optional<pathtracer::RenderedImage> resume;
+  if (!resume_checkpoint_.empty()) {
+    StatusOr<pathtracer::RenderedImage> parsed = pathtracer::ParseAccumulation(resume_checkpoint_);
+    if (parsed.ok() && parsed->frame == first) {
+      resume = std::move(*parsed);
+    } else {
+      spdlog::warn("task {} attempt {}: checkpoint ignored ({}); frame {} starts over",
+                   ref_.task_id, ref_.attempt,
+                   parsed.ok() ? "it is of another frame" : parsed.status().message(), first);
+    }
+  }
+  for (int frame = first; frame <= assign_.frame_end; ++frame) {
+    if (cancel_.load() || handback_.load()) return Status::Cancelled("cancelled");
     const int index = frame - assign_.frame_start;
     current_frame_.store(frame);
 
@@ -130,6 +168,19 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
       request.region = pathtracer::PixelRegion{part.x0, part.y0, part.x1, part.y1};
     request.sample_begin = part.sample_begin;
     request.sample_end = part.sample_end;
+    if (resume && frame == first) request.resume = &*resume;
+    // Progressive passes, so a hand-back can take a checkpoint at the next pass boundary
+    // (pass sizes never change the pixels).
+    request.pass_samples = std::max(1, scene->samples / kPassesPerFrame);
+    request.on_pass = [this](const pathtracer::RenderedImage& so_far) {
+      if (!handback_.load() || !checkpoint_.empty()) return;
+      StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(so_far);
+      if (bytes.ok()) {
+        checkpoint_ = std::move(*bytes);
+        checkpoint_samples_ = so_far.sample_count;
+      }
+      cancel_.store(true);  // the render stops; Run() hands back
+    };
 
     const auto frame_start = Clock::now();
     StatusOr<pathtracer::RenderedImage> image = settings_.render(*scene, request);

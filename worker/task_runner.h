@@ -53,14 +53,21 @@ class TaskRunner {
  public:
   // Starts the render thread at once. `context` must outlive the runner; `outbox` is the inproc
   // endpoint the agent has bound its PULL to.
+  // `checkpoint`: the assignment's payload when it resumes a handed-back attempt (the path
+  // tracer's accumulation of frame assign.resume_frame), else empty.
   TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
-             RenderSettings settings);
+             RenderSettings settings, std::string checkpoint = {});
   ~TaskRunner();  // joins the render thread
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
 
   // Any thread. The renderer polls the flag and stops; the runner then sends only its `last` tag.
   void Cancel() { cancel_.store(true); }
+  // Any thread: the worker must leave (spot interruption, second SIGTERM). The path tracer stops
+  // at the end of its current pass and the runner sends a kHandback with the frame's checkpoint
+  // as its last message; other renderers stop at once and hand back without one. Cancel()
+  // after this still hands back (without a checkpoint if none was taken yet).
+  void RequestHandback(const std::string& reason);
   // Any thread: fraction of the whole task done (0..1) and the frame being rendered.
   double progress() const { return progress_.load(); }
   int current_frame() const { return current_frame_.load(); }
@@ -87,6 +94,12 @@ class TaskRunner {
   const protocol::TaskRef ref_;
   const RenderSettings settings_;
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> handback_{false};
+  std::string handback_reason_;    // written before handback_ is set, read after
+  std::string resume_checkpoint_;  // from the assignment
+  // Taken on the render thread by the pass callback once a hand-back is asked for.
+  std::string checkpoint_;
+  int checkpoint_samples_ = 0;
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
   std::thread thread_;  // last: starts after every member above is ready

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "shared/config.h"
+#include "shared/curve.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::worker {
@@ -53,6 +54,32 @@ YAML::Node Section(yaml::MapReader& top, const char* key) {
   return YAML::Node(YAML::NodeType::Map);
 }
 
+// CURVE settings: keys and tokens are checked now, and a link that would leave this machine
+// unencrypted is refused.
+Status CheckSecurity(WorkerConfig* c) {
+  if (!c->scheduler_public_key.empty()) {
+    TSR_ASSIGN_OR_RETURN(c->scheduler_public_key,
+                         curve::ParseKey(c->scheduler_public_key, "scheduler.public_key"));
+  } else if (!config::IsLocalEndpoint(c->scheduler_address)) {
+    return Status::InvalidArgument(
+        "scheduler.public_key: required for a scheduler that is not on this machine (the link "
+        "is CURVE-encrypted; `tessera-scheduler --print-public-key` prints it)");
+  }
+  if (!c->join_token.empty()) {
+    if (c->scheduler_public_key.empty()) {
+      return Status::InvalidArgument("scheduler.join_token: needs scheduler.public_key too");
+    }
+    if (Status s = curve::JoinTokenKeys(c->join_token).status(); !s.ok()) {
+      return s.WithContext("scheduler.join_token");
+    }
+  }
+  if (!c->key_file.empty() && c->key_file[0] != '/') {
+    return Status::InvalidArgument("worker.key_file: must be an absolute path, got '" +
+                                   c->key_file + "'");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::string& default_name) {
@@ -60,7 +87,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   yaml::MapReader top(root, "");
   {
     yaml::MapReader r(Section(top, "scheduler"), "scheduler");
-    r.Optional("address", &c.scheduler_address);
+    r.Optional("address", &c.scheduler_address)
+        .Optional("public_key", &c.scheduler_public_key)
+        .Optional("join_token", &c.join_token);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
@@ -72,7 +101,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("pools", &c.pools)
         .Optional("tags", &c.tags)
         .Optional("data_dir", &c.data_dir)
-        .Optional("plugin_path", &c.plugin_path);
+        .Optional("key_file", &c.key_file)
+        .Optional("plugin_path", &c.plugin_path)
+        .Optional("simulate_gpus", &c.simulate_gpus);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
@@ -83,6 +114,14 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   {
     yaml::MapReader r(Section(top, "log"), "log");
     r.Optional("level", &c.log_level);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    yaml::MapReader r(Section(top, "cloud"), "cloud");
+    r.Optional("provider", &c.cloud.provider)
+        .Optional("metadata_url", &c.cloud.metadata_url)
+        .Optional("spot_notice_url", &c.cloud.spot_notice_url)
+        .Optional("poll_interval_ms", &c.cloud.poll_interval_ms);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   TSR_RETURN_IF_ERROR(top.Finish());
@@ -99,14 +138,18 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   }
 
   TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
+  TSR_RETURN_IF_ERROR(CheckSecurity(&c));
   TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));
   TSR_RETURN_IF_ERROR(CheckRange("worker.threads", c.threads, 0, 4096));
   TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 0, kMaxSlots));
+  TSR_RETURN_IF_ERROR(CheckRange("worker.simulate_gpus", c.simulate_gpus, 0, 16));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));
   TSR_RETURN_IF_ERROR(
       CheckOneOf("log.level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}));
+  TSR_RETURN_IF_ERROR(ValidateCloudConfig(c.cloud));
   if (c.name.empty()) c.name = default_name;
+  c.data_dir_given = !c.data_dir.empty();
   if (c.data_dir.empty()) {
     std::error_code ec;
     std::string name;
@@ -122,6 +165,8 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     return Status::InvalidArgument("worker.data_dir: must be an absolute path, got '" + c.data_dir +
                                    "'");
   }
+  // The key pair persists only in a data directory that outlives the process.
+  if (c.key_file.empty() && c.data_dir_given) c.key_file = c.data_dir + "/worker.key";
   return c;
 }
 
@@ -134,10 +179,14 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
   }
   TSR_ASSIGN_OR_RETURN(
       YAML::Node root,
-      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "log"}, environ_vars));
+      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "log", "cloud"},
+                          environ_vars));
   // Flags go into the document so the same reader validates them and names the same fields.
   try {
     if (!flags.scheduler.empty()) root["scheduler"]["address"] = flags.scheduler;
+    if (!flags.public_key.empty()) root["scheduler"]["public_key"] = flags.public_key;
+    if (!flags.join_token.empty()) root["scheduler"]["join_token"] = flags.join_token;
+    if (!flags.data_dir.empty()) root["worker"]["data_dir"] = flags.data_dir;
     if (!flags.name.empty()) root["worker"]["name"] = flags.name;
     if (!flags.backend.empty()) root["worker"]["backend"] = flags.backend;
     if (flags.threads >= 0) root["worker"]["threads"] = flags.threads;

@@ -5,6 +5,10 @@
 //   scheduler:
 //     address: tcp://127.0.0.1:8471   # the scheduler's worker ROUTER (tcp://HOST:PORT or
 //     ipc://PATH)
+//     public_key: ""                  # the scheduler's CURVE public key (hex or Z85); required
+//                                     #   unless the address is loopback/ipc (then empty means
+//                                     #   an unencrypted link to an insecure local scheduler)
+//     join_token: ""                  # tsrj-...: enrols this worker on first contact
 //   worker:
 //     name: <hostname>                # shown in the dashboard; empty means the hostname
 //     backend: auto                   # auto | cpu | cuda
@@ -13,15 +17,28 @@
 //                                     #   task pinned to its own GPU), or 1 without GPUs
 //     pools: [default]                # pools this worker serves (jobs may ask for a pool)
 //     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
-//     data_dir: ""                    # task folders of renderer plugins go under DIR/tasks;
-//                                     #   empty: <temp dir>/tessera-worker-<name>-<pid>
+//     data_dir: ""                    # task folders (DIR/tasks), the result spool (DIR/spool)
+//                                     #   and the key pair; empty: a temporary
+//                                     #   <temp dir>/tessera-worker-<name>-<pid>
+//     key_file: ""                    # this worker's CURVE key pair, created on enrolment;
+//                                     #   empty: DATA_DIR/worker.key when data_dir is set,
+//                                     #   otherwise kept in memory (enrols at every start)
 //     plugin_path: ""                 # colon-separated folders searched for renderer programs
 //                                     #   (povray, blender, a command's program); empty: $PATH
+//     simulate_gpus: 0                # testing only: report N simulated GPUs (their tasks render
+//                                     #   on the CPU) to exercise GPU slots and pinning
 //   heartbeat:
 //     interval_ms: 1000               # used until the scheduler's kWelcome says otherwise
 //     liveness: 5                     # silent intervals before the worker reconnects
 //   log:
 //     level: info                     # trace | debug | info | warn | error | off
+//   cloud:
+//     provider: none                  # none | aws | gcp | alibaba | tencent: read the instance's
+//                                     #   region, zone, type and spot lifecycle at start-up and
+//                                     #   watch for spot interruption notices
+//     metadata_url: ""                # empty: the provider's metadata endpoint
+//     spot_notice_url: ""             # empty: the provider's notice path under metadata_url
+//     poll_interval_ms: 5000          # spot notice polling period, 100..600000
 //
 // Layering (lowest first): the YAML file, environment variables TESSERA_<SECTION>_<KEY>
 // (e.g. TESSERA_WORKER_SLOTS=2), command-line flags. Unknown keys are errors naming the field.
@@ -32,6 +49,7 @@
 #include <vector>
 
 #include "shared/status.h"
+#include "worker/cloud_metadata.h"
 
 namespace tessera::worker {
 
@@ -40,17 +58,23 @@ inline constexpr int kMaxSlots = 64;
 
 struct WorkerConfig {
   std::string scheduler_address = "tcp://127.0.0.1:8471";
+  std::string scheduler_public_key;  // Z85 once parsed; empty: unencrypted (local only)
+  std::string join_token;
   std::string name;              // resolved to the hostname when empty
   std::string backend = "auto";  // "auto", "cpu" or "cuda"
   int threads = 0;
   int slots = 0;  // 0: one per GPU, 1 without GPUs
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
-  std::string data_dir;     // empty: <temp dir>/tessera-worker-<name>-<pid>
-  std::string plugin_path;  // empty: $PATH
+  std::string data_dir;         // empty: <temp dir>/tessera-worker-<name>-<pid>
+  bool data_dir_given = false;  // false: data_dir is the temporary default
+  std::string key_file;         // empty: keys in memory only
+  std::string plugin_path;      // empty: $PATH
+  int simulate_gpus = 0;        // testing: N simulated GPUs rendered on the CPU
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";
+  CloudConfig cloud;
 };
 
 // Parses the merged document (a map of sections, as config::LoadLayered returns it) and validates
@@ -61,6 +85,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
 struct ConfigFlags {
   std::string config_path;
   std::string scheduler;
+  std::string public_key;
+  std::string join_token;
+  std::string data_dir;
   std::string name;
   std::string backend;
   int threads = -1;

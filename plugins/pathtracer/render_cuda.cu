@@ -87,6 +87,16 @@ int CudaDeviceCount() {
   return count;
 }
 
+namespace {
+
+// CUDA encodes versions as 1000 * major + 10 * minor (12040 is 12.4); 0 means unknown.
+std::string CudaVersionString(int version) {
+  if (version <= 0) return "";
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+}  // namespace
+
 std::vector<CudaDevice> ListCudaDevices(std::string* why) {
   std::vector<CudaDevice> devices;
   int count = 0;
@@ -96,6 +106,10 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
     if (why) *why = cudaGetErrorString(err);
     return devices;
   }
+  int driver = 0;
+  int runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) cudaGetLastError();
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) cudaGetLastError();
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     err = cudaGetDeviceProperties(&prop, i);
@@ -104,8 +118,8 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
       if (why) *why = "device " + std::to_string(i) + ": " + cudaGetErrorString(err);
       continue;
     }
-    devices.push_back(
-        {i, prop.name, static_cast<int64_t>(prop.totalGlobalMem >> 20), prop.major, prop.minor});
+    devices.push_back({i, prop.name, static_cast<int64_t>(prop.totalGlobalMem >> 20), prop.major,
+                       prop.minor, CudaVersionString(driver), CudaVersionString(runtime)});
   }
   if (devices.empty() && why && why->empty()) *why = "no CUDA devices";
   return devices;

@@ -90,6 +90,8 @@ struct CudaDevice {
   int64_t memory_mb = 0;
   int compute_major = 0;
   int compute_minor = 0;
+  std::string driver_version;   // the newest CUDA version the driver supports, "12.4"
+  std::string runtime_version;  // the CUDA runtime this build links, "12.4"
 };
 
 // The CUDA devices this build can render on (the worker advertises them when it registers).

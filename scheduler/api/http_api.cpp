@@ -19,6 +19,10 @@ using nlohmann::json;
 
 namespace {
 
+// A join token created without a ttl_s lives a day: long enough to boot a batch of machines,
+// short enough that a leaked one soon admits nobody.
+constexpr int64_t kDefaultJoinTokenTtlS = 24 * 3600;
+
 int HttpCode(StatusCode code) {
   switch (code) {
     case StatusCode::kOk:
@@ -32,6 +36,8 @@ int HttpCode(StatusCode code) {
       return 409;
     case StatusCode::kResourceExhausted:
       return 413;
+    case StatusCode::kPermissionDenied:
+      return 403;
     case StatusCode::kUnavailable:
       return 503;
     case StatusCode::kCancelled:
@@ -366,6 +372,80 @@ void HttpApi::Routes() {
     (*workers)["plugins"] = known;
     Reply(res, 200, *workers);
   });
+
+  // ---- the worker fleet: join tokens, and operations on workers -------------------------------
+  auto token_view = [](const store::JoinTokenRecord& t) {
+    const int64_t now = store::NowMs();
+    const char* state = t.revoked_at_ms                                ? "revoked"
+                        : (t.expires_at_ms && *t.expires_at_ms <= now) ? "expired"
+                        : (t.max_uses > 0 && t.uses >= t.max_uses)     ? "used up"
+                                                                       : "valid";
+    return json{{"id", t.id},
+                {"note", t.note},
+                {"created_at", IsoTime(t.created_at_ms)},
+                {"expires_at", t.expires_at_ms ? json(IsoTime(*t.expires_at_ms)) : json(nullptr)},
+                {"max_uses", t.max_uses},
+                {"uses", t.uses},
+                {"state", state}};
+  };
+  auto security_view = [this] {
+    return json{{"security", broker_.secure() ? "curve" : "insecure"},
+                {"scheduler_public_key", broker_.public_key_hex()}};
+  };
+  s.Post("/api/v1/tokens", [this, token_view, security_view](const httplib::Request& req,
+                                                             httplib::Response& res) {
+    json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+    if (!body.is_object()) {
+      return ReplyError(res, Status::InvalidArgument(
+                                 "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
+    }
+    const json note = body.value("note", json(""));
+    const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
+    const json uses = body.value("uses", json(0));
+    if (!note.is_string()) return ReplyError(res, Status::InvalidArgument("note: expected text"));
+    if (!ttl.is_number_integer()) {
+      return ReplyError(res, Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
+    }
+    if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
+      return ReplyError(res, Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
+    }
+    StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
+        note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
+    if (!created.ok()) return ReplyError(res, created.status());
+    json out = security_view();
+    out["token"] = created->token;
+    out["join_token"] = token_view(created->record);
+    Reply(res, 201, out);
+  });
+  s.Get("/api/v1/tokens",
+        [this, token_view, security_view](const httplib::Request&, httplib::Response& res) {
+          auto tokens = store_.ListJoinTokens();
+          if (!tokens.ok()) return ReplyError(res, tokens.status());
+          json out = security_view();
+          out["tokens"] = json::array();
+          for (const auto& t : *tokens) out["tokens"].push_back(token_view(t));
+          Reply(res, 200, out);
+        });
+  s.Post(R"(/api/v1/tokens/([^/]+)/revoke)",
+         with_job([this, token_view](const httplib::Request&, httplib::Response& res, int64_t id) {
+           auto revoked = broker_.RevokeJoinToken(id);
+           if (!revoked.ok()) return ReplyError(res, revoked.status());
+           Reply(res, 200, {{"join_token", token_view(*revoked)}});
+         }));
+  auto worker_action = [this](const char* action, auto operation) {
+    return [this, action, operation](const httplib::Request& req, httplib::Response& res) {
+      const std::string name = req.matches[1];
+      if (Status st = operation(name); !st.ok()) return ReplyError(res, st);
+      Reply(res, 200, {{"worker", name}, {"action", action}});
+    };
+  };
+  s.Post(R"(/api/v1/workers/([^/]+)/drain)",
+         worker_action("drain", [this](const std::string& n) { return broker_.DrainWorker(n); }));
+  s.Post(R"(/api/v1/workers/([^/]+)/revoke)",
+         worker_action("revoke", [this](const std::string& n) { return broker_.RevokeWorker(n); }));
+  s.Post(
+      R"(/api/v1/workers/([^/]+)/readmit)",
+      worker_action("readmit", [this](const std::string& n) { return broker_.ReadmitWorker(n); }));
 
   s.Get("/api/v1/summary", [this](const httplib::Request&, httplib::Response& res) {
     auto sum = store_.Summary();

@@ -92,6 +92,9 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
           {"pools", w.pools},
           {"tags", w.tags},
           {"version", w.version},
+          {"os", w.os},
+          {"cpu_model", w.cpu_model},
+          {"cloud", w.cloud},
           {"current_tasks", w.current_tasks},
           {"registered_at", IsoTime(w.registered_at_ms)},
           {"last_seen", IsoTime(w.last_seen_ms)}};

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <zmq_addon.hpp>
 
 namespace tessera::broker {
@@ -61,11 +63,30 @@ void Broker::Post(std::function<void()> fn) {
 
 void Broker::Run(std::promise<StatusOr<std::string>> started) {
   std::string endpoint;
+  if (options_.curve) {
+    // The ZAP handler must be listening before the CURVE ROUTER binds.
+    if (Status s = LoadKeyRing(); !s.ok()) {
+      started.set_value(s);
+      return;
+    }
+    StatusOr<std::unique_ptr<security::ZapHandler>> zap =
+        security::ZapHandler::Start(context_, keys_);
+    if (!zap.ok()) {
+      started.set_value(zap.status());
+      return;
+    }
+    zap_ = std::move(*zap);
+  }
   try {
     router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     router_->set(zmq::sockopt::linger, 0);
     router_->set(zmq::sockopt::router_mandatory, 1);
     router_->set(zmq::sockopt::maxmsgsize, protocol::kMaxMessageBytes);
+    if (options_.curve) {
+      router_->set(zmq::sockopt::curve_server, 1);
+      router_->set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
+      router_->set(zmq::sockopt::zap_domain, "tessera");
+    }
     router_->bind(options_.bind_endpoint);
     endpoint = router_->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -84,8 +105,10 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
   LoadTasks(std::nullopt);
   ResumeAssemblies();
   started.set_value(endpoint);
-  spdlog::info("broker listening on {} (heartbeat {} ms, liveness {})", endpoint,
-               options_.heartbeat_ms, options_.liveness);
+  spdlog::info("broker listening on {} (heartbeat {} ms, liveness {}), {}", endpoint,
+               options_.heartbeat_ms, options_.liveness,
+               options_.curve ? "CURVE encrypted, enrolled workers only"
+                              : "INSECURE: unencrypted, any peer admitted");
 
   next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
   next_touch_ = Clock::now() + std::chrono::seconds(5);
@@ -109,6 +132,7 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
   }
   assembler_.reset();  // finish pending writes; their completions are dropped with the inbox
   router_.reset();
+  zap_.reset();
   spdlog::info("broker stopped");
 }
 
@@ -207,8 +231,20 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     return;
   }
   protocol::Envelope& env = *decoded;
-  if (env.type == MessageType::kRegister) {
-    OnRegister(identity, env);
+  if (env.type == MessageType::kRegister || env.type == MessageType::kEnrol) {
+    // On a CURVE farm the ZAP handler tagged the connection with who its key belongs to.
+    std::string user_id;
+    if (options_.curve) {
+      try {
+        user_id = frames[1].gets("User-Id");
+      } catch (const zmq::error_t&) {
+      }
+    }
+    if (env.type == MessageType::kRegister) {
+      OnRegister(identity, env, user_id);
+    } else {
+      OnEnrol(identity, env, user_id);
+    }
     return;
   }
   auto wit = workers_.find(identity);
@@ -225,7 +261,14 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kHeartbeat: {
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
       auto beat = env.As<protocol::Heartbeat>();
-      if (beat.ok()) OnHeartbeat(identity, worker, *beat);
+      if (beat.ok()) {
+        if (beat->draining && !worker.draining) {
+          worker.draining = true;
+          spdlog::info("worker {} is draining: it finishes its tasks and takes no new ones",
+                       worker.offer.name);
+        }
+        OnHeartbeat(identity, worker, *beat);
+      }
       break;
     }
     case MessageType::kProgress: {
@@ -250,6 +293,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       if (m.ok()) OnTaskFailed(identity, worker, *m);
       break;
     }
+    case MessageType::kHandback:
+      OnHandback(identity, worker, env);
+      break;
     case MessageType::kGoodbye:
       DropWorker(identity, "worker shut down");
       break;
@@ -259,10 +305,23 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
   }
 }
 
-void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env) {
+void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env,
+                        const std::string& user_id) {
   auto reg = env.As<protocol::Register>();
   if (reg.ok() && (reg->name.empty() || reg->name.size() > 128)) {
     reg = Status::InvalidArgument("name: must be 1..128 characters");
+  }
+  if (reg.ok() && options_.curve) {
+    // Only an enrolled key registers, and only under the name it was enrolled as.
+    std::optional<security::Admission> who = security::ParseUserId(user_id);
+    if (!who || who->kind != security::Admission::Kind::kWorker) {
+      reg = Status::PermissionDenied("this connection may only enrol (it used a join token)");
+    } else if (who->worker_name != reg->name) {
+      reg = Status::PermissionDenied("this key is enrolled as worker '" + who->worker_name +
+                                     "', not '" + reg->name + "'");
+    } else if (!keys_.HasWorker(reg->name)) {
+      reg = Status::PermissionDenied("worker " + reg->name + " was revoked");
+    }
   }
   if (!reg.ok()) {
     Send(identity,
@@ -295,7 +354,11 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();
+  conn.draining = reg->draining;
   WorkerConn& worker = workers_[identity] = std::move(conn);
+  for (const protocol::TaskRef& ref : reg->delivering) {
+    Reattach(identity, worker, ref, /*delivering=*/true);
+  }
   for (const protocol::TaskRef& ref : reg->running) Reattach(identity, worker, ref);
   UpdateAllFeasibility();
   (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
@@ -451,7 +514,17 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   assign.scene_name = job.scene_name;
   assign.settings = job.settings;
   assign.timeout_s = job.task_timeout_s;
-  Send(identity, protocol::Encode(MessageType::kAssign, assign));
+  zmq::message_t checkpoint;
+  if (task.resume_frame > 0) {
+    // A handed-back task resumes where its last copy stopped.
+    assign.resume_frame = task.resume_frame;
+    if (!task.checkpoint_path.empty()) {
+      std::ifstream in(task.checkpoint_path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (in.good() || in.eof()) checkpoint = zmq::message_t(bytes.data(), bytes.size());
+    }
+  }
+  Send(identity, protocol::Encode(MessageType::kAssign, assign, std::move(checkpoint)));
   // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
   spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
                 task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,

@@ -38,7 +38,9 @@
 
 #include "scheduler/assembler/assembler.h"
 #include "scheduler/policy/policy.h"
+#include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
+#include "shared/curve.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
 
@@ -57,6 +59,18 @@ struct BrokerOptions {
   // copy on an idle worker. 0 turns backups off.
   double backup_factor = 1.5;
   double backup_min_seconds = 60;
+  // CURVE: the scheduler's key pair. Without it the ROUTER speaks plain TCP and admits every
+  // peer (local farms on loopback only: the config refuses it anywhere else). With it, only the
+  // keys the KeyRing (loaded from the store at Start) admits get in.
+  std::optional<curve::KeyPair> curve;
+  // Handed-back checkpoints wait here for the task's next attempt.
+  std::string checkpoint_dir;
+};
+
+// A join token as created: the token itself is shown once and never stored.
+struct NewJoinToken {
+  std::string token;
+  store::JoinTokenRecord record;
 };
 
 class Broker {
@@ -89,6 +103,21 @@ class Broker {
   StatusOr<nlohmann::json> Why(int64_t task_id);
   // The configured named limits (fixed at construction; safe from any thread).
   const std::map<std::string, int>& limits() const { return options_.limits; }
+
+  // ---- the worker fleet (broker_fleet.cpp) ------------------------------------------------
+  // Whether workers must present CURVE keys, and the scheduler's public key (hex; empty without).
+  bool secure() const { return options_.curve.has_value(); }
+  std::string public_key_hex() const;
+  // Join tokens: a new one (ttl_s 0: never expires; max_uses 0: unlimited), and revocation
+  // (connections it already admitted may still enrol nothing more).
+  StatusOr<NewJoinToken> CreateJoinToken(const std::string& note, int64_t ttl_s, int max_uses);
+  StatusOr<store::JoinTokenRecord> RevokeJoinToken(int64_t token_id);
+  // Revoking a worker removes its key (new connections are refused), tells a connected worker it
+  // is rejected and requeues its leases; readmitting lets it enrol again with a join token.
+  Status RevokeWorker(const std::string& name);
+  Status ReadmitWorker(const std::string& name);
+  // Tells a connected worker to finish its running tasks, take no new ones, then leave.
+  Status DrainWorker(const std::string& name);
 
  private:
   struct JobInfo {
@@ -146,6 +175,13 @@ class Broker {
     int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
     int64_t done_worker_id = 0;           // and the worker it ran on
     double done_seconds = 0;              // how long that copy ran
+    // Copies whose final report (done, failed) arrived: each gets a kResultAck once the
+    // outcome is durable, so the worker can drop its spooled results. (identity, attempt)
+    std::vector<std::pair<std::string, int>> acks;
+    // A handed-back attempt: the next one starts at resume_frame, from the checkpoint file if
+    // there is one (0 / empty: from the start).
+    int resume_frame = 0;
+    std::string checkpoint_path;
 
     bool running() const { return !leases.empty(); }
     Lease* LeaseOn(const std::string& identity) {
@@ -164,7 +200,10 @@ class Broker {
     // slot and GPUs until a heartbeat no longer lists them, so the worker is never sent more
     // than it can hold.
     std::map<int64_t, std::vector<int>> stopping;
-    int free_slots() const { return slots - static_cast<int>(tasks.size() + stopping.size()); }
+    bool draining = false;  // finishing its tasks before it leaves: nothing new for it
+    int free_slots() const {
+      return draining ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());
+    }
     void SetGpusBusy(const std::vector<int>& gpus, bool busy) {
       for (int g : gpus) {
         if (g >= 0 && static_cast<size_t>(g) < gpu_busy.size()) gpu_busy[g] = busy;
@@ -215,10 +254,27 @@ class Broker {
   void StoreWorkerStates();
   void DrainInbox();
   void HandleMessage(std::vector<zmq::message_t>& frames);
-  void OnRegister(const std::string& identity, const protocol::Envelope& env);
-  // A registering worker still renders `ref`: take the lease back if its attempt is still the
-  // task's current one and nobody else holds it; otherwise tell the worker to stop.
-  void Reattach(const std::string& identity, WorkerConn& worker, const protocol::TaskRef& ref);
+  void OnRegister(const std::string& identity, const protocol::Envelope& env,
+                  const std::string& user_id);
+  // A registering worker still renders `ref` (or, `delivering`, holds its finished results):
+  // take the lease back if its attempt is still the task's current one and nobody else holds
+  // it; otherwise tell the worker to stop.
+  void Reattach(const std::string& identity, WorkerConn& worker, const protocol::TaskRef& ref,
+                bool delivering = false);
+  // Worker fleet (broker_fleet.cpp): enrolment over a join-token connection, hand-backs, result
+  // acknowledgements.
+  // Fills keys_ from the store: usable join tokens and enrolled, unrevoked worker keys.
+  Status LoadKeyRing();
+  void OnEnrol(const std::string& identity, const protocol::Envelope& env,
+               const std::string& user_id);
+  void OnHandback(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
+  void Ack(const std::string& identity, int64_t task_id, int attempt);
+  // Sends the acks a task's finished copies wait for (its outcome is recorded in this pass).
+  void SendAcks(LiveTask& task);
+  // Forgets a task's hand-back (and deletes its checkpoint file).
+  void ClearResume(LiveTask& task);
+  // The connection of the worker named `name`, or workers_.end().
+  std::unordered_map<std::string, WorkerConn>::iterator FindWorker(const std::string& name);
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
   void OnTaskFailed(const std::string& identity, WorkerConn& worker, const protocol::TaskFailed& m);
@@ -254,7 +310,9 @@ class Broker {
   // `gpus` receives the GPUs the task would be pinned to.
   std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker, std::vector<int>* gpus);
   // Back to the queue (or failed for good): `attempt` is the copy that ended, the last one.
-  void Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure);
+  // `handed_back`: the frames it delivered stay delivered and the next attempt resumes.
+  void Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure,
+               bool handed_back = false);
   // Books a running copy of the task on the worker: slot, GPUs, running counts.
   void AddLease(LiveTask& task, const std::string& identity, WorkerConn& worker, int attempt,
                 const std::vector<int>& gpus);
@@ -295,8 +353,12 @@ class Broker {
   std::deque<std::function<void()>> inbox_;
   bool stop_ = false;  // guarded by inbox_mu_
 
+  // Who may connect (CURVE farms); thread-safe, shared with the ZAP handler's thread.
+  security::KeyRing keys_;
+
   // broker thread only
   zmq::context_t context_;
+  std::unique_ptr<security::ZapHandler> zap_;  // before router_: the ROUTER asks it
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<assembler::Assembler> assembler_;
   std::unordered_map<std::string, WorkerConn> workers_;  // by routing identity

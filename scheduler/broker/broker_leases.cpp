@@ -18,11 +18,12 @@ namespace tessera::broker {
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
-void Broker::Reattach(const std::string& identity, WorkerConn& worker,
-                      const protocol::TaskRef& ref) {
+void Broker::Reattach(const std::string& identity, WorkerConn& worker, const protocol::TaskRef& ref,
+                      bool delivering) {
   auto it = tasks_.find(ref.task_id);
+  // A finished render waiting to deliver needs no slot: its results follow at once.
   if (it == tasks_.end() || it->second.running() || it->second.attempt != ref.attempt ||
-      worker.free_slots() <= 0 ||
+      (!delivering && worker.free_slots() <= 0) ||
       !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id).ok()) {
     spdlog::info(
         "worker {} still renders task {} attempt {}, which is no longer its lease: "
@@ -198,7 +199,11 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
 void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
                         const protocol::TaskDone& m) {
   LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task done");
-  if (!task) return;
+  if (!task) {
+    Ack(identity, m.task_id, m.attempt);  // stale or already recorded: nothing to keep
+    return;
+  }
+  task->acks.emplace_back(identity, m.attempt);
   task->done_attempt = m.attempt;
   task->done_worker_id = worker.offer.id;
   task->done_seconds =
@@ -222,6 +227,7 @@ void Broker::MaybeComplete(LiveTask& task) {
       spdlog::warn("task {} attempt {}: {}; its other copy runs on", task.task_id, attempt, reason);
       ++task.failures;
       (void)store_.EndCopy(task.task_id, attempt, /*count_failure=*/true);
+      SendAcks(task);
     } else {
       Requeue(task, attempt, reason, /*count_failure=*/true);
     }
@@ -346,6 +352,8 @@ void Broker::ResumeAssemblies() {
 void Broker::Forget(int64_t task_id) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return;
+  SendAcks(it->second);  // its outcome is recorded in this pass
+  ClearResume(it->second);
   int64_t job_id = it->second.job_id;
   tasks_.erase(it);
   if (--jobs_[job_id].unfinished <= 0) {
@@ -358,6 +366,8 @@ void Broker::Forget(int64_t task_id) {
 void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
                           const protocol::TaskFailed& m) {
   LiveTask* task = FindLease(identity, m.task_id, m.attempt, "task failure");
+  // Acknowledged after this pass commits what the failure changed (or at once when stale).
+  Ack(identity, m.task_id, m.attempt);
   if (!task) return;
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
                worker.offer.name, m.message);
@@ -470,7 +480,8 @@ void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
   }
 }
 
-void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure) {
+void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure,
+                     bool handed_back) {
   const JobInfo& job = jobs_[task.job_id];
   if (count_failure) ++task.failures;
   std::string fatal;
@@ -493,8 +504,13 @@ void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, boo
   spdlog::info("job {} task {} requeued ({}): {}", task.job_id, task.task_id,
                count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);
   task.done_attempt = 0;
-  task.frames_written.clear();
-  task.frames_in_flight.clear();
+  SendAcks(task);
+  if (!handed_back) {
+    // A new attempt renders every frame again.
+    ClearResume(task);
+    task.frames_written.clear();
+    task.frames_in_flight.clear();
+  }
   Enqueue(task);
 }
 

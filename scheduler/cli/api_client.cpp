@@ -36,6 +36,7 @@ StatusCode CodeFromApi(int http_status, const std::string& code) {
   if (code == "already_exists") return StatusCode::kAlreadyExists;
   if (code == "failed_precondition" || http_status == 409) return StatusCode::kFailedPrecondition;
   if (code == "resource_exhausted" || http_status == 413) return StatusCode::kResourceExhausted;
+  if (code == "permission_denied" || http_status == 403) return StatusCode::kPermissionDenied;
   if (code == "cancelled") return StatusCode::kCancelled;
   // A 503 from a live scheduler is still an answer, not "cannot reach": keep it kInternal so the
   // user sees the server's own message.

@@ -34,6 +34,18 @@ std::string GpuSummary(const json& gpus) {
   return std::to_string(gpus.size()) + "x " + name;
 }
 
+// "aws g5.xlarge spot us-east-1a": where a cloud worker runs; "-" on premises.
+std::string CloudSummary(const json& cloud) {
+  std::string where = Str(cloud, "zone", "");
+  if (where.empty()) where = Str(cloud, "region", "");
+  std::string out;
+  for (const std::string& part : {Str(cloud, "provider", ""), Str(cloud, "instance_type", ""),
+                                  Str(cloud, "lifecycle", ""), where}) {
+    if (!part.empty()) out += (out.empty() ? "" : " ") + part;
+  }
+  return out.empty() ? "-" : out;
+}
+
 std::string IdList(const json& ids) {
   if (!ids.is_array() || ids.empty()) return "-";
   std::string out;
@@ -176,11 +188,12 @@ int RunWorkers(const ClientOptions& options) {
     std::cout << "No workers.\n";
     return kExitOk;
   }
-  Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "TASKS", "LAST SEEN"});
+  Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "LAST SEEN"});
   for (const json& w : workers) {
     table.AddRow({Str(w, "id"), Str(w, "name"), Str(w, "state"), Str(w, "cpu_cores"),
                   FormatMegabytes(Int(w, "ram_mb")), GpuSummary(Member(w, "gpus")),
-                  IdList(Member(w, "current_tasks")), FormatTimestamp(Member(w, "last_seen"))});
+                  CloudSummary(Member(w, "cloud")), IdList(Member(w, "current_tasks")),
+                  FormatTimestamp(Member(w, "last_seen"))});
   }
   table.Print(std::cout);
   return kExitOk;
@@ -252,6 +265,97 @@ int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string
   }
   if (action == "priority") std::cout << ", priority " << Int(job, "priority");
   std::cout << "\n";
+  return kExitOk;
+}
+
+int RunTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
+                   int uses) {
+  ApiClient client(options.server);
+  StatusOr<json> reply =
+      client.Post("/api/v1/tokens", {{"note", note}, {"ttl_s", ttl_seconds}, {"uses", uses}});
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& token = Member(*reply, "join_token");
+  std::cout << "Join token " << Str(token, "id") << " (shown only now; expires "
+            << (Member(token, "expires_at").is_string()
+                    ? FormatTimestamp(Member(token, "expires_at"))
+                    : std::string("never"))
+            << ", "
+            << (Int(token, "max_uses") == 0 ? std::string("unlimited uses")
+                                            : Str(token, "max_uses") + " use(s)")
+            << "):\n\n  " << Str(*reply, "token") << "\n\n"
+            << "In each new worker's /etc/tessera/worker.yaml (or TESSERA_SCHEDULER_* variables):\n"
+            << "  scheduler:\n"
+            << "    address: tcp://<this scheduler's host>:8471\n"
+            << "    public_key: " << Str(*reply, "scheduler_public_key") << "\n"
+            << "    join_token: " << Str(*reply, "token") << "\n";
+  return kExitOk;
+}
+
+int RunTokenList(const ClientOptions& options) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Get("/api/v1/tokens");
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "Worker link: " << Str(*reply, "security");
+  if (!Str(*reply, "scheduler_public_key", "").empty()) {
+    std::cout << ", scheduler public key " << Str(*reply, "scheduler_public_key");
+  }
+  std::cout << "\n";
+  const json& tokens = Member(*reply, "tokens");
+  if (!tokens.is_array() || tokens.empty()) {
+    std::cout << "No join tokens.\n";
+    return kExitOk;
+  }
+  Table table({"ID", "STATE", "USES", "CREATED", "EXPIRES", "NOTE"});
+  for (const json& t : tokens) {
+    const std::string max = Int(t, "max_uses") == 0 ? "-" : Str(t, "max_uses");
+    table.AddRow(
+        {Str(t, "id"), Str(t, "state"), Str(t, "uses") + "/" + max,
+         FormatTimestamp(Member(t, "created_at")),
+         Member(t, "expires_at").is_string() ? FormatTimestamp(Member(t, "expires_at")) : "never",
+         Str(t, "note")});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
+int RunTokenRevoke(const ClientOptions& options, int64_t token_id) {
+  ApiClient client(options.server);
+  StatusOr<json> reply =
+      client.Post("/api/v1/tokens/" + std::to_string(token_id) + "/revoke", json::object());
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "join token " << token_id
+            << " revoked: it enrols no new worker (workers it enrolled keep their own keys)\n";
+  return kExitOk;
+}
+
+int RunWorkerAction(const ClientOptions& options, const std::string& name,
+                    const std::string& action) {
+  ApiClient client(options.server);
+  StatusOr<json> reply = client.Post("/api/v1/workers/" + name + "/" + action, json::object());
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  if (action == "drain") {
+    std::cout << "worker " << name << " is draining: it finishes its tasks, then leaves\n";
+  } else if (action == "revoke") {
+    std::cout << "worker " << name << " revoked: disconnected, and its key is refused\n";
+  } else {
+    std::cout << "worker " << name << " readmitted: it may enrol again with a join token\n";
+  }
   return kExitOk;
 }
 

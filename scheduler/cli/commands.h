@@ -40,6 +40,16 @@ int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string
                  const nlohmann::json& body);
 // Why a task is or is not running (GET /api/v1/tasks/{id}/why).
 int RunWhy(const ClientOptions& options, int64_t task_id);
+// Join tokens (POST/GET /api/v1/tokens): create prints the token once, with the scheduler's
+// public key and the worker settings that use them; ttl_seconds 0 never expires, uses 0 is
+// unlimited.
+int RunTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
+                   int uses);
+int RunTokenList(const ClientOptions& options);
+int RunTokenRevoke(const ClientOptions& options, int64_t token_id);
+// Operations on a worker by name: drain, revoke or readmit.
+int RunWorkerAction(const ClientOptions& options, const std::string& name,
+                    const std::string& action);
 // timeout_seconds <= 0 waits forever.
 int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet);
 

@@ -329,7 +329,9 @@ int LocalFarm::Run() {
   StatusOr<pid_t> pid =
       Spawn(*scheduler_bin,
             {"--data", data_dir_.string(), "--api", "127.0.0.1:" + std::to_string(options_.port),
-             "--broker", "tcp://127.0.0.1:0"},
+             "--broker", "tcp://127.0.0.1:0",
+             // A farm on this machine only: workers connect over loopback without CURVE keys.
+             "--security", "insecure"},
             scheduler_log);
   if (!pid.ok()) {
     std::cerr << "error: cannot start tessera-scheduler: " << pid.status().message() << "\n";
@@ -397,6 +399,9 @@ int LocalFarm::Run() {
 
   std::cout << "Tessera farm ready: API " << api_url << "  (scheduler + " << n << " workers, data "
             << data_dir_.string() << ")" << std::endl;
+  std::cout << "Local insecure mode: workers connect over loopback without CURVE encryption; "
+               "run tessera-scheduler with broker.security: curve for a networked farm"
+            << std::endl;
 
   while (true) {
     int sig = gate_.Wait(std::chrono::seconds(1));

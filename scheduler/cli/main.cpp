@@ -2,6 +2,8 @@
 // whole farm locally. Exit codes are documented in commands.h.
 
 #include <CLI/CLI.hpp>
+#include <iostream>
+#include <optional>
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
@@ -31,6 +33,36 @@ CLI::App* AddClientCommand(CLI::App& app, const char* name, const char* help,
                       std::string(tessera::cli::kDefaultServer) + ")");
   if (with_json) sub->add_flag("--json", options->json, "Print the API's JSON");
   return sub;
+}
+
+// "90s", "30m", "24h", "7d" or a plain number of seconds; "0" means never.
+std::optional<int64_t> ParseDuration(const std::string& text) {
+  if (text.empty() || text.size() > 12) return std::nullopt;
+  int64_t unit = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 's':
+      digits.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      digits.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      digits.pop_back();
+      break;
+    case 'd':
+      unit = 86400;
+      digits.pop_back();
+      break;
+    default:
+      break;
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoll(digits) * unit;
 }
 
 }  // namespace
@@ -111,6 +143,40 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Range(0, 100));
 
+  // The worker fleet: join tokens and operations on workers (admin).
+  CLI::App* token = app.add_subcommand("token", "Create, list and revoke worker join tokens");
+  token->require_subcommand(1);
+  std::string note;
+  std::string ttl = "24h";
+  int uses = 0;
+  int64_t token_id = 0;
+  CLI::App* token_create = AddClientCommand(
+      *token, "create", "Create a join token a new worker enrols with", &options, true);
+  token_create->add_option("--note", note, "What it is for (shown in `tessera token list`)");
+  token_create->add_option("--ttl", ttl, "Lifetime: 30m, 24h, 7d, or 0 for never")
+      ->capture_default_str();
+  token_create->add_option("--uses", uses, "Workers it may enrol (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  CLI::App* token_list = AddClientCommand(*token, "list", "List join tokens", &options, true);
+  CLI::App* token_revoke =
+      AddClientCommand(*token, "revoke", "Revoke a join token", &options, true);
+  token_revoke->add_option("ID", token_id, "Token id (see: tessera token list)")
+      ->required()
+      ->check(kJobId);
+  CLI::App* worker = app.add_subcommand("worker", "Operate on one worker by name");
+  worker->require_subcommand(1);
+  std::string worker_name;
+  std::vector<std::pair<const char*, CLI::App*>> worker_actions;
+  for (const auto& [name, help] : std::vector<std::pair<const char*, const char*>>{
+           {"drain", "Finish its running tasks, take no new ones, then leave"},
+           {"revoke", "Disconnect it and refuse its key from now on"},
+           {"readmit", "Let a revoked worker enrol again with a join token"}}) {
+    CLI::App* cmd = AddClientCommand(*worker, name, help, &options, true);
+    cmd->add_option("NAME", worker_name, "Worker name (see: tessera workers)")->required();
+    worker_actions.emplace_back(name, cmd);
+  }
+
   CLI::App* up_cmd = app.add_subcommand("up", "Run a scheduler and local workers until Ctrl-C");
   up_cmd->add_option("--workers", up.workers, "Number of local workers")
       ->capture_default_str()
@@ -145,6 +211,20 @@ int main(int argc, char** argv) {
     if (a.cmd == actions[4].cmd) body["frames"] = frames;
     if (a.cmd == actions[5].cmd) body["priority"] = priority;
     return tessera::cli::RunJobAction(options, job_id, a.name, body);
+  }
+  if (token_create->parsed()) {
+    std::optional<int64_t> seconds = ParseDuration(ttl);
+    if (!seconds) {
+      std::cerr << "error: --ttl: expected a duration like 30m, 24h or 7d (0: never), got '" << ttl
+                << "'\n";
+      return tessera::cli::kExitUsage;
+    }
+    return tessera::cli::RunTokenCreate(options, note, *seconds, uses);
+  }
+  if (token_list->parsed()) return tessera::cli::RunTokenList(options);
+  if (token_revoke->parsed()) return tessera::cli::RunTokenRevoke(options, token_id);
+  for (const auto& [name, cmd] : worker_actions) {
+    if (cmd->parsed()) return tessera::cli::RunWorkerAction(options, worker_name, name);
   }
   if (up_cmd->parsed()) return tessera::cli::RunUp(up);
   return tessera::cli::kExitUsage;

@@ -150,6 +150,32 @@ DROP INDEX tasks_by_worker;
 ALTER TABLE tasks ADD COLUMN part TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN parts_per_frame INTEGER NOT NULL DEFAULT 1;
 )sql",
+    // 12 -> 13: what a worker reports about its machine, shown to people and never queried:
+    // {"os", "cpu_model", "cloud": protocol::CloudInfo} as one JSON object.
+    R"sql(
+ALTER TABLE workers ADD COLUMN details_json TEXT NOT NULL DEFAULT '{}';
+)sql",
+    // 13 -> 14: CURVE credentials. Join tokens (only their public keys: the token itself is the
+    // secret key and is never stored) and each enrolled worker's public key.
+    R"sql(
+CREATE TABLE join_tokens (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  public_key  TEXT    NOT NULL UNIQUE,
+  note        TEXT    NOT NULL DEFAULT '',
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER,
+  max_uses    INTEGER NOT NULL DEFAULT 0,
+  uses        INTEGER NOT NULL DEFAULT 0,
+  revoked_at  INTEGER
+);
+CREATE TABLE worker_keys (
+  name         TEXT    PRIMARY KEY,
+  public_key   TEXT    NOT NULL UNIQUE,
+  token_id     INTEGER,
+  enrolled_at  INTEGER NOT NULL,
+  revoked_at   INTEGER
+);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -1034,16 +1060,20 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
   TSR_ASSIGN_OR_RETURN(
       Stmt s,
       writer_->Prepare("INSERT INTO workers (name, hostname, state, cpu_cores, ram_mb, gpus_json, "
-                       "backends_json, version, registered_at, last_seen, pools_json, tags_json) "
-                       "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10) "
+                       "backends_json, version, registered_at, last_seen, pools_json, tags_json, "
+                       "details_json) "
+                       "VALUES (?1, ?2, 'idle', ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11) "
                        "ON CONFLICT(name) DO UPDATE SET hostname = ?2, state = 'idle', "
                        "cpu_cores = ?3, ram_mb = ?4, gpus_json = ?5, backends_json = ?6, "
                        "version = ?7, registered_at = ?8, last_seen = ?8, pools_json = ?9, "
-                       "tags_json = ?10 RETURNING id"));
+                       "tags_json = ?10, details_json = ?11 RETURNING id"));
   s.Bind(1, reg.name).Bind(2, reg.hostname).Bind(3, reg.cpu_cores).Bind(4, reg.ram_mb);
   s.Bind(5, nlohmann::json(reg.gpus).dump()).Bind(6, nlohmann::json(reg.backends).dump());
   s.Bind(7, reg.version).Bind(8, now);
   s.Bind(9, nlohmann::json(reg.pools).dump()).Bind(10, nlohmann::json(reg.tags).dump());
+  const nlohmann::json details = {
+      {"os", reg.os}, {"cpu_model", reg.cpu_model}, {"cloud", reg.cloud}};
+  s.Bind(11, details.dump());
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return writer_->Error("upsert worker");
   int64_t id = s.Int(0);
@@ -1150,8 +1180,8 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
                                   "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
                                   "w.registered_at, w.last_seen, "
                                   "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
-                                  "w.id AND t.state = 'running'), w.pools_json, w.tags_json "
-                                  "FROM workers w ORDER BY w.id"));
+                                  "w.id AND t.state = 'running'), w.pools_json, w.tags_json, "
+                                  "w.details_json FROM workers w ORDER BY w.id"));
   std::vector<WorkerRecord> out;
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1170,6 +1200,12 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
     w.last_seen_ms = s.Int(10);
     w.pools = nlohmann::json::parse(s.Text(12)).get<std::vector<std::string>>();
     w.tags = nlohmann::json::parse(s.Text(13)).get<std::vector<std::string>>();
+    const nlohmann::json details = nlohmann::json::parse(s.Text(14), nullptr, false);
+    if (details.is_object()) {
+      w.os = details.value("os", "");
+      w.cpu_model = details.value("cpu_model", "");
+      w.cloud = details.value("cloud", protocol::CloudInfo{});
+    }
     std::string tasks = s.Text(11);
     for (size_t pos = 0; pos < tasks.size();) {
       size_t comma = tasks.find(',', pos);

@@ -111,6 +111,36 @@ struct WorkerRecord {
   std::vector<int64_t> current_tasks;
   std::vector<std::string> pools, tags;
   int64_t registered_at_ms = 0, last_seen_ms = 0;
+  // What it reported about its machine (workers.details_json; empty for older workers).
+  std::string os, cpu_model;
+  protocol::CloudInfo cloud;
+};
+
+// A join token: a new worker that presents it (through its CURVE key pair) may enrol once per
+// use. Only its public key is stored.
+struct JoinTokenRecord {
+  int64_t id = 0;
+  std::string public_key;  // Z85
+  std::string note;
+  int64_t created_at_ms = 0;
+  std::optional<int64_t> expires_at_ms;  // none: never
+  int max_uses = 0;                      // 0: unlimited
+  int uses = 0;
+  std::optional<int64_t> revoked_at_ms;
+  // Whether it still admits a new enrolment at `now_ms`.
+  bool usable(int64_t now_ms) const {
+    return !revoked_at_ms && (!expires_at_ms || *expires_at_ms > now_ms) &&
+           (max_uses == 0 || uses < max_uses);
+  }
+};
+
+// A worker's enrolled CURVE key: what authenticates it on every connection.
+struct WorkerKeyRecord {
+  std::string name;
+  std::string public_key;  // Z85
+  std::optional<int64_t> token_id;
+  int64_t enrolled_at_ms = 0;
+  std::optional<int64_t> revoked_at_ms;
 };
 
 struct FarmSummary {
@@ -128,7 +158,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 14;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -218,6 +248,20 @@ class Store {
   Status TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms);
   // At start-up nobody is connected yet.
   Status MarkAllWorkersOffline();
+
+  // ---- credentials (credentials.cpp; any thread) -----------------------------------------
+  StatusOr<JoinTokenRecord> CreateJoinToken(const std::string& public_key, const std::string& note,
+                                            std::optional<int64_t> expires_at_ms, int max_uses);
+  StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens();
+  StatusOr<JoinTokenRecord> RevokeJoinToken(int64_t token_id);
+  // Enrols (or re-enrols: a replacement machine, a lost key) the worker `name` with
+  // `public_key`, using one use of the token, in one transaction. FailedPrecondition when the
+  // token is no longer usable or the name was revoked. Returns the key it replaced, if any.
+  StatusOr<std::optional<std::string>> EnrolWorker(const std::string& name,
+                                                   const std::string& public_key, int64_t token_id);
+  // Revokes (or readmits) the worker's key; NotFound if it never enrolled. Returns the record.
+  StatusOr<WorkerKeyRecord> SetWorkerRevoked(const std::string& name, bool revoked);
+  StatusOr<std::vector<WorkerKeyRecord>> ListWorkerKeys();
 
   Status AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                   std::optional<int64_t> worker_id, const std::string& kind,

@@ -8,6 +8,7 @@
 #include <future>
 #include <limits>
 
+#include "scheduler/api/views.h"
 #include "scheduler/assembler/assembler.h"
 #include "shared/image_io.h"
 
@@ -291,6 +292,45 @@ TEST_F(StoreTest, WorkersUpsertByNameAndSummaryCounts) {
   EXPECT_EQ(workers[0].state, WorkerState::kIdle);
   EXPECT_EQ(workers[1].state, WorkerState::kOffline);
   EXPECT_EQ(workers[0].backends, (std::vector<std::string>{"cpu"}));
+}
+
+TEST_F(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
+  int64_t plain = Worker("on-prem");
+  protocol::Register reg;
+  reg.name = "spot-1";
+  reg.os = "Debian GNU/Linux 12 (bookworm), Linux 6.1.0-18-amd64 x86_64";
+  reg.cpu_model = "AMD EPYC 7R32";
+  reg.cloud = {"aws", "us-east-1", "us-east-1a", "g5.xlarge", "spot"};
+  reg.gpus = {{0, "NVIDIA A10G", 22731, 8, 6, "12.4", "12.2"}};
+  ASSERT_TRUE(store_->UpsertWorker(reg).ok());
+
+  auto workers = *store_->ListWorkers();
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].id, plain);
+  EXPECT_EQ(workers[0].os, "") << "a worker that reports nothing has empty details";
+  EXPECT_EQ(workers[0].cloud.provider, "");
+  const WorkerRecord& spot = workers[1];
+  EXPECT_EQ(spot.os, reg.os);
+  EXPECT_EQ(spot.cpu_model, "AMD EPYC 7R32");
+  EXPECT_EQ(spot.cloud.instance_type, "g5.xlarge");
+  EXPECT_EQ(spot.cloud.lifecycle, "spot");
+  ASSERT_EQ(spot.gpus.size(), 1u);
+  EXPECT_EQ(spot.gpus[0].driver_version, "12.4");
+
+  const nlohmann::json view = api::WorkerView(spot);
+  EXPECT_EQ(view["os"], reg.os);
+  EXPECT_EQ(view["cpu_model"], "AMD EPYC 7R32");
+  EXPECT_EQ(view["cloud"]["provider"], "aws");
+  EXPECT_EQ(view["cloud"]["zone"], "us-east-1a");
+  EXPECT_EQ(view["gpus"][0]["runtime_version"], "12.2");
+
+  // Re-registering replaces the details (the machine may have been rebuilt).
+  reg.cloud = {};
+  reg.os = "Ubuntu 24.04 LTS, Linux 6.8.0 x86_64";
+  ASSERT_TRUE(store_->UpsertWorker(reg).ok());
+  workers = *store_->ListWorkers();
+  EXPECT_EQ(workers[1].os, "Ubuntu 24.04 LTS, Linux 6.8.0 x86_64");
+  EXPECT_EQ(workers[1].cloud.provider, "");
 }
 
 TEST(AssemblerTest, WritesEveryRequestedFormatWithPaddedNames) {

@@ -41,6 +41,41 @@ TEST(ProtocolTest, RegisterCarriesCapabilities) {
   EXPECT_EQ(back->backends[1], "cuda");
 }
 
+TEST(ProtocolTest, RegisterCarriesMachineAndCloudFacts) {
+  Register reg;
+  reg.name = "spot-3";
+  reg.os = "Debian GNU/Linux 12 (bookworm), Linux 6.1.0-18-amd64 x86_64";
+  reg.cpu_model = "AMD EPYC 7R32";
+  reg.cloud = {"aws", "us-east-1", "us-east-1a", "g5.xlarge", "spot"};
+  reg.gpus = {{0, "NVIDIA A10G", 22731, 8, 6, "12.4", "12.2"}};
+  auto frames = Encode(MessageType::kRegister, reg);
+  auto env = Decode(frames);
+  ASSERT_TRUE(env.ok());
+  auto back = env->As<Register>();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->os, reg.os);
+  EXPECT_EQ(back->cpu_model, "AMD EPYC 7R32");
+  EXPECT_EQ(back->cloud.provider, "aws");
+  EXPECT_EQ(back->cloud.region, "us-east-1");
+  EXPECT_EQ(back->cloud.zone, "us-east-1a");
+  EXPECT_EQ(back->cloud.instance_type, "g5.xlarge");
+  EXPECT_EQ(back->cloud.lifecycle, "spot");
+  ASSERT_EQ(back->gpus.size(), 1u);
+  EXPECT_EQ(back->gpus[0].driver_version, "12.4");
+  EXPECT_EQ(back->gpus[0].runtime_version, "12.2");
+
+  // An older worker sends none of these: they take their defaults.
+  auto old = Encode(MessageType::kRegister,
+                    nlohmann::json{{"name", "old"}, {"gpus", {{{"index", 0}, {"name", "T4"}}}}});
+  auto old_env = Decode(old);
+  ASSERT_TRUE(old_env.ok());
+  auto old_reg = old_env->As<Register>();
+  ASSERT_TRUE(old_reg.ok()) << old_reg.status().ToString();
+  EXPECT_EQ(old_reg->os, "");
+  EXPECT_EQ(old_reg->cloud.provider, "");
+  EXPECT_EQ(old_reg->gpus.at(0).driver_version, "");
+}
+
 TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
   std::vector<zmq::message_t> one;
   one.emplace_back("TS", 2);

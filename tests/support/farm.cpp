@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace tessera::testing {
@@ -10,8 +11,10 @@ namespace fs = std::filesystem;
 
 LocalFarm::LocalFarm(const std::string& name, int heartbeat_ms, int liveness)
     : dir_(MakeTempDir("tessera-" + name)) {
-  WriteFile(dir_ + "/scheduler.yaml", "broker:\n  heartbeat_ms: " + std::to_string(heartbeat_ms) +
-                                          "\n  liveness: " + std::to_string(liveness) + "\n");
+  // Loopback farms run unencrypted unless a test asks for CURVE (UseCurve).
+  WriteFile(dir_ + "/scheduler.yaml",
+            "broker:\n  security: insecure\n  heartbeat_ms: " + std::to_string(heartbeat_ms) +
+                "\n  liveness: " + std::to_string(liveness) + "\n");
 }
 
 void LocalFarm::AppendSchedulerConfig(const std::string& yaml) {
@@ -53,12 +56,39 @@ void LocalFarm::KillScheduler(int sig) {
 }
 
 bool LocalFarm::StartWorker(const std::string& name, int threads) {
+  return StartWorkerWith(name, {"--threads", std::to_string(threads)});
+}
+
+bool LocalFarm::StartWorkerWith(const std::string& name, const std::vector<std::string>& extra) {
   workers_.erase(name);
-  workers_.emplace(
-      name, Process::Start({Bin("tessera-worker"), "--scheduler", broker_endpoint_, "--name", name,
-                            "--backend", "cpu", "--threads", std::to_string(threads)},
-                           dir_ + "/worker-" + name + ".log"));
+  std::vector<std::string> argv = {
+      Bin("tessera-worker"), "--scheduler", broker_endpoint_, "--name", name, "--backend", "cpu"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  if (std::find(extra.begin(), extra.end(), "--threads") == extra.end()) {
+    argv.insert(argv.end(), {"--threads", "1"});
+  }
+  // Appended, so a test that restarts a worker keeps the whole story in one log.
+  workers_.emplace(name, Process::Start(argv, dir_ + "/worker-" + name + ".log"));
   return workers_.at(name).running();
+}
+
+std::string LocalFarm::WorkerLog(const std::string& name) const {
+  return ReadFile(dir_ + "/worker-" + name + ".log");
+}
+
+void LocalFarm::UseCurve() {
+  std::string config = ReadFile(dir_ + "/scheduler.yaml");
+  const std::string insecure = "security: insecure";
+  config.replace(config.find(insecure), insecure.size(), "security: curve");
+  WriteFile(dir_ + "/scheduler.yaml", config);
+}
+
+std::string LocalFarm::CreateJoinToken(std::string* public_key, int uses) {
+  int status = 0;
+  nlohmann::json res = Post("/api/v1/tokens", {{"note", "test"}, {"uses", uses}}, &status);
+  if (status != 201 || !res.is_object()) return "";
+  if (public_key) *public_key = res["scheduler_public_key"].get<std::string>();
+  return res["token"].get<std::string>();
 }
 
 nlohmann::json LocalFarm::Get(const std::string& path, int* status) {

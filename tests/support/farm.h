@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/support/process.h"
 #include "tests/support/scenes.h"
@@ -28,6 +29,15 @@ class LocalFarm {
   bool StartScheduler(bool reuse_ports = false);
   void KillScheduler(int sig = SIGKILL);
   bool StartWorker(const std::string& name, int threads = 1);
+  // Switches the scheduler (before StartScheduler) to CURVE: workers then need the scheduler's
+  // public key and a join token (CreateJoinToken).
+  void UseCurve();
+  // A join token from the API (and the scheduler's public key, hex); empty on failure.
+  std::string CreateJoinToken(std::string* public_key, int uses = 0);
+  // A worker with the usual test flags (CPU, one thread) plus `extra` (e.g. --config FILE,
+  // --public-key, --join-token, --data-dir). Returns whether it is running.
+  bool StartWorkerWith(const std::string& name, const std::vector<std::string>& extra);
+  std::string WorkerLog(const std::string& name) const;
   Process& worker(const std::string& name) { return workers_.at(name); }
 
   // HTTP against the API; `status` receives the HTTP status (-1: unreachable).

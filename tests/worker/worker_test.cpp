@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "shared/curve.h"
 #include "tests/support/scenes.h"
 #include "tests/worker/fake_scheduler.h"
 #include "worker/agent.h"
@@ -37,6 +38,19 @@ TEST(HardwareProbe, ReportsSaneValuesWithOrWithoutGpu) {
     EXPECT_FALSE(gpu.name.empty());
     EXPECT_GT(gpu.memory_mb, 0);
   }
+}
+
+TEST(HardwareProbe, DescribesTheOsAndCpuModel) {
+  const std::string os = OsDescription();
+  EXPECT_THAT(os, HasSubstr("Linux")) << "kernel name from uname, distribution from os-release";
+  EXPECT_THAT(os, ::testing::Not(HasSubstr("\""))) << "os-release quotes are stripped";
+  const std::string cpu = CpuModel();
+  EXPECT_FALSE(cpu.empty());
+  EXPECT_EQ(cpu.find('\n'), std::string::npos);
+  HardwareInfo hw = ProbeHardware();
+  EXPECT_EQ(hw.os, os);
+  EXPECT_EQ(hw.cpu_model, cpu);
+  EXPECT_TRUE(hw.cloud.provider.empty()) << "ProbeHardware never talks to a metadata service";
 }
 
 // ---- config -----------------------------------------------------------------------------------
@@ -80,7 +94,10 @@ TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
   std::string b = "TESSERA_WORKER_SLOTS=4";
   std::string c = "TESSERA_WORKER_BACKEND=cpu";
   std::string d = "PATH=/usr/bin";
-  char* env[] = {a.data(), b.data(), c.data(), d.data(), nullptr};
+  // A scheduler on another machine: the link must be encrypted, so its key is required.
+  const curve::KeyPair scheduler = curve::Generate();
+  std::string e = "TESSERA_SCHEDULER_PUBLIC_KEY=" + curve::ToHex(scheduler.public_key);
+  char* env[] = {a.data(), b.data(), c.data(), d.data(), e.data(), nullptr};
   ConfigFlags flags;
   flags.config_path = path;
   flags.backend = "auto";
@@ -91,6 +108,26 @@ TEST(WorkerConfig, EnvironmentOverridesFileAndFlagsOverrideBoth) {
   EXPECT_EQ(cfg->slots, 4);         // env beats file
   EXPECT_EQ(cfg->threads, 3);       // file beats default
   EXPECT_EQ(cfg->backend, "auto");  // flag beats env
+  EXPECT_EQ(cfg->scheduler_public_key, scheduler.public_key) << "hex is read as the Z85 key";
+}
+
+TEST(WorkerConfig, CurveSettingsAreCheckedAndARemoteLinkMustBeEncrypted) {
+  auto message = [](const std::string& text) { return ParseText(text).status().message(); };
+  EXPECT_THAT(message("scheduler: {address: 'tcp://farm.example:8471'}"),
+              HasSubstr("scheduler.public_key: required"));
+  EXPECT_THAT(message("scheduler: {public_key: nope}"), HasSubstr("scheduler.public_key"));
+  EXPECT_THAT(message("scheduler: {join_token: tsrj-abc}"), HasSubstr("scheduler.join_token"));
+  const std::string key = curve::ToHex(curve::Generate().public_key);
+  EXPECT_THAT(message("scheduler: {public_key: " + key + ", join_token: tsrj-zz}"),
+              HasSubstr("scheduler.join_token"));
+  StatusOr<WorkerConfig> ok =
+      ParseText("scheduler: {address: 'tcp://farm.example:8471', public_key: " + key +
+                ", join_token: " + curve::NewJoinToken() + "}\nworker: {data_dir: /var/lib/tw}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->key_file, "/var/lib/tw/worker.key") << "the key pair lives in the data directory";
+  StatusOr<WorkerConfig> local = ParseText("");
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE(local->key_file.empty()) << "a temporary data directory keeps no key pair";
 }
 
 TEST(WorkerConfig, PoolsAndTagsReachTheRegistration) {

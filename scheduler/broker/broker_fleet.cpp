@@ -1,0 +1,274 @@
+// The broker's worker-fleet side: who may connect (join tokens, enrolment, revocation), draining
+// workers, tasks handed back by workers that must leave (spot interruptions), and the result
+// acknowledgements that let workers drop their spooled results.
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "plugins/pathtracer/accumulation.h"
+#include "scheduler/broker/broker.h"
+
+namespace tessera::broker {
+
+using protocol::MessageType;
+
+namespace {
+
+// Writes `data` to `path` atomically (aside, fsync, rename).
+Status WriteFileAtomically(const std::string& path, const void* data, size_t size) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, data, size) == static_cast<ssize_t>(size) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- credentials (any thread) ----------------------------------------------------------------
+
+std::string Broker::public_key_hex() const {
+  return options_.curve ? curve::ToHex(options_.curve->public_key) : "";
+}
+
+Status Broker::LoadKeyRing() {
+  TSR_ASSIGN_OR_RETURN(std::vector<store::JoinTokenRecord> tokens, store_.ListJoinTokens());
+  const int64_t now = store::NowMs();
+  for (const store::JoinTokenRecord& t : tokens) {
+    if (!t.usable(now)) continue;
+    security::Admission a;
+    a.kind = security::Admission::Kind::kJoinToken;
+    a.token_id = t.id;
+    a.expires_at_ms = t.expires_at_ms;
+    keys_.Put(t.public_key, a);
+  }
+  TSR_ASSIGN_OR_RETURN(std::vector<store::WorkerKeyRecord> workers, store_.ListWorkerKeys());
+  for (const store::WorkerKeyRecord& w : workers) {
+    if (w.revoked_at_ms) continue;
+    security::Admission a;
+    a.kind = security::Admission::Kind::kWorker;
+    a.worker_name = w.name;
+    keys_.Put(w.public_key, a);
+  }
+  return Status::Ok();
+}
+
+StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t ttl_s,
+                                               int max_uses) {
+  if (!options_.curve) {
+    return Status::FailedPrecondition(
+        "this scheduler runs without CURVE (broker.security: insecure): workers need no token");
+  }
+  if (ttl_s < 0) return Status::InvalidArgument("ttl: must be 0 (never expires) or positive");
+  if (max_uses < 0) return Status::InvalidArgument("uses: must be 0 (unlimited) or positive");
+  if (note.size() > 256) return Status::InvalidArgument("note: at most 256 characters");
+  NewJoinToken created;
+  created.token = curve::NewJoinToken();
+  TSR_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::JoinTokenKeys(created.token));
+  std::optional<int64_t> expires;
+  if (ttl_s > 0) expires = store::NowMs() + ttl_s * 1000;
+  TSR_ASSIGN_OR_RETURN(created.record,
+                       store_.CreateJoinToken(keys.public_key, note, expires, max_uses));
+  security::Admission a;
+  a.kind = security::Admission::Kind::kJoinToken;
+  a.token_id = created.record.id;
+  a.expires_at_ms = expires;
+  keys_.Put(keys.public_key, a);
+  spdlog::info("join token {} created{}", created.record.id, note.empty() ? "" : " (" + note + ")");
+  return created;
+}
+
+StatusOr<store::JoinTokenRecord> Broker::RevokeJoinToken(int64_t token_id) {
+  TSR_ASSIGN_OR_RETURN(store::JoinTokenRecord record, store_.RevokeJoinToken(token_id));
+  keys_.RemoveToken(token_id);
+  spdlog::info("join token {} revoked", token_id);
+  return record;
+}
+
+Status Broker::RevokeWorker(const std::string& name) {
+  TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, true));
+  keys_.RemoveWorker(name);
+  (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    auto it = FindWorker(name);
+    if (it == workers_.end()) return false;
+    Send(it->first,
+         protocol::Encode(MessageType::kReject, protocol::Reject{"revoked by an operator"}));
+    DropWorker(it->first, "revoked by an operator");
+    return true;
+  });
+  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
+  spdlog::warn("worker {} revoked: its key is refused from now on", name);
+  return Status::Ok();
+}
+
+Status Broker::ReadmitWorker(const std::string& name) {
+  TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, false));
+  // Its old key stays out: the worker enrols again with a join token.
+  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
+  spdlog::info("worker {} readmitted: it may enrol again with a join token", name);
+  return Status::Ok();
+}
+
+Status Broker::DrainWorker(const std::string& name) {
+  StatusOr<bool> found = OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    auto it = FindWorker(name);
+    if (it == workers_.end()) return false;
+    it->second.draining = true;
+    Send(it->first, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
+    (void)store_.AddEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining",
+                          "asked by an operator");
+    spdlog::info("worker {} told to drain", name);
+    return true;
+  });
+  if (!found.ok()) return found.status();
+  if (!*found) return Status::NotFound("no worker named " + name + " is connected");
+  return Status::Ok();
+}
+
+std::unordered_map<std::string, Broker::WorkerConn>::iterator Broker::FindWorker(
+    const std::string& name) {
+  return std::find_if(workers_.begin(), workers_.end(),
+                      [&](const auto& entry) { return entry.second.offer.name == name; });
+}
+
+// ---- enrolment (broker thread) ---------------------------------------------------------------
+
+void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
+                     const std::string& user_id) {
+  auto reject = [&](const std::string& reason) {
+    spdlog::warn("enrolment refused: {}", reason);
+    Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reason}));
+  };
+  if (!options_.curve) return reject("this scheduler does not enrol workers (insecure mode)");
+  std::optional<security::Admission> who = security::ParseUserId(user_id);
+  if (!who || who->kind != security::Admission::Kind::kJoinToken) {
+    return reject("enrolment needs a join-token connection");
+  }
+  auto m = env.As<protocol::Enrol>();
+  if (!m.ok()) return reject(m.status().message());
+  if (m->name.empty() || m->name.size() > 128) return reject("name: must be 1..128 characters");
+  StatusOr<std::string> key = curve::ParseKey(m->public_key, "public_key");
+  if (!key.ok()) return reject(key.status().message());
+  StatusOr<std::optional<std::string>> replaced = store_.EnrolWorker(m->name, *key, who->token_id);
+  if (!replaced.ok()) return reject(replaced.status().message());
+  if (*replaced) keys_.Remove(**replaced);
+  security::Admission admitted;
+  admitted.kind = security::Admission::Kind::kWorker;
+  admitted.worker_name = m->name;
+  keys_.Put(*key, admitted);
+  // A token that just ran out of uses admits nobody new.
+  if (StatusOr<std::vector<store::JoinTokenRecord>> tokens = store_.ListJoinTokens(); tokens.ok()) {
+    for (const store::JoinTokenRecord& t : *tokens) {
+      if (t.id == who->token_id && !t.usable(store::NowMs())) keys_.RemoveToken(t.id);
+    }
+  }
+  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_enrolled",
+                        m->name + " with join token " + std::to_string(who->token_id));
+  spdlog::info("worker {} enrolled with join token {}{}", m->name, who->token_id,
+               *replaced ? " (its previous key is no longer valid)" : "");
+  Send(identity, protocol::Encode(MessageType::kEnrolled, protocol::Enrolled{m->name}));
+}
+
+// ---- hand-backs and acknowledgements (broker thread) ------------------------------------------
+
+void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
+  if (workers_.count(identity)) {
+    Send(identity,
+         protocol::Encode(MessageType::kResultAck, protocol::ResultAck{task_id, attempt}));
+  }
+  // Otherwise that connection is gone; the worker re-sends after it reconnects and gets the
+  // acknowledgement then.
+}
+
+void Broker::SendAcks(LiveTask& task) {
+  for (const auto& [identity, attempt] : task.acks) Ack(identity, task.task_id, attempt);
+  task.acks.clear();
+}
+
+void Broker::ClearResume(LiveTask& task) {
+  if (!task.checkpoint_path.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(task.checkpoint_path, ec);
+  }
+  task.checkpoint_path.clear();
+  task.resume_frame = 0;
+}
+
+void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protocol::Envelope& env) {
+  auto m = env.As<protocol::Handback>();
+  if (!m.ok()) {
+    spdlog::warn("worker {}: {}", worker.offer.name, m.status().message());
+    return;
+  }
+  LiveTask* task = FindLease(identity, m->task_id, m->attempt, "hand-back");
+  if (!task) {
+    Ack(identity, m->task_id, m->attempt);
+    return;
+  }
+  const JobInfo& job = jobs_[task->job_id];
+  const int frame = std::clamp(m->frame, task->frame_start, task->frame_end);
+  ClearResume(*task);
+  task->resume_frame = frame;
+  if (env.payload.size() > 0 && job.renderer == spec::kRendererPathTracer) {
+    // Checked before it is kept: a checkpoint of another frame, region or sample range would
+    // make the resumed frame wrong.
+    StatusOr<pathtracer::RenderedImage> checkpoint = pathtracer::ParseAccumulation(
+        std::string_view(static_cast<const char*>(env.payload.data()), env.payload.size()));
+    std::string problem;
+    if (!checkpoint.ok()) {
+      problem = checkpoint.status().message();
+    } else if (checkpoint->frame != frame || checkpoint->sample_begin != task->part.sample_begin ||
+               (!task->part.whole_region() &&
+                (checkpoint->x0 != task->part.x0 || checkpoint->y0 != task->part.y0 ||
+                 checkpoint->width != task->part.x1 - task->part.x0 ||
+                 checkpoint->height != task->part.y1 - task->part.y0))) {
+      problem = "it is not of the task's frame, region and samples";
+    }
+    if (problem.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(options_.checkpoint_dir, ec);
+      const std::string path =
+          options_.checkpoint_dir + "/task-" + std::to_string(task->task_id) + ".acc";
+      if (Status s = WriteFileAtomically(path, env.payload.data(), env.payload.size()); s.ok()) {
+        task->checkpoint_path = path;
+      } else {
+        problem = s.message();
+      }
+    }
+    if (!problem.empty()) {
+      spdlog::warn("task {}: checkpoint from {} not kept ({}); frame {} restarts", task->task_id,
+                   worker.offer.name, problem, frame);
+    }
+  }
+  spdlog::info("job {} task {} attempt {} handed back by {} at frame {}{} ({})", task->job_id,
+               task->task_id, m->attempt, worker.offer.name, frame,
+               task->checkpoint_path.empty()
+                   ? ""
+                   : ", checkpoint after " + std::to_string(m->samples_done) + " samples",
+               m->reason);
+  (void)store_.AddEvent(task->job_id, task->task_id, worker.offer.id, "task_handed_back",
+                        m->reason);
+  task->acks.emplace_back(identity, m->attempt);
+  ReleaseLease(*task, identity);
+  if (task->running()) {
+    // A backup copy runs on; this copy just ends (not charged).
+    (void)store_.EndCopy(task->task_id, m->attempt, /*count_failure=*/false);
+    SendAcks(*task);
+    return;
+  }
+  Requeue(*task, m->attempt, "handed back by " + worker.offer.name + ": " + m->reason,
+          /*count_failure=*/false, /*handed_back=*/true);
+}
+
+}  // namespace tessera::broker

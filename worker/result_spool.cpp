@@ -1,0 +1,161 @@
+#include "worker/result_spool.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace tessera::worker {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFinalMarker = "final";
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+StatusOr<std::vector<zmq::message_t>> ReadMessage(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint32_t count = 0;
+  if (!in.read(reinterpret_cast<char*>(&count), sizeof(count)) || count == 0 || count > 8) {
+    return Status::Internal("bad spool file " + path.string());
+  }
+  std::vector<zmq::message_t> frames;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t size = 0;
+    if (!in.read(reinterpret_cast<char*>(&size), sizeof(size)) || size > (uint64_t{1} << 34)) {
+      return Status::Internal("bad spool file " + path.string());
+    }
+    zmq::message_t frame(size);
+    if (size > 0 &&
+        !in.read(static_cast<char*>(frame.data()), static_cast<std::streamsize>(size))) {
+      return Status::Internal("truncated spool file " + path.string());
+    }
+    frames.push_back(std::move(frame));
+  }
+  return frames;
+}
+
+}  // namespace
+
+std::string ResultSpool::FolderOf(const protocol::TaskRef& ref) const {
+  return dir_ + "/" + std::to_string(ref.task_id) + "-" + std::to_string(ref.attempt);
+}
+
+Status ResultSpool::Open() {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return Status::Internal("cannot create the result spool " + dir_ + ": " + ec.message());
+  for (const auto& folder : fs::directory_iterator(dir_, ec)) {
+    protocol::TaskRef ref;
+    if (std::sscanf(folder.path().filename().c_str(), "%ld-%d", &ref.task_id, &ref.attempt) != 2) {
+      continue;
+    }
+    Entry entry;
+    for (const auto& file : fs::directory_iterator(folder.path(), ec)) {
+      const std::string name = file.path().filename().string();
+      if (name == kFinalMarker) entry.final = true;
+      if (file.path().extension() == ".msg") {
+        entry.next_seq = std::max(entry.next_seq, std::atoi(name.c_str()) + 1);
+      }
+    }
+    if (!entry.final) {
+      // The render was cut short with the process: its partial results are of no use (the
+      // scheduler requeues the attempt).
+      fs::remove_all(folder.path(), ec);
+      continue;
+    }
+    entries_[{ref.task_id, ref.attempt}] = entry;
+  }
+  if (!entries_.empty()) {
+    spdlog::info("result spool {}: {} finished task(s) still to deliver", dir_, entries_.size());
+  }
+  return Status::Ok();
+}
+
+Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::message_t>& frames,
+                        bool final) {
+  Entry& entry = entries_[{ref.task_id, ref.attempt}];
+  const std::string folder = FolderOf(ref);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  char name[32];
+  std::snprintf(name, sizeof(name), "%06d.msg", entry.next_seq);
+  const std::string path = folder + "/" + name;
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Internal("cannot write " + tmp + ": " + std::strerror(errno));
+  bool ok = true;
+  const uint32_t count = static_cast<uint32_t>(frames.size());
+  ok = ok && WriteAll(fd, &count, sizeof(count));
+  for (const zmq::message_t& f : frames) {
+    const uint64_t size = f.size();
+    ok = ok && WriteAll(fd, &size, sizeof(size)) && WriteAll(fd, f.data(), f.size());
+  }
+  ok = ok && ::fdatasync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  }
+  ++entry.next_seq;
+  if (final) {
+    std::ofstream(folder + "/" + kFinalMarker).put('\n');
+    entry.final = true;
+  }
+  return Status::Ok();
+}
+
+void ResultSpool::Ack(const protocol::TaskRef& ref) {
+  if (entries_.erase({ref.task_id, ref.attempt}) == 0) return;
+  std::error_code ec;
+  fs::remove_all(FolderOf(ref), ec);
+}
+
+std::vector<protocol::TaskRef> ResultSpool::Delivering() const {
+  std::vector<protocol::TaskRef> refs;
+  for (const auto& [key, entry] : entries_) {
+    if (entry.final) refs.push_back({key.first, key.second});
+  }
+  return refs;
+}
+
+std::vector<std::vector<zmq::message_t>> ResultSpool::Replay() const {
+  std::vector<std::vector<zmq::message_t>> messages;
+  for (const auto& [key, entry] : entries_) {
+    const std::string folder = FolderOf({key.first, key.second});
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (const auto& file : fs::directory_iterator(folder, ec)) {
+      if (file.path().extension() == ".msg") files.push_back(file.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      StatusOr<std::vector<zmq::message_t>> frames = ReadMessage(file);
+      if (!frames.ok()) {
+        spdlog::error("{}", frames.status().message());
+        continue;
+      }
+      messages.push_back(std::move(*frames));
+    }
+  }
+  return messages;
+}
+
+}  // namespace tessera::worker
