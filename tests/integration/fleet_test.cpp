@@ -292,7 +292,7 @@ TEST(FleetTest, SpotNoticeHandsBackACheckpointAndAnotherWorkerResumesToTheSameIm
   nlohmann::json task = Tasks(farm, job)[0];
   EXPECT_EQ(task["attempt"], 2);
   EXPECT_EQ(task["failures"], 0) << "a hand-back is not the task's fault";
-  EXPECT_TRUE(Contains(farm.WorkerLog("steady"), "rendered")) << farm.WorkerLog("steady");
+  EXPECT_TRUE(Contains(farm.WorkerLog("steady"), "done, 1 frame(s)")) << farm.WorkerLog("steady");
 
   // The same frame rendered without interruption is bit-identical.
   int64_t whole = farm.Submit(JobYaml("whole", "1"), SlowScene(), &error);
