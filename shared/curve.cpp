@@ -1,6 +1,5 @@
 #include "shared/curve.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -11,7 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
+
+#include "shared/file_io.h"
 
 namespace tessera::curve {
 namespace {
@@ -134,22 +134,11 @@ StatusOr<KeyPair> LoadKeyFile(const std::string& path) {
 }
 
 Status SaveKeyFile(const std::string& path, const KeyPair& keys) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << "# Tessera CURVE key pair. The secret half is this machine's identity: keep it private.\n"
-       << "public: " << ToHex(keys.public_key) << "\n"
-       << "secret: " << ToHex(keys.secret_key) << "\n";
-  const std::string data = text.str();
-  const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
+  const std::string text =
+      "# Tessera CURVE key pair. The secret half is this machine's identity: keep it private.\n"
+      "public: " +
+      ToHex(keys.public_key) + "\nsecret: " + ToHex(keys.secret_key) + "\n";
+  return file_io::WriteAtomically(path, {text}, 0600);
 }
 
 StatusOr<KeyPair> LoadOrCreateKeyFile(const std::string& path, bool* created) {

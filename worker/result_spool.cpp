@@ -1,14 +1,12 @@
 #include "worker/result_spool.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "shared/file_io.h"
 
 namespace tessera::worker {
 
@@ -17,18 +15,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFinalMarker = "final";
-
-bool WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 StatusOr<std::vector<zmq::message_t>> ReadMessage(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -98,22 +84,18 @@ Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::mes
   char name[32];
   std::snprintf(name, sizeof(name), "%06d.msg", entry.next_seq);
   const std::string path = folder + "/" + name;
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::Internal("cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = true;
+  // The encoded message: a u32 frame count, then each frame as a u64 size and its bytes.
   const uint32_t count = static_cast<uint32_t>(frames.size());
-  ok = ok && WriteAll(fd, &count, sizeof(count));
-  for (const zmq::message_t& f : frames) {
-    const uint64_t size = f.size();
-    ok = ok && WriteAll(fd, &size, sizeof(size)) && WriteAll(fd, f.data(), f.size());
+  std::vector<uint64_t> sizes;
+  sizes.reserve(frames.size());
+  std::vector<std::string_view> pieces = {
+      std::string_view(reinterpret_cast<const char*>(&count), sizeof(count))};
+  for (const zmq::message_t& f : frames) sizes.push_back(f.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    pieces.emplace_back(reinterpret_cast<const char*>(&sizes[i]), sizeof(uint64_t));
+    pieces.emplace_back(frames[i].data<char>(), frames[i].size());
   }
-  ok = ok && ::fdatasync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
-  }
+  TSR_RETURN_IF_ERROR(file_io::WriteAtomically(path, pieces, 0600));
   ++entry.next_seq;
   if (final) {
     std::ofstream(folder + "/" + kFinalMarker).put('\n');

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <zmq_addon.hpp>
+
+#include "shared/file_io.h"
 
 namespace tessera::broker {
 
@@ -519,9 +519,13 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
     // A handed-back task resumes where its last copy stopped.
     assign.resume_frame = task.resume_frame;
     if (!task.checkpoint_path.empty()) {
-      std::ifstream in(task.checkpoint_path, std::ios::binary);
-      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (in.good() || in.eof()) checkpoint = zmq::message_t(bytes.data(), bytes.size());
+      StatusOr<std::string> bytes = file_io::ReadAll(task.checkpoint_path);
+      if (bytes.ok()) {
+        checkpoint = zmq::message_t(bytes->data(), bytes->size());
+      } else {
+        spdlog::warn("task {}: {}; frame {} starts over", task.task_id, bytes.status().message(),
+                     task.resume_frame);
+      }
     }
   }
   Send(identity, protocol::Encode(MessageType::kAssign, assign, std::move(checkpoint)));

@@ -2,39 +2,17 @@
 // workers, tasks handed back by workers that must leave (spot interruptions), and the result
 // acknowledgements that let workers drop their spooled results.
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "plugins/pathtracer/accumulation.h"
 #include "scheduler/broker/broker.h"
+#include "shared/file_io.h"
 
 namespace tessera::broker {
 
 using protocol::MessageType;
-
-namespace {
-
-// Writes `data` to `path` atomically (aside, fsync, rename).
-Status WriteFileAtomically(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, data, size) == static_cast<ssize_t>(size) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 // ---- credentials (any thread) ----------------------------------------------------------------
 
@@ -46,20 +24,12 @@ Status Broker::LoadKeyRing() {
   TSR_ASSIGN_OR_RETURN(std::vector<store::JoinTokenRecord> tokens, store_.ListJoinTokens());
   const int64_t now = store::NowMs();
   for (const store::JoinTokenRecord& t : tokens) {
-    if (!t.usable(now)) continue;
-    security::Admission a;
-    a.kind = security::Admission::Kind::kJoinToken;
-    a.token_id = t.id;
-    a.expires_at_ms = t.expires_at_ms;
-    keys_.Put(t.public_key, a);
+    if (t.usable(now))
+      keys_.Put(t.public_key, security::Admission::JoinToken(t.id, t.expires_at_ms));
   }
   TSR_ASSIGN_OR_RETURN(std::vector<store::WorkerKeyRecord> workers, store_.ListWorkerKeys());
   for (const store::WorkerKeyRecord& w : workers) {
-    if (w.revoked_at_ms) continue;
-    security::Admission a;
-    a.kind = security::Admission::Kind::kWorker;
-    a.worker_name = w.name;
-    keys_.Put(w.public_key, a);
+    if (!w.revoked_at_ms) keys_.Put(w.public_key, security::Admission::Worker(w.name));
   }
   return Status::Ok();
 }
@@ -80,11 +50,7 @@ StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t 
   if (ttl_s > 0) expires = store::NowMs() + ttl_s * 1000;
   TSR_ASSIGN_OR_RETURN(created.record,
                        store_.CreateJoinToken(keys.public_key, note, expires, max_uses));
-  security::Admission a;
-  a.kind = security::Admission::Kind::kJoinToken;
-  a.token_id = created.record.id;
-  a.expires_at_ms = expires;
-  keys_.Put(keys.public_key, a);
+  keys_.Put(keys.public_key, security::Admission::JoinToken(created.record.id, expires));
   spdlog::info("join token {} created{}", created.record.id, note.empty() ? "" : " (" + note + ")");
   return created;
 }
@@ -160,23 +126,16 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
   if (m->name.empty() || m->name.size() > 128) return reject("name: must be 1..128 characters");
   StatusOr<std::string> key = curve::ParseKey(m->public_key, "public_key");
   if (!key.ok()) return reject(key.status().message());
-  StatusOr<std::optional<std::string>> replaced = store_.EnrolWorker(m->name, *key, who->token_id);
-  if (!replaced.ok()) return reject(replaced.status().message());
-  if (*replaced) keys_.Remove(**replaced);
-  security::Admission admitted;
-  admitted.kind = security::Admission::Kind::kWorker;
-  admitted.worker_name = m->name;
-  keys_.Put(*key, admitted);
+  StatusOr<store::Store::Enrolment> enrolled = store_.EnrolWorker(m->name, *key, who->token_id);
+  if (!enrolled.ok()) return reject(enrolled.status().message());
+  if (enrolled->replaced_key) keys_.Remove(*enrolled->replaced_key);
+  keys_.Put(*key, security::Admission::Worker(m->name));
   // A token that just ran out of uses admits nobody new.
-  if (StatusOr<std::vector<store::JoinTokenRecord>> tokens = store_.ListJoinTokens(); tokens.ok()) {
-    for (const store::JoinTokenRecord& t : *tokens) {
-      if (t.id == who->token_id && !t.usable(store::NowMs())) keys_.RemoveToken(t.id);
-    }
-  }
+  if (!enrolled->token_usable) keys_.RemoveToken(who->token_id);
   (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_enrolled",
                         m->name + " with join token " + std::to_string(who->token_id));
   spdlog::info("worker {} enrolled with join token {}{}", m->name, who->token_id,
-               *replaced ? " (its previous key is no longer valid)" : "");
+               enrolled->replaced_key ? " (its previous key is no longer valid)" : "");
   Send(identity, protocol::Encode(MessageType::kEnrolled, protocol::Enrolled{m->name}));
 }
 
@@ -240,7 +199,8 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
       std::filesystem::create_directories(options_.checkpoint_dir, ec);
       const std::string path =
           options_.checkpoint_dir + "/task-" + std::to_string(task->task_id) + ".acc";
-      if (Status s = WriteFileAtomically(path, env.payload.data(), env.payload.size()); s.ok()) {
+      const std::string_view bytes(env.payload.data<char>(), env.payload.size());
+      if (Status s = file_io::WriteAtomically(path, {bytes}, 0644); s.ok()) {
         task->checkpoint_path = path;
       } else {
         problem = s.message();

@@ -10,22 +10,36 @@
 
 namespace tessera::security {
 
+Admission Admission::Worker(std::string name) {
+  Admission a;
+  a.kind = Kind::kWorker;
+  a.worker_name = std::move(name);
+  return a;
+}
+
+Admission Admission::JoinToken(int64_t id, std::optional<int64_t> expires_at_ms) {
+  Admission a;
+  a.kind = Kind::kJoinToken;
+  a.token_id = id;
+  a.expires_at_ms = expires_at_ms;
+  return a;
+}
+
 std::string Admission::user_id() const {
   return kind == Kind::kWorker ? "worker:" + worker_name : "join:" + std::to_string(token_id);
 }
 
 std::optional<Admission> ParseUserId(const std::string& user_id) {
-  Admission a;
   if (user_id.rfind("worker:", 0) == 0 && user_id.size() > 7) {
-    a.kind = Admission::Kind::kWorker;
-    a.worker_name = user_id.substr(7);
-    return a;
+    return Admission::Worker(user_id.substr(7));
   }
   if (user_id.rfind("join:", 0) == 0) {
-    a.kind = Admission::Kind::kJoinToken;
+    int64_t id = 0;
     const char* begin = user_id.data() + 5;
     const char* end = user_id.data() + user_id.size();
-    if (std::from_chars(begin, end, a.token_id).ptr == end && a.token_id > 0) return a;
+    if (std::from_chars(begin, end, id).ptr == end && id > 0) {
+      return Admission::JoinToken(id, std::nullopt);
+    }
   }
   return std::nullopt;
 }

@@ -29,6 +29,8 @@ struct Admission {
   std::string worker_name;               // kWorker
   int64_t token_id = 0;                  // kJoinToken
   std::optional<int64_t> expires_at_ms;  // kJoinToken: none = never
+  static Admission Worker(std::string name);
+  static Admission JoinToken(int64_t id, std::optional<int64_t> expires_at_ms);
   // The ZAP user id of a connection admitted with it.
   std::string user_id() const;
 };

@@ -85,13 +85,13 @@ StatusOr<JoinTokenRecord> Store::RevokeJoinToken(int64_t token_id) {
   return t;
 }
 
-StatusOr<std::optional<std::string>> Store::EnrolWorker(const std::string& name,
-                                                        const std::string& public_key,
-                                                        int64_t token_id) {
+StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
+                                              const std::string& public_key, int64_t token_id) {
   WriteLock lock(*this);
   Transaction tx(*writer_);
   TSR_RETURN_IF_ERROR(tx.begin_status());
   const int64_t now = NowMs();
+  JoinTokenRecord token;
   {
     TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kTokenColumns +
                                                   " FROM join_tokens WHERE id = ?1"));
@@ -102,9 +102,11 @@ StatusOr<std::optional<std::string>> Store::EnrolWorker(const std::string& name,
       return Status::FailedPrecondition("join token " + std::to_string(token_id) +
                                         " is revoked, expired or used up");
     }
+    token = ReadToken(s);
     TSR_RETURN_IF_ERROR(s.Run());
   }
-  std::optional<std::string> replaced;
+  Enrolment result;
+  std::optional<std::string>& replaced = result.replaced_key;
   {
     TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
                                                   " FROM worker_keys WHERE name = ?1"));
@@ -139,7 +141,9 @@ StatusOr<std::optional<std::string>> Store::EnrolWorker(const std::string& name,
     TSR_RETURN_IF_ERROR(s.Bind(1, token_id).Run());
   }
   TSR_RETURN_IF_ERROR(tx.Commit());
-  return replaced;
+  ++token.uses;
+  result.token_usable = token.usable(now);
+  return result;
 }
 
 StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool revoked) {

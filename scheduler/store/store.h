@@ -256,9 +256,13 @@ class Store {
   StatusOr<JoinTokenRecord> RevokeJoinToken(int64_t token_id);
   // Enrols (or re-enrols: a replacement machine, a lost key) the worker `name` with
   // `public_key`, using one use of the token, in one transaction. FailedPrecondition when the
-  // token is no longer usable or the name was revoked. Returns the key it replaced, if any.
-  StatusOr<std::optional<std::string>> EnrolWorker(const std::string& name,
-                                                   const std::string& public_key, int64_t token_id);
+  // token is no longer usable or the name was revoked.
+  struct Enrolment {
+    std::optional<std::string> replaced_key;  // the worker's previous key, if it had one
+    bool token_usable = true;                 // false: that was the token's last use
+  };
+  StatusOr<Enrolment> EnrolWorker(const std::string& name, const std::string& public_key,
+                                  int64_t token_id);
   // Revokes (or readmits) the worker's key; NotFound if it never enrolled. Returns the record.
   StatusOr<WorkerKeyRecord> SetWorkerRevoked(const std::string& name, bool revoked);
   StatusOr<std::vector<WorkerKeyRecord>> ListWorkerKeys();
