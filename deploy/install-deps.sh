@@ -11,7 +11,7 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libssl-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  povray povray-includes blender
+  povray povray-includes blender prometheus chromium
 )
 
 missing=()

@@ -18,7 +18,13 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       .Optional("output_root", &c.output_root)
       .Optional("synchronous", &c.synchronous);
   yaml::MapReader api(top.Child("api"), "api");
-  api.Optional("listen", &c.api_listen).Optional("threads", &c.api_threads);
+  api.Optional("listen", &c.api_listen)
+      .Optional("threads", &c.api_threads)
+      .Optional("auth", &c.api_auth)
+      .Optional("admin_token_file", &c.admin_token_file)
+      .Optional("tls_cert_file", &c.tls_cert_file)
+      .Optional("tls_key_file", &c.tls_key_file)
+      .Optional("history_interval_s", &c.history_interval_s);
   yaml::MapReader broker(top.Child("broker"), "broker");
   broker.Optional("listen", &c.broker_listen)
       .Optional("heartbeat_ms", &c.heartbeat_ms)
@@ -81,6 +87,22 @@ Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   TSR_RETURN_IF_ERROR(config::ParseHostPort(c.api_listen, "api.listen", &host, &port));
   if (c.api_threads < 1 || c.api_threads > 256) {
     return Status::InvalidArgument("api.threads: must be in [1, 256]");
+  }
+  if (c.history_interval_s < 1 || c.history_interval_s > 3600) {
+    return Status::InvalidArgument("api.history_interval_s: must be in [1, 3600]");
+  }
+  if (c.api_auth != "token" && c.api_auth != "none") {
+    return Status::InvalidArgument("api.auth: expected token or none, got '" + c.api_auth + "'");
+  }
+  if (c.api_auth == "none" && !config::IsLoopbackHost(host)) {
+    return Status::InvalidArgument(
+        "api.auth: none is only allowed when api.listen is a loopback address (got " +
+        c.api_listen + "); use token");
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return Status::InvalidArgument(c.tls_cert_file.empty()
+                                       ? "api.tls_cert_file: required with api.tls_key_file"
+                                       : "api.tls_key_file: required with api.tls_cert_file");
   }
   if (c.broker_listen.rfind("tcp://", 0) != 0 && c.broker_listen.rfind("ipc://", 0) != 0) {
     return Status::InvalidArgument("broker.listen: expected tcp://HOST:PORT, got '" +

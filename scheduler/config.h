@@ -18,6 +18,14 @@ struct SchedulerConfig {
   // api:
   std::string api_listen = "127.0.0.1:8470";
   int api_threads = 8;
+  // token: every request needs a bearer token (security/api_auth.h); none: no tokens, every
+  // caller is admin -- refused unless `listen` is a loopback address.
+  std::string api_auth = "token";
+  std::string admin_token_file;  // written at first start; empty: <data_dir>/admin.token
+  // TLS (1.2 or later) when both are set: PEM certificate (chain) and private key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int history_interval_s = 10;  // how often the dashboard's farm charts get a point
   // broker:
   std::string broker_listen = "tcp://127.0.0.1:8471";
   int heartbeat_ms = 1000;

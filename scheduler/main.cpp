@@ -14,6 +14,8 @@
 #include "scheduler/api/http_api.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/config.h"
+#include "scheduler/events/event_bus.h"
+#include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/config.h"
 #include "shared/curve.h"
@@ -73,7 +75,7 @@ int Fail(const Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera-scheduler: the Tessera render farm scheduler"};
-  std::string config_path, data_dir, api_listen, broker_listen, log_level, security;
+  std::string config_path, data_dir, api_listen, broker_listen, log_level, security, auth;
   bool print_public_key = false;
   app.add_option("--config", config_path, "YAML config file (see deploy/examples/scheduler.yaml)");
   app.add_option("--data", data_dir, "data directory (database, outputs) [./tessera-data]");
@@ -83,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--security", security,
                  "curve (workers enrol with join tokens) or insecure (loopback only) [curve]");
+  app.add_option("--auth", auth,
+                 "token (every API call needs a bearer token) or none (loopback only) [token]");
   app.add_flag("--print-public-key", print_public_key,
                "print the scheduler's CURVE public key (workers' scheduler.public_key), creating "
                "the key pair if needed, and exit");
@@ -98,6 +102,7 @@ int main(int argc, char** argv) {
   if (!broker_listen.empty()) cfg.broker_listen = broker_listen;
   if (!log_level.empty()) cfg.log_level = log_level;
   if (!security.empty()) cfg.security = security;
+  if (!auth.empty()) cfg.api_auth = auth;
   if (Status s = scheduler::ValidateSchedulerConfig(cfg); !s.ok()) return Fail(s);
   if (print_public_key) {
     std::error_code ec;
@@ -140,6 +145,8 @@ int main(int argc, char** argv) {
   bopts.backup_factor = cfg.backup_factor;
   bopts.backup_min_seconds = cfg.backup_min_seconds;
   bopts.checkpoint_dir = data + "/checkpoints";
+  events::EventBus event_bus;  // the broker publishes, the API's event streams read
+  bopts.events = &event_bus;
   if (cfg.security == "curve") {
     bool created = false;
     StatusOr<curve::KeyPair> keys = curve::LoadOrCreateKeyFile(KeyFile(cfg), &created);
@@ -155,6 +162,24 @@ int main(int argc, char** argv) {
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());
 
+  tessera::security::ApiAuth api_auth(**store, cfg.api_auth == "token");
+  if (Status s = api_auth.Load(); !s.ok()) return Fail(s);
+  if (api_auth.enabled()) {
+    const std::string token_file =
+        cfg.admin_token_file.empty() ? data + "/admin.token" : cfg.admin_token_file;
+    StatusOr<bool> created = api_auth.BootstrapAdmin(token_file);
+    if (!created.ok()) return Fail(created.status().WithContext("api.admin_token_file"));
+    if (*created) {
+      spdlog::info(
+          "created the first admin API token in {} (mode 0600); give the CLI "
+          "TESSERA_TOKEN=$(cat {}) and create others with `tessera token create`",
+          token_file, token_file);
+    }
+  } else {
+    spdlog::warn("API without tokens (api.auth: none): every local caller is admin ({} only)",
+                 cfg.api_listen);
+  }
+
   api::ApiOptions aopts;
   if (Status s = config::ParseHostPort(cfg.api_listen, "api.listen", &aopts.host, &aopts.port);
       !s.ok()) {
@@ -162,11 +187,16 @@ int main(int argc, char** argv) {
   }
   aopts.output_root = output_root;
   aopts.threads = cfg.api_threads;
-  api::HttpApi http(**store, broker, aopts);
+  aopts.tls_cert_file = cfg.tls_cert_file;
+  aopts.tls_key_file = cfg.tls_key_file;
+  aopts.events = &event_bus;
+  aopts.history_interval_s = cfg.history_interval_s;
+  api::HttpApi http(**store, broker, api_auth, aopts);
   StatusOr<int> port = http.Start();
   if (!port.ok()) return Fail(port.status());
 
-  std::string api_url = "http://" + aopts.host + ":" + std::to_string(*port);
+  std::string api_url = (aopts.tls_cert_file.empty() ? "http://" : "https://") + aopts.host + ":" +
+                        std::to_string(*port);
   if (Status s = WriteReadyFile(data, api_url, *endpoint); !s.ok()) return Fail(s);
   spdlog::info("ready: API {}  workers {}  data {}", api_url, *endpoint, data);
 

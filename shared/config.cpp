@@ -64,8 +64,11 @@ bool IsLocalEndpoint(const std::string& endpoint) {
   if (!host.empty() && host[0] == '[') {
     return host.rfind("[::1]:", 0) == 0;
   }
-  host = host.substr(0, host.rfind(':'));
-  return host == "localhost" || host.rfind("127.", 0) == 0;
+  return IsLoopbackHost(host.substr(0, host.rfind(':')));
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
 }  // namespace tessera::config

@@ -25,5 +25,7 @@ Status ParseHostPort(const std::string& text, const std::string& field, std::str
 // Whether a ZeroMQ endpoint stays on this machine: ipc://, inproc://, or tcp:// to a loopback
 // address (127.0.0.0/8, ::1, localhost). Unencrypted worker links are allowed only there.
 bool IsLocalEndpoint(const std::string& endpoint);
+// Whether a host name or address is this machine's loopback (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackHost(const std::string& host);
 
 }  // namespace tessera::config

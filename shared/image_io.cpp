@@ -1,5 +1,7 @@
 #include "shared/image_io.h"
 
+#include <OpenImageIO/imagebuf.h>
+#include <OpenImageIO/imagebufalgo.h>
 #include <OpenImageIO/imageio.h>
 #include <unistd.h>
 
@@ -98,6 +100,31 @@ Status WritePngPreview(const std::string& path, const ImageBuffer& image) {
   }
   OIIO::ImageSpec spec(image.width, image.height, out_channels, OIIO::TypeDesc::UINT8);
   return WriteAtomically(path, spec, OIIO::TypeDesc::UINT8, bytes.data());
+}
+
+Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max_side) {
+  TSR_RETURN_IF_ERROR(CheckShape(image, path));
+  const double scale =
+      std::min(1.0, static_cast<double>(max_side) / std::max(image.width, image.height));
+  const int w = std::max(1, static_cast<int>(std::lround(image.width * scale)));
+  const int h = std::max(1, static_cast<int>(std::lround(image.height * scale)));
+  OIIO::ImageSpec spec(image.width, image.height, image.channels, OIIO::TypeDesc::FLOAT);
+  // Read-only view of the frame's pixels; resize filters in linear light.
+  OIIO::ImageBuf src(spec, const_cast<float*>(image.pixels.data()));
+  OIIO::ImageBuf small = OIIO::ImageBufAlgo::resize(src, "", 0, OIIO::ROI(0, w, 0, h));
+  if (small.has_error()) return Status::Internal(path + ": cannot scale: " + small.geterror());
+  ImageBuffer thumb;
+  thumb.width = w;
+  thumb.height = h;
+  thumb.channels = image.channels;
+  thumb.pixels.resize(static_cast<size_t>(w) * h * image.channels);
+  if (!small.get_pixels(OIIO::ROI(0, w, 0, h, 0, 1, 0, image.channels), OIIO::TypeDesc::FLOAT,
+                        thumb.pixels.data())) {
+    return Status::Internal(path + ": cannot read the scaled pixels: " + small.geterror());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  return WritePngPreview(path, thumb);
 }
 
 float SrgbToLinear(float v) {

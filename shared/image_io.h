@@ -23,6 +23,9 @@ Status WriteExr(const std::string& path, const ImageBuffer& image, bool half = t
 
 // 8-bit sRGB PNG preview of linear data (clamped to [0,1], alpha dropped).
 Status WritePngPreview(const std::string& path, const ImageBuffer& image);
+// A small sRGB PNG of the beauty channels for the dashboard: scaled down (never up) so its
+// longer side is at most `max_side`; creates the folder.
+Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max_side = 256);
 
 // Reads any image OpenImageIO understands as float pixels. *integer_pixels (when given) tells
 // whether the file stores integer pixels (8/16-bit: usually sRGB-encoded) rather than floats.

@@ -235,9 +235,14 @@ struct FrameResult {
 
 inline constexpr const char* kEncodingAccumulation = "accumulation";
 
+// A task's log: what the worker and the renderer said while it ran, its last kMaxTaskLogBytes
+// (sent with the attempt's final message; kept by the scheduler for `tessera logs`).
+inline constexpr size_t kMaxTaskLogBytes = 64 * 1024;
+
 struct TaskDone {
   int64_t task_id = 0;
   int attempt = 0;
+  std::string log;
 };
 
 struct TaskFailed {
@@ -247,6 +252,7 @@ struct TaskFailed {
   // Whether the failure counts against the task's retry budget. False when the task is not at
   // fault (the worker had no free slot); the scheduler requeues it uncharged.
   bool charge = true;
+  std::string log;
 };
 
 struct Cancel {
@@ -263,6 +269,7 @@ struct Handback {
   int frame = 0;
   int samples_done = 0;
   std::string reason;
+  std::string log;
 };
 
 // Results of (task_id, attempt) are durable at the scheduler: the worker drops them from its spool.
@@ -318,11 +325,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, frac
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,
                                                 part, encoding)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt, log)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge, log)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Handback, task_id, attempt, frame, samples_done,
-                                                reason)
+                                                reason, log)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResultAck, task_id, attempt)
 
 template <typename T>

@@ -22,6 +22,8 @@ const char* StatusCodeName(StatusCode code) {
       return "resource_exhausted";
     case StatusCode::kPermissionDenied:
       return "permission_denied";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
     case StatusCode::kInternal:
       return "internal";
   }

@@ -22,6 +22,7 @@ enum class StatusCode {
   kCancelled,
   kResourceExhausted,  // a documented limit was exceeded
   kPermissionDenied,   // the caller is known but not allowed (e.g. a revoked worker)
+  kUnauthenticated,    // the caller did not prove who it is (no, unknown or expired token)
   kInternal,           // I/O failures and everything unexpected
 };
 
@@ -48,6 +49,9 @@ class [[nodiscard]] Status {
   }
   static Status PermissionDenied(std::string m) {
     return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

@@ -548,7 +548,7 @@ Status Agent::LoadKeys() {
         "scheduler.join_token: this worker has no enrolled key pair (" +
         (options_.key_file.empty() ? std::string("worker.key_file is not set")
                                    : options_.key_file + " does not exist") +
-        "), so it needs a join token (`tessera token create`) to enrol");
+        "), so it needs a join token (`tessera join-token create`) to enrol");
   }
   own_keys_ = curve::Generate();
   enrolled_ = false;
@@ -612,7 +612,7 @@ void Agent::DrainMonitor(Clock::time_point now) {
                         "): the worker was revoked or the scheduler does not know it; enrol it "
                         "again with a join token (scheduler.join_token)"
                   : "the scheduler refused the join token (status " + std::to_string(value) +
-                        "): it is revoked, expired or used up; create one with `tessera token "
+                        "): it is revoked, expired or used up; create one with `tessera join-token "
                         "create`");
     spdlog::error("{}", reject_status_.message());
     return;

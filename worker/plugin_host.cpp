@@ -361,6 +361,7 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
     std::vector<std::string> argv = {executable};
     argv.insert(argv.end(), args.begin(), args.end());
     spdlog::debug("task {}: running {}", assign.task_id, Join(argv, " "));
+    if (options.on_output) options.on_output("$ " + Join(argv, " "));
     OutputScanner scanner(spec, [&](double fraction, std::optional<int> frame) {
       double done = first - assign.frame_start;
       if (frame && *frame >= first && *frame <= last) {
@@ -370,8 +371,11 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
       if (options.on_progress) options.on_progress((done + fraction) / frame_count);
     });
     const auto started = Clock::now();
-    ProcessResult r = RunProcess(argv, task_dir, options.cancel, deadline,
-                                 [&](const std::string& line) { scanner.Line(line); });
+    ProcessResult r =
+        RunProcess(argv, task_dir, options.cancel, deadline, [&](const std::string& line) {
+          scanner.Line(line);
+          if (options.on_output) options.on_output(line);
+        });
     if (r.cancelled) return Status::Cancelled("cancelled");
     const std::string errors = Join(scanner.error_lines(), " | ");
     const std::string detail =

@@ -62,7 +62,8 @@ struct PluginTaskOptions {
   std::string search_path;
   int threads = 0;
   const std::atomic<bool>* cancel = nullptr;
-  std::function<void(double)> on_progress;  // 0..1 over the whole task
+  std::function<void(double)> on_progress;            // 0..1 over the whole task
+  std::function<void(const std::string&)> on_output;  // every line the renderer prints
   std::function<void(int)> on_frame_started;
   // One finished frame (pixels of the task's part); returning an error stops the task.
   std::function<Status(int frame, image::ImageBuffer image, double seconds)> on_frame;

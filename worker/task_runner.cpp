@@ -71,6 +71,18 @@ TaskRunner::~TaskRunner() {
   if (thread_.joinable()) thread_.join();
 }
 
+void TaskRunner::Log(const std::string& line) {
+  log_ += line;
+  log_ += '\n';
+  // Trim at a line start, in slack-sized steps so long logs are not copied on every line.
+  if (log_.size() > protocol::kMaxTaskLogBytes + protocol::kMaxTaskLogBytes / 4) {
+    size_t cut = log_.size() - protocol::kMaxTaskLogBytes;
+    size_t line_start = log_.find('\n', cut);
+    cut = line_start == std::string::npos ? cut : line_start + 1;
+    log_.erase(0, cut);
+  }
+}
+
 void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames) {
   frames.insert(frames.begin(), EncodeOutboxTag({ref_, last}));
   // Blocking send: the agent drains its outbox until it has seen every runner's `last`.
@@ -85,6 +97,9 @@ void TaskRunner::Run() {
   out.set(zmq::sockopt::linger, -1);  // inproc: the agent reads everything before it exits
   out.connect(outbox_);
   spdlog::info("{}: started, frames {}..{}", who, assign_.frame_start, assign_.frame_end);
+  Log("attempt " + std::to_string(ref_.attempt) + " started: frames " +
+      std::to_string(assign_.frame_start) + ".." + std::to_string(assign_.frame_end) +
+      ", renderer " + assign_.renderer);
 
   int frames_done = 0;
   Status status;
@@ -102,6 +117,8 @@ void TaskRunner::Run() {
     back.frame = current_frame_.load();
     back.samples_done = checkpoint_.empty() ? 0 : checkpoint_samples_;
     back.reason = handback_reason_;
+    Log("handed back at frame " + std::to_string(back.frame) + ": " + back.reason);
+    back.log = log_;
     spdlog::info("{}: handed back at frame {} after {:.2f} s ({}{})", who, back.frame,
                  SecondsSince(start), back.reason,
                  checkpoint_.empty()
@@ -111,9 +128,11 @@ void TaskRunner::Run() {
     Send(out, true, protocol::Encode(protocol::MessageType::kHandback, back, std::move(payload)));
   } else if (status.ok()) {
     spdlog::info("{}: done, {} frame(s) in {:.2f} s", who, frames_done, SecondsSince(start));
+    Log("done: " + std::to_string(frames_done) + " frame(s) in " +
+        std::to_string(SecondsSince(start)) + " s");
     Send(out, true,
          protocol::Encode(protocol::MessageType::kTaskDone,
-                          protocol::TaskDone{ref_.task_id, ref_.attempt}));
+                          protocol::TaskDone{ref_.task_id, ref_.attempt, log_}));
   } else if (cancel_.load()) {
     // The scheduler (or shutdown) cancelled this attempt: nothing more goes out for it.
     spdlog::info("{}: cancelled after {} frame(s), {:.2f} s", who, frames_done,
@@ -122,9 +141,10 @@ void TaskRunner::Run() {
   } else {
     spdlog::warn("{}: failed after {} frame(s), {:.2f} s: {}", who, frames_done,
                  SecondsSince(start), status.message());
-    Send(out, true,
-         protocol::Encode(protocol::MessageType::kTaskFailed,
-                          protocol::TaskFailed{ref_.task_id, ref_.attempt, status.message()}));
+    Log("failed: " + status.message());
+    protocol::TaskFailed failed{ref_.task_id, ref_.attempt, status.message()};
+    failed.log = log_;
+    Send(out, true, protocol::Encode(protocol::MessageType::kTaskFailed, failed));
   }
 }
 
@@ -207,6 +227,10 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     ++*frames_done;
     spdlog::debug("task {} attempt {}: frame {} rendered in {:.2f} s on {}", ref_.task_id,
                   ref_.attempt, frame, seconds, image->backend);
+    Log("frame " + std::to_string(frame) + ": " + std::to_string(image->width) + "x" +
+        std::to_string(image->height) + ", samples " + std::to_string(part.sample_begin) + ".." +
+        std::to_string(part.sample_end < 0 ? scene->samples : part.sample_end) + ", " +
+        std::to_string(seconds) + " s on " + image->backend);
   }
   return Status::Ok();
 }
@@ -287,6 +311,7 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
   options.cancel = &cancel_;
   options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
+  options.on_output = [this](const std::string& line) { Log(line); };
   const std::string backend =
       plugin->spec.name +
       (assign_.gpus.empty() ? ":cpu" : ":gpu" + std::to_string(assign_.gpus[0]));

@@ -87,6 +87,9 @@ class TaskRunner {
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
   void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
+  // Appends a line to the task's log (render thread only), keeping its last
+  // protocol::kMaxTaskLogBytes.
+  void Log(const std::string& line);
 
   zmq::context_t& context_;
   const std::string outbox_;
@@ -100,6 +103,7 @@ class TaskRunner {
   // Taken on the render thread by the pass callback once a hand-back is asked for.
   std::string checkpoint_;
   int checkpoint_samples_ = 0;
+  std::string log_;  // render thread only; sent with the final message
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
   std::thread thread_;  // last: starts after every member above is ready

@@ -4,10 +4,15 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "scheduler/api/dashboard.h"
+#include "scheduler/api/metrics.h"
 #include "scheduler/api/views.h"
+#include "scheduler/assembler/assembler.h"
+#include "shared/file_io.h"
 #include "shared/job_spec.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
@@ -22,6 +27,11 @@ namespace {
 // A join token created without a ttl_s lives a day: long enough to boot a batch of machines,
 // short enough that a leaked one soon admits nobody.
 constexpr int64_t kDefaultJoinTokenTtlS = 24 * 3600;
+constexpr int kFramesPerPage = 5000;
+// An idle event stream sends a comment this often, so proxies keep it open and a reader that
+// went away is noticed.
+constexpr std::chrono::seconds kEventKeepAlive{15};
+constexpr int kThreadsKeptForRequests = 4;
 
 int HttpCode(StatusCode code) {
   switch (code) {
@@ -38,6 +48,8 @@ int HttpCode(StatusCode code) {
       return 413;
     case StatusCode::kPermissionDenied:
       return 403;
+    case StatusCode::kUnauthenticated:
+      return 401;
     case StatusCode::kUnavailable:
       return 503;
     case StatusCode::kCancelled:
@@ -55,6 +67,19 @@ void Reply(httplib::Response& res, int code, const json& body) {
 void ReplyError(httplib::Response& res, const Status& status) {
   Reply(res, HttpCode(status.code()),
         {{"error", status.message()}, {"code", StatusCodeName(status.code())}});
+}
+
+// A whole number in [min, max] from a query parameter or path segment, named `field` in errors.
+StatusOr<int64_t> ParseInt(const std::string& text, const std::string& field, int64_t min,
+                           int64_t max) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= min && v <= max) return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument(field + ": expected a whole number in [" + std::to_string(min) +
+                                 ", " + std::to_string(max) + "], got '" + text + "'");
 }
 
 StatusOr<int64_t> ParseId(const std::string& text) {
@@ -106,8 +131,9 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
 
 }  // namespace
 
-HttpApi::HttpApi(store::Store& store, broker::Broker& broker, ApiOptions options)
-    : store_(store), broker_(broker), options_(std::move(options)) {}
+HttpApi::HttpApi(store::Store& store, broker::Broker& broker, security::ApiAuth& auth,
+                 ApiOptions options)
+    : store_(store), broker_(broker), auth_(auth), options_(std::move(options)) {}
 
 HttpApi::~HttpApi() { Stop(); }
 
@@ -132,7 +158,21 @@ StatusOr<std::string> HttpApi::OutputDirFor(const std::string& relative, const s
 }
 
 StatusOr<int> HttpApi::Start() {
-  server_ = std::make_unique<httplib::Server>();
+  if (!options_.tls_cert_file.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
+                                                    options_.tls_key_file.c_str());
+    if (!tls->is_valid()) {
+      return Status::InvalidArgument(
+          "api.tls_cert_file / api.tls_key_file: cannot load the "
+          "certificate " +
+          options_.tls_cert_file + " with the key " + options_.tls_key_file +
+          " (PEM, matching pair?)");
+    }
+    SSL_CTX_set_min_proto_version(tls->ssl_context(), TLS1_2_VERSION);
+    server_ = std::move(tls);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   server_->new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
   server_->set_payload_max_length(2 * spec::kMaxSceneBytes + (1 << 20));
   Routes();
@@ -144,45 +184,108 @@ StatusOr<int> HttpApi::Start() {
     return Status::Unavailable("cannot bind the API on " + options_.host + ":" +
                                std::to_string(port) + " (is the port in use?)");
   }
+  history_ = std::make_unique<FarmHistory>(store_, broker_,
+                                           std::chrono::seconds(options_.history_interval_s));
+  history_->Start();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return port;
 }
 
 void HttpApi::Stop() {
+  // Event streams wait on the bus: wake them so the server's threads can finish.
+  if (options_.events) options_.events->Close();
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+  if (history_) history_->Stop();
+}
+
+void HttpApi::Handle(const char* method, const std::string& pattern, security::Role needed,
+                     Handler handler) {
+  routes_.push_back({method, pattern, needed});
+  auto guarded = [this, needed, handler = std::move(handler)](const httplib::Request& req,
+                                                              httplib::Response& res) {
+    StatusOr<security::Caller> caller = auth_.Authenticate(req.get_header_value("Authorization"));
+    if (!caller.ok()) {
+      res.set_header("WWW-Authenticate", "Bearer realm=\"tessera\"");
+      return ReplyError(res, caller.status());
+    }
+    if (!caller->may(needed)) {
+      return ReplyError(res, Status::PermissionDenied(
+                                 std::string("this needs the ") + security::RoleName(needed) +
+                                 " role; the token of '" + caller->user + "' has the " +
+                                 security::RoleName(caller->role) + " role"));
+    }
+    handler(req, res, *caller);
+  };
+  httplib::Server& s = *server_;
+  const std::string m = method;
+  if (m == "GET") {
+    s.Get(pattern, guarded);
+  } else if (m == "POST") {
+    s.Post(pattern, guarded);
+  } else {
+    s.Delete(pattern, guarded);
+  }
+}
+
+Status HttpApi::MayOperateOn(const security::Caller& caller, int64_t job_id) const {
+  if (caller.may(security::Role::kOperator)) return Status::Ok();
+  auto job = store_.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (!caller.owns(job->user)) {
+    return Status::PermissionDenied("job " + std::to_string(job_id) + " belongs to '" + job->user +
+                                    "'; a submitter may only change its own jobs");
+  }
+  return Status::Ok();
 }
 
 void HttpApi::Routes() {
+  using security::Caller;
+  using security::Role;
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
   httplib::Server& s = *server_;
 
-  s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        spdlog::error("API handler error: {}", what);
-        ReplyError(res, Status::Internal(what));
-      });
-
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    Reply(res, 200, {{"status", "ok"}});
+  s.set_exception_handler([](Req, Res res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("API handler error: {}", what);
+    ReplyError(res, Status::Internal(what));
   });
 
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kDashboardHtml, "text/html; charset=utf-8");
+  // Unauthenticated: liveness for load balancers, and the dashboard page (it asks for a token
+  // and sends it with every API call).
+  s.Get("/healthz", [](Req, Res res) { Reply(res, 200, {{"status", "ok"}}); });
+  ServeDashboard(s);
+
+  Handle("GET", "/api/v1/whoami", Role::kViewer, [this](Req, Res res, const Caller& c) {
+    Reply(res, 200,
+          {{"user", c.user},
+           {"role", security::RoleName(c.role)},
+           {"token_id", c.token_id},
+           {"auth", auth_.enabled() ? "token" : "none"}});
   });
 
-  s.Post("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+  // ---- jobs -------------------------------------------------------------------------------
+  Handle("POST", "/api/v1/jobs", Role::kSubmitter, [this](Req req, Res res, const Caller& c) {
     std::string job_yaml;
     StatusOr<spec::JobSpec> job = ParseSubmission(req.body, &job_yaml);
     if (!job.ok()) {
       spdlog::info("rejected submission: {}", job.status().message());
       return ReplyError(res, job.status());
+    }
+    // A submitter submits as itself; operators may submit on behalf of anyone.
+    if (auth_.enabled()) {
+      if (!c.may(Role::kOperator) && !job->user.empty() && job->user != c.user) {
+        return ReplyError(res, Status::PermissionDenied("user: this token submits as '" + c.user +
+                                                        "', not '" + job->user + "'"));
+      }
+      if (!c.may(Role::kOperator) || job->user.empty()) job->user = c.user;
     }
     for (size_t i = 0; i < job->limits.size(); ++i) {
       if (!broker_.limits().count(job->limits[i])) {
@@ -203,12 +306,13 @@ void HttpApi::Routes() {
     });
     if (!rec.ok()) return ReplyError(res, rec.status());
     broker_.JobSubmitted(rec->id);
-    spdlog::info("job {} '{}' submitted: frames {}-{}, {} tasks, output {}", rec->id, rec->name,
-                 rec->frame_start, rec->frame_end, rec->tasks.total, rec->output_dir);
+    spdlog::info("job {} '{}' submitted by {}: frames {}-{}, {} tasks, output {}", rec->id,
+                 rec->name, rec->user, rec->frame_start, rec->frame_end, rec->tasks.total,
+                 rec->output_dir);
     Reply(res, 201, {{"job", JobView(*rec)}});
   });
 
-  s.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+  Handle("GET", "/api/v1/jobs", Role::kViewer, [this](Req req, Res res, const Caller&) {
     std::optional<store::JobState> state;
     if (req.has_param("state")) {
       std::string want = req.get_param_value("state");
@@ -240,107 +344,208 @@ void HttpApi::Routes() {
     Reply(res, 200, {{"jobs", out}});
   });
 
-  s.Get(R"(/api/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto id = ParseId(req.matches[1]);
-    if (!id.ok()) return ReplyError(res, id.status());
-    auto job = store_.GetJob(*id);
-    if (!job.ok()) return ReplyError(res, job.status());
-    Reply(res, 200, {{"job", JobView(*job)}});
-  });
-
-  s.Get(R"(/api/v1/jobs/([^/]+)/tasks)",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          auto id = ParseId(req.matches[1]);
-          if (!id.ok()) return ReplyError(res, id.status());
-          auto job = store_.GetJob(*id);
-          if (!job.ok()) return ReplyError(res, job.status());
-          auto tasks = store_.ListTasks(*id);
-          if (!tasks.ok()) return ReplyError(res, tasks.status());
-          json out = json::array();
-          for (const auto& t : *tasks) out.push_back(TaskView(t));
-          Reply(res, 200, {{"tasks", out}});
-        });
-
-  s.Post(R"(/api/v1/jobs/([^/]+)/cancel)",
-         [this](const httplib::Request& req, httplib::Response& res) {
-           auto id = ParseId(req.matches[1]);
-           if (!id.ok()) return ReplyError(res, id.status());
-           if (Status st = broker_.CancelJob(*id); !st.ok()) return ReplyError(res, st);
-           auto job = store_.GetJob(*id);
-           if (!job.ok()) return ReplyError(res, job.status());
-           Reply(res, 200, {{"job", JobView(*job)}});
-         });
-
-  // Job operations. Each answers with the job as it now stands.
-  auto job_reply = [this](httplib::Response& res, int64_t id, const Status& st,
-                          json extra = json::object()) {
-    if (!st.ok()) return ReplyError(res, st);
-    auto job = store_.GetJob(id);
-    if (!job.ok()) return ReplyError(res, job.status());
-    extra["job"] = JobView(*job);
-    Reply(res, 200, extra);
-  };
-  auto with_job = [](auto handler) {
-    return [handler](const httplib::Request& req, httplib::Response& res) {
+  // Handlers for /api/v1/{jobs,tasks,tokens}/{id}...: the id parsed, the caller checked.
+  using IdHandler = std::function<void(Req, Res, const Caller&, int64_t)>;
+  auto with_id = [](IdHandler handler) -> Handler {
+    return [handler = std::move(handler)](Req req, Res res, const Caller& c) {
       auto id = ParseId(req.matches[1]);
       if (!id.ok()) return ReplyError(res, id.status());
-      handler(req, res, *id);
+      handler(req, res, c, *id);
     };
   };
-  s.Post(R"(/api/v1/jobs/([^/]+)/pause)",
-         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
-           job_reply(res, id, broker_.SetJobPaused(id, true));
-         }));
-  s.Post(R"(/api/v1/jobs/([^/]+)/resume)",
-         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
-           job_reply(res, id, broker_.SetJobPaused(id, false));
-         }));
-  s.Post(
-      R"(/api/v1/jobs/([^/]+)/priority)",
-      with_job([this, job_reply](const httplib::Request& req, httplib::Response& res, int64_t id) {
-        json body = json::parse(req.body, nullptr, false);
-        if (!body.is_object() || !body.contains("priority") ||
-            !body["priority"].is_number_integer()) {
-          return ReplyError(
-              res, Status::InvalidArgument("priority: expected a body {\"priority\": 0..100}"));
-        }
-        job_reply(res, id, broker_.SetJobPriority(id, body["priority"].get<int>()));
-      }));
-  s.Post(R"(/api/v1/jobs/([^/]+)/retry)",
-         with_job([this, job_reply](const httplib::Request&, httplib::Response& res, int64_t id) {
-           StatusOr<int> moved = broker_.RequeueFinished(id, std::nullopt);
-           job_reply(res, id, moved.status(), {{"tasks_requeued", moved.ok() ? *moved : 0}});
-         }));
-  s.Post(
-      R"(/api/v1/jobs/([^/]+)/rerender)",
-      with_job([this, job_reply](const httplib::Request& req, httplib::Response& res, int64_t id) {
-        json body = json::parse(req.body, nullptr, false);
-        if (!body.is_object() || !body.contains("frames") || !body["frames"].is_string()) {
-          return ReplyError(
-              res, Status::InvalidArgument("frames: expected a body {\"frames\": \"A-B\"}"));
-        }
-        int first = 0, last = 0;
-        if (Status st = spec::ParseFrameRange(body["frames"], &first, &last); !st.ok()) {
-          return ReplyError(res, st);
-        }
-        StatusOr<int> moved = broker_.RequeueFinished(id, std::make_pair(first, last));
-        job_reply(res, id, moved.status(), {{"tasks_requeued", moved.ok() ? *moved : 0}});
-      }));
-  s.Delete(R"(/api/v1/jobs/([^/]+))",
-           with_job([this](const httplib::Request&, httplib::Response& res, int64_t id) {
-             if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
-             spdlog::info("job {} deleted", id);
-             Reply(res, 200, {{"deleted", id}});
-           }));
+  // A job operation: the caller must own the job (or be an operator); answers with the job as
+  // it now stands, plus `extra`.
+  using JobOperation = std::function<StatusOr<json>(Req, int64_t)>;
+  auto job_operation = [this, with_id](JobOperation operation) -> Handler {
+    return with_id(
+        [this, operation = std::move(operation)](Req req, Res res, const Caller& c, int64_t id) {
+          if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
+          StatusOr<json> extra = operation(req, id);
+          if (!extra.ok()) return ReplyError(res, extra.status());
+          auto job = store_.GetJob(id);
+          if (!job.ok()) return ReplyError(res, job.status());
+          (*extra)["job"] = JobView(*job);
+          Reply(res, 200, *extra);
+        });
+  };
+  auto done = [](const Status& st) -> StatusOr<json> {
+    if (!st.ok()) return st;
+    return json::object();
+  };
+  auto requeued = [](const StatusOr<int>& moved) -> StatusOr<json> {
+    if (!moved.ok()) return moved.status();
+    return json{{"tasks_requeued", *moved}};
+  };
 
-  s.Get(R"(/api/v1/tasks/([^/]+)/why)",
-        with_job([this](const httplib::Request&, httplib::Response& res, int64_t id) {
-          StatusOr<json> why = broker_.Why(id);
-          if (!why.ok()) return ReplyError(res, why.status());
-          Reply(res, 200, *why);
-        }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+))", Role::kViewer,
+         with_id([this](Req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           Reply(res, 200, {{"job", JobView(*job)}});
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,
+         with_id([this](Req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           auto tasks = store_.ListTasks(id);
+           if (!tasks.ok()) return ReplyError(res, tasks.status());
+           json out = json::array();
+           for (const auto& t : *tasks) out.push_back(TaskView(t));
+           Reply(res, 200, {{"tasks", out}});
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/cancel)", Role::kSubmitter,
+         job_operation([this, done](Req, int64_t id) { return done(broker_.CancelJob(id)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/pause)", Role::kSubmitter,
+         job_operation(
+             [this, done](Req, int64_t id) { return done(broker_.SetJobPaused(id, true)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/resume)", Role::kSubmitter,
+         job_operation(
+             [this, done](Req, int64_t id) { return done(broker_.SetJobPaused(id, false)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/priority)", Role::kSubmitter,
+         job_operation([this, done](Req req, int64_t id) -> StatusOr<json> {
+           json body = json::parse(req.body, nullptr, false);
+           if (!body.is_object() || !body.contains("priority") ||
+               !body["priority"].is_number_integer()) {
+             return Status::InvalidArgument("priority: expected a body {\"priority\": 0..100}");
+           }
+           return done(broker_.SetJobPriority(id, body["priority"].get<int>()));
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/retry)", Role::kSubmitter,
+         job_operation([this, requeued](Req, int64_t id) {
+           return requeued(broker_.RequeueFinished(id, std::nullopt));
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/rerender)", Role::kSubmitter,
+         job_operation([this, requeued](Req req, int64_t id) -> StatusOr<json> {
+           json body = json::parse(req.body, nullptr, false);
+           if (!body.is_object() || !body.contains("frames") || !body["frames"].is_string()) {
+             return Status::InvalidArgument("frames: expected a body {\"frames\": \"A-B\"}");
+           }
+           int first = 0, last = 0;
+           TSR_RETURN_IF_ERROR(spec::ParseFrameRange(body["frames"], &first, &last));
+           return requeued(broker_.RequeueFinished(id, std::make_pair(first, last)));
+         }));
+  Handle("DELETE", R"(/api/v1/jobs/([^/]+))", Role::kSubmitter,
+         with_id([this](Req, Res res, const Caller& c, int64_t id) {
+           if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
+           if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
+           spdlog::info("job {} deleted by {}", id, c.user);
+           Reply(res, 200, {{"deleted", id}});
+         }));
 
-  s.Get("/api/v1/workers", [this](const httplib::Request&, httplib::Response& res) {
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/frames)", Role::kViewer,
+         with_id([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           int first = job->frame_start;
+           int count = kFramesPerPage;
+           for (auto [name, value, min, max] :
+                {std::tuple{"first", &first, spec::kMinFrame, spec::kMaxFrame},
+                 std::tuple{"count", &count, 1, kFramesPerPage}}) {
+             if (!req.has_param(name)) continue;
+             StatusOr<int64_t> v = ParseInt(req.get_param_value(name), name, min, max);
+             if (!v.ok()) return ReplyError(res, v.status());
+             *value = static_cast<int>(*v);
+           }
+           auto tasks = store_.ListTasks(id);
+           if (!tasks.ok()) return ReplyError(res, tasks.status());
+           Reply(res, 200, FramesView(*job, *tasks, std::max(first, job->frame_start), count));
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/frames/(-?[0-9]+)/thumbnail)", Role::kViewer,
+         with_id([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           StatusOr<int64_t> frame =
+               ParseInt(req.matches[2], "frame", job->frame_start, job->frame_end);
+           if (!frame.ok()) return ReplyError(res, frame.status());
+           StatusOr<std::string> png = file_io::ReadAll(
+               assembler::ThumbnailPath(job->output_dir, static_cast<int>(*frame)));
+           if (!png.ok()) {
+             return ReplyError(
+                 res, Status::NotFound("frame " + std::to_string(*frame) + " of job " +
+                                       std::to_string(id) + " has no thumbnail (not written yet)"));
+           }
+           res.set_header("Cache-Control", "private, max-age=5");
+           res.set_content(std::move(*png), "image/png");
+         }));
+
+  Handle("GET", R"(/api/v1/tasks/([^/]+)/log)", Role::kViewer,
+         with_id([this](Req, Res res, const Caller&, int64_t id) {
+           auto task = store_.GetTask(id);
+           if (!task.ok()) return ReplyError(res, task.status());
+           auto logs = store_.TaskLogs(id);
+           if (!logs.ok()) return ReplyError(res, logs.status());
+           json attempts = json::array();
+           for (const store::TaskLogRecord& l : *logs) {
+             attempts.push_back({{"attempt", l.attempt},
+                                 {"worker", l.worker_name ? json(*l.worker_name) : json(nullptr)},
+                                 {"state", l.outcome},
+                                 {"at", IsoTime(l.at_ms)},
+                                 {"log", l.log}});
+           }
+           Reply(res, 200,
+                 {{"task_id", id},
+                  {"state", store::TaskStateName(task->state)},
+                  {"message", task->message},
+                  {"attempts", std::move(attempts)}});
+         }));
+
+  Handle("GET", "/api/v1/history", Role::kViewer,
+         [this](Req, Res res, const Caller&) { Reply(res, 200, history_->View()); });
+
+  // Server-sent events: one thread of the pool per open stream, so their number is capped below
+  // the pool's size and the API always has threads left for requests.
+  Handle("GET", "/api/v1/events", Role::kViewer, [this](Req req, Res res, const Caller&) {
+    events::EventBus* bus = options_.events;
+    if (!bus) return ReplyError(res, Status::Unavailable("this scheduler has no event stream"));
+    int64_t cursor = bus->last_seq();
+    // A reconnecting EventSource sends Last-Event-ID; a script may ask with ?since=SEQ.
+    std::string since = req.get_header_value("Last-Event-ID");
+    if (req.has_param("since")) since = req.get_param_value("since");
+    if (!since.empty()) {
+      StatusOr<int64_t> seq = ParseInt(since, "since", 0, std::numeric_limits<int64_t>::max());
+      if (!seq.ok()) return ReplyError(res, seq.status());
+      cursor = *seq;
+    }
+    const int max_streams = std::max(1, options_.threads - kThreadsKeptForRequests);
+    if (event_streams_.fetch_add(1) >= max_streams) {
+      --event_streams_;
+      res.set_header("Retry-After", "10");
+      return ReplyError(
+          res, Status::Unavailable("too many open event streams (" + std::to_string(max_streams) +
+                                   "; api.threads sets it); poll the API instead"));
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");  // tell reverse proxies not to buffer the stream
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [bus, cursor](size_t, httplib::DataSink& sink) mutable {
+          events::FarmEvents batch = bus->Since(cursor, kEventKeepAlive);
+          if (batch.closed) {
+            sink.done();
+            return true;
+          }
+          std::string out;
+          if (batch.missed) out += "event: missed\ndata: {}\n\n";
+          for (const events::FarmEvent& e : batch.events) {
+            out += "id: " + std::to_string(e.seq) + "\nevent: " + e.kind +
+                   "\ndata: " + e.data.dump() + "\n\n";
+            cursor = e.seq;
+          }
+          if (out.empty()) out = ": keep-alive\n\n";
+          return sink.write(out.data(), out.size());
+        },
+        [this](bool) { --event_streams_; });
+  });
+
+  Handle("GET", R"(/api/v1/tasks/([^/]+)/why)", Role::kViewer,
+         with_id([this](Req, Res res, const Caller&, int64_t id) {
+           StatusOr<json> why = broker_.Why(id);
+           if (!why.ok()) return ReplyError(res, why.status());
+           Reply(res, 200, *why);
+         }));
+
+  // ---- workers and plugins ----------------------------------------------------------------
+  Handle("GET", "/api/v1/workers", Role::kViewer, [this](Req, Res res, const Caller&) {
     auto workers = store_.ListWorkers();
     if (!workers.ok()) return ReplyError(res, workers.status());
     json out = json::array();
@@ -348,7 +553,7 @@ void HttpApi::Routes() {
     Reply(res, 200, {{"workers", out}});
   });
 
-  s.Get("/api/v1/plugins", [this](const httplib::Request&, httplib::Response& res) {
+  Handle("GET", "/api/v1/plugins", Role::kViewer, [this](Req, Res res, const Caller&) {
     StatusOr<json> workers = broker_.WorkerPlugins();
     if (!workers.ok()) return ReplyError(res, workers.status());
     json known = json::array();
@@ -373,87 +578,138 @@ void HttpApi::Routes() {
     Reply(res, 200, *workers);
   });
 
-  // ---- the worker fleet: join tokens, and operations on workers -------------------------------
-  auto token_view = [](const store::JoinTokenRecord& t) {
-    const int64_t now = store::NowMs();
-    const char* state = t.revoked_at_ms                                ? "revoked"
-                        : (t.expires_at_ms && *t.expires_at_ms <= now) ? "expired"
-                        : (t.max_uses > 0 && t.uses >= t.max_uses)     ? "used up"
-                                                                       : "valid";
-    return json{{"id", t.id},
-                {"note", t.note},
-                {"created_at", IsoTime(t.created_at_ms)},
-                {"expires_at", t.expires_at_ms ? json(IsoTime(*t.expires_at_ms)) : json(nullptr)},
-                {"max_uses", t.max_uses},
-                {"uses", t.uses},
-                {"state", state}};
+  auto worker_action = [this](const char* action,
+                              std::function<Status(const std::string&)> operation) -> Handler {
+    return [action, operation = std::move(operation)](Req req, Res res, const Caller& c) {
+      const std::string name = req.matches[1];
+      if (Status st = operation(name); !st.ok()) return ReplyError(res, st);
+      spdlog::info("worker {}: {} by {}", name, action, c.user);
+      Reply(res, 200, {{"worker", name}, {"action", action}});
+    };
   };
+  Handle("POST", R"(/api/v1/workers/([^/]+)/drain)", Role::kOperator,
+         worker_action("drain", [this](const std::string& n) { return broker_.DrainWorker(n); }));
+  Handle("POST", R"(/api/v1/workers/([^/]+)/revoke)", Role::kOperator,
+         worker_action("revoke", [this](const std::string& n) { return broker_.RevokeWorker(n); }));
+  Handle(
+      "POST", R"(/api/v1/workers/([^/]+)/readmit)", Role::kOperator,
+      worker_action("readmit", [this](const std::string& n) { return broker_.ReadmitWorker(n); }));
+
+  // ---- worker join tokens (admin) ---------------------------------------------------------
   auto security_view = [this] {
     return json{{"security", broker_.secure() ? "curve" : "insecure"},
                 {"scheduler_public_key", broker_.public_key_hex()}};
   };
-  s.Post("/api/v1/tokens", [this, token_view, security_view](const httplib::Request& req,
-                                                             httplib::Response& res) {
-    json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+  Handle("POST", "/api/v1/join-tokens", Role::kAdmin,
+         [this, security_view](Req req, Res res, const Caller& c) {
+           json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+           if (!body.is_object()) {
+             return ReplyError(res,
+                               Status::InvalidArgument(
+                                   "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
+           }
+           const json note = body.value("note", json(""));
+           const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
+           const json uses = body.value("uses", json(0));
+           if (!note.is_string()) {
+             return ReplyError(res, Status::InvalidArgument("note: expected text"));
+           }
+           if (!ttl.is_number_integer()) {
+             return ReplyError(res,
+                               Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
+           }
+           if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
+             return ReplyError(res,
+                               Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
+           }
+           StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
+               note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
+           if (!created.ok()) return ReplyError(res, created.status());
+           spdlog::info("join token {} created by {}", created->record.id, c.user);
+           json out = security_view();
+           out["token"] = created->token;
+           out["join_token"] = JoinTokenView(created->record);
+           Reply(res, 201, out);
+         });
+  Handle("GET", "/api/v1/join-tokens", Role::kAdmin,
+         [this, security_view](Req, Res res, const Caller&) {
+           auto tokens = store_.ListJoinTokens();
+           if (!tokens.ok()) return ReplyError(res, tokens.status());
+           json out = security_view();
+           out["tokens"] = json::array();
+           for (const auto& t : *tokens) out["tokens"].push_back(JoinTokenView(t));
+           Reply(res, 200, out);
+         });
+  Handle("POST", R"(/api/v1/join-tokens/([^/]+)/revoke)", Role::kAdmin,
+         with_id([this](Req, Res res, const Caller&, int64_t id) {
+           auto revoked = broker_.RevokeJoinToken(id);
+           if (!revoked.ok()) return ReplyError(res, revoked.status());
+           Reply(res, 200, {{"join_token", JoinTokenView(*revoked)}});
+         }));
+
+  // ---- API tokens (admin) -----------------------------------------------------------------
+  Handle("POST", "/api/v1/tokens", Role::kAdmin, [this](Req req, Res res, const Caller& c) {
+    json body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) {
       return ReplyError(res, Status::InvalidArgument(
-                                 "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
+                                 "body: expected {\"user\": NAME, \"role\": ROLE, \"note\": TEXT, "
+                                 "\"ttl_s\": N}"));
     }
+    for (const auto& [key, value] : body.items()) {
+      if (key != "user" && key != "role" && key != "note" && key != "ttl_s") {
+        return ReplyError(res, Status::InvalidArgument(
+                                   "body." + key + ": unknown field (user, role, note, ttl_s)"));
+      }
+    }
+    const json user = body.value("user", json(nullptr));
+    const json role = body.value("role", json(nullptr));
     const json note = body.value("note", json(""));
-    const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
-    const json uses = body.value("uses", json(0));
+    const json ttl = body.value("ttl_s", json(0));
+    if (!user.is_string()) return ReplyError(res, Status::InvalidArgument("user: required text"));
+    std::optional<security::Role> parsed =
+        role.is_string() ? security::ParseRole(role.get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      return ReplyError(
+          res, Status::InvalidArgument("role: expected viewer, submitter, operator or admin"));
+    }
     if (!note.is_string()) return ReplyError(res, Status::InvalidArgument("note: expected text"));
     if (!ttl.is_number_integer()) {
       return ReplyError(res, Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
     }
-    if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
-      return ReplyError(res, Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
-    }
-    StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
-        note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
+    StatusOr<security::NewApiToken> created =
+        auth_.Create(user.get<std::string>(), *parsed, note.get<std::string>(), ttl.get<int64_t>());
     if (!created.ok()) return ReplyError(res, created.status());
-    json out = security_view();
-    out["token"] = created->token;
-    out["join_token"] = token_view(created->record);
-    Reply(res, 201, out);
+    spdlog::info("API token {} ({} {}) created by {}", created->record.id, created->record.role,
+                 created->record.user, c.user);
+    Reply(res, 201, {{"token", created->token}, {"api_token", ApiTokenView(created->record)}});
   });
-  s.Get("/api/v1/tokens",
-        [this, token_view, security_view](const httplib::Request&, httplib::Response& res) {
-          auto tokens = store_.ListJoinTokens();
-          if (!tokens.ok()) return ReplyError(res, tokens.status());
-          json out = security_view();
-          out["tokens"] = json::array();
-          for (const auto& t : *tokens) out["tokens"].push_back(token_view(t));
-          Reply(res, 200, out);
-        });
-  s.Post(R"(/api/v1/tokens/([^/]+)/revoke)",
-         with_job([this, token_view](const httplib::Request&, httplib::Response& res, int64_t id) {
-           auto revoked = broker_.RevokeJoinToken(id);
+  Handle("GET", "/api/v1/tokens", Role::kAdmin, [this](Req, Res res, const Caller&) {
+    auto tokens = auth_.List();
+    if (!tokens.ok()) return ReplyError(res, tokens.status());
+    json out = json::array();
+    for (const auto& t : *tokens) out.push_back(ApiTokenView(t));
+    Reply(res, 200, {{"auth", auth_.enabled() ? "token" : "none"}, {"tokens", out}});
+  });
+  Handle("POST", R"(/api/v1/tokens/([^/]+)/revoke)", Role::kAdmin,
+         with_id([this](Req, Res res, const Caller& c, int64_t id) {
+           auto revoked = auth_.Revoke(id);
            if (!revoked.ok()) return ReplyError(res, revoked.status());
-           Reply(res, 200, {{"join_token", token_view(*revoked)}});
+           spdlog::info("API token {} revoked by {}", id, c.user);
+           Reply(res, 200, {{"api_token", ApiTokenView(*revoked)}});
          }));
-  auto worker_action = [this](const char* action, auto operation) {
-    return [this, action, operation](const httplib::Request& req, httplib::Response& res) {
-      const std::string name = req.matches[1];
-      if (Status st = operation(name); !st.ok()) return ReplyError(res, st);
-      Reply(res, 200, {{"worker", name}, {"action", action}});
-    };
-  };
-  s.Post(R"(/api/v1/workers/([^/]+)/drain)",
-         worker_action("drain", [this](const std::string& n) { return broker_.DrainWorker(n); }));
-  s.Post(R"(/api/v1/workers/([^/]+)/revoke)",
-         worker_action("revoke", [this](const std::string& n) { return broker_.RevokeWorker(n); }));
-  s.Post(
-      R"(/api/v1/workers/([^/]+)/readmit)",
-      worker_action("readmit", [this](const std::string& n) { return broker_.ReadmitWorker(n); }));
 
-  s.Get("/api/v1/summary", [this](const httplib::Request&, httplib::Response& res) {
+  Handle("GET", "/api/v1/summary", Role::kViewer, [this](Req, Res res, const Caller&) {
     auto sum = store_.Summary();
     if (!sum.ok()) return ReplyError(res, sum.status());
     Reply(res, 200, SummaryView(*sum));
   });
 
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // Prometheus scrapes with a viewer token (authorization: credentials_file in its config).
+  Handle("GET", "/metrics", Role::kViewer, [this](Req, Res res, const Caller&) {
+    res.set_content(RenderMetrics(store_, broker_), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  s.set_error_handler([](Req req, Res res) {
     // Errors raised by cpp-httplib itself (unknown route, oversized or malformed request) get
     // the same JSON error shape as the handlers' own.
     if (!res.body.empty()) return;

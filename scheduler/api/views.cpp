@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <map>
+
+#include "scheduler/assembler/assembler.h"
 
 namespace tessera::api {
 
@@ -120,6 +124,75 @@ nlohmann::json SummaryView(const store::FarmSummary& s) {
           {"tasks", CountsView(s.tasks)},
           {"workers", workers},
           {"version", TESSERA_VERSION}};
+}
+
+nlohmann::json JoinTokenView(const store::JoinTokenRecord& t) {
+  const int64_t now = store::NowMs();
+  const char* state = t.revoked_at_ms                                ? "revoked"
+                      : (t.expires_at_ms && *t.expires_at_ms <= now) ? "expired"
+                      : (t.max_uses > 0 && t.uses >= t.max_uses)     ? "used up"
+                                                                     : "valid";
+  return {{"id", t.id},
+          {"note", t.note},
+          {"created_at", IsoTime(t.created_at_ms)},
+          {"expires_at", OptTime(t.expires_at_ms)},
+          {"max_uses", t.max_uses},
+          {"uses", t.uses},
+          {"state", state}};
+}
+
+nlohmann::json ApiTokenView(const store::ApiTokenRecord& t) {
+  const char* state = t.revoked_at_ms ? "revoked" : !t.usable(store::NowMs()) ? "expired" : "valid";
+  return {{"id", t.id},
+          {"user", t.user},
+          {"role", t.role},
+          {"note", t.note},
+          {"created_at", IsoTime(t.created_at_ms)},
+          {"expires_at", OptTime(t.expires_at_ms)},
+          {"state", state}};
+}
+
+nlohmann::json FramesView(const store::JobRecord& job, const std::vector<store::TaskRecord>& tasks,
+                          int first, int count) {
+  // Per frame: how many of its parts (tasks) are in each state.
+  struct Parts {
+    int total = 0, done = 0, running = 0, failed = 0, canceled = 0;
+  };
+  const int last = std::min<int64_t>(job.frame_end, static_cast<int64_t>(first) + count - 1);
+  std::map<int, Parts> frames;
+  for (int f = first; f <= last; ++f) frames[f];
+  for (const store::TaskRecord& t : tasks) {
+    for (int f = std::max(t.frame_start, first); f <= std::min(t.frame_end, last); ++f) {
+      Parts& p = frames[f];
+      ++p.total;
+      p.done += t.state == store::TaskState::kDone;
+      p.running += t.state == store::TaskState::kRunning;
+      p.failed += t.state == store::TaskState::kFailed;
+      p.canceled += t.state == store::TaskState::kCanceled;
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [frame, p] : frames) {
+    const char* state = p.total > 0 && p.done == p.total ? "done"
+                        : p.failed > 0                   ? "failed"
+                        : p.running > 0                  ? "running"
+                        : p.canceled > 0                 ? "canceled"
+                                                         : "queued";
+    std::error_code ec;
+    const bool thumbnail =
+        job.produces_frames() &&
+        std::filesystem::exists(assembler::ThumbnailPath(job.output_dir, frame), ec);
+    out.push_back({{"frame", frame},
+                   {"state", state},
+                   {"parts_total", p.total},
+                   {"parts_done", p.done},
+                   {"thumbnail", thumbnail},
+                   {"flag", nullptr}});
+  }
+  return {{"job_id", job.id},
+          {"frame_start", job.frame_start},
+          {"frame_end", job.frame_end},
+          {"frames", std::move(out)}};
 }
 
 }  // namespace tessera::api

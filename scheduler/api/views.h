@@ -13,5 +13,12 @@ nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);
 nlohmann::json WorkerView(const store::WorkerRecord& worker);
 nlohmann::json SummaryView(const store::FarmSummary& summary);
+nlohmann::json JoinTokenView(const store::JoinTokenRecord& token);
+nlohmann::json ApiTokenView(const store::ApiTokenRecord& token);
+// Frames [first, first + count) of a job with the state of their parts, from its tasks:
+// {"job_id", "frame_start", "frame_end", "frames": [{"frame", "state", "parts_total",
+//  "parts_done", "thumbnail", "flag"}]}.
+nlohmann::json FramesView(const store::JobRecord& job, const std::vector<store::TaskRecord>& tasks,
+                          int first, int count);
 
 }  // namespace tessera::api

@@ -1,6 +1,9 @@
 #include "scheduler/assembler/assembler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -55,8 +58,22 @@ void Assembler::Run() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    on_written_(job());
+    const auto start = std::chrono::steady_clock::now();
+    FrameWritten written = job();
+    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count(),
+                       std::memory_order_relaxed);
+    if (written.status.ok() && written.kind != FrameWritten::Kind::kPart) {
+      frames_assembled_.fetch_add(1, std::memory_order_relaxed);
+    }
+    on_written_(std::move(written));
   }
+}
+
+Assembler::Counters Assembler::counters() const {
+  return {frames_assembled_.load(std::memory_order_relaxed),
+          static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / 1e9};
 }
 
 std::string PixelProblem(const std::vector<float>& pixels, int channels) {
@@ -115,11 +132,21 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
     }
     done.files.push_back(path);
   }
+  // Only for people to look at: a frame whose thumbnail cannot be written is still done.
+  const std::string thumb = ThumbnailPath(job.output_dir, job.frame);
+  if (Status s = image::WriteThumbnail(thumb, job.image, kThumbnailSide); !s.ok()) {
+    spdlog::warn("job {} frame {}: no thumbnail: {}", job.job_id, job.frame, s.message());
+  }
   return done;
 }
 
 std::string PartsDir(const std::string& output_dir, int frame) {
   return (std::filesystem::path(output_dir) / ".parts" / std::to_string(frame)).string();
+}
+
+std::string ThumbnailPath(const std::string& output_dir, int frame) {
+  return (std::filesystem::path(output_dir) / ".thumbnails" / (std::to_string(frame) + ".png"))
+      .string();
 }
 
 namespace {

@@ -12,8 +12,10 @@
 // memory, so a scheduler restart at any point loses nothing: the broker finds the directory
 // again at start-up, and assembling twice writes the same frame.
 //
-// Threads: Submit() may be called from any thread; `on_written` runs on an assembler thread.
+// Threads: Submit() and counters() may be called from any thread; `on_written` runs on an
+// assembler thread.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -88,6 +90,9 @@ struct FrameWritten {
 
 // Where a split frame's parts wait for each other.
 std::string PartsDir(const std::string& output_dir, int frame);
+// The dashboard's thumbnail of a written frame (kThumbnailSide px on its longer side).
+std::string ThumbnailPath(const std::string& output_dir, int frame);
+inline constexpr int kThumbnailSide = 256;
 
 class Assembler {
  public:
@@ -99,6 +104,13 @@ class Assembler {
   void Submit(FrameJob job);
   void SubmitPart(PartJob job);
   void Assemble(AssembleJob job);
+
+  // What this assembler has done since it started (for /metrics).
+  struct Counters {
+    uint64_t frames_assembled = 0;  // output frames written: whole, or merged from their parts
+    double busy_seconds = 0;        // time its threads spent writing frames and storing parts
+  };
+  Counters counters() const;
 
   // The same work, synchronously (also used by tests).
   static FrameWritten WriteFrame(const FrameJob& job);
@@ -115,6 +127,8 @@ class Assembler {
   std::deque<std::function<FrameWritten()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::atomic<uint64_t> frames_assembled_{0};
+  std::atomic<uint64_t> busy_ns_{0};
 };
 
 }  // namespace tessera::assembler

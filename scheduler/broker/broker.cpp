@@ -99,9 +99,13 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     started.set_value(s);
     return;
   }
-  assembler_ = std::make_unique<assembler::Assembler>(
-      options_.assembler_threads,
-      [this](assembler::FrameWritten w) { Post([this, w = std::move(w)] { OnFrameWritten(w); }); });
+  {
+    std::lock_guard<std::mutex> lock(assembler_mu_);
+    assembler_ = std::make_unique<assembler::Assembler>(
+        options_.assembler_threads, [this](assembler::FrameWritten w) {
+          Post([this, w = std::move(w)] { OnFrameWritten(w); });
+        });
+  }
   LoadTasks(std::nullopt);
   ResumeAssemblies();
   started.set_value(endpoint);
@@ -130,7 +134,12 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     }
     RunPass(woken);
   }
-  assembler_.reset();  // finish pending writes; their completions are dropped with the inbox
+  std::unique_ptr<assembler::Assembler> assembler;
+  {
+    std::lock_guard<std::mutex> lock(assembler_mu_);
+    assembler = std::move(assembler_);
+  }
+  assembler.reset();  // finish pending writes; their completions are dropped with the inbox
   router_.reset();
   zap_.reset();
   spdlog::info("broker stopped");
@@ -150,6 +159,8 @@ void Broker::RunPass(bool woken) {
     // After dispatch, so backups only use workers the queue has no work for.
     if (timer) StartBackups();
     StoreWorkerStates();
+    PublishPending();
+    queue_depth_.store(queue_.size(), std::memory_order_relaxed);
     if (Status s = group.Commit(); !s.ok()) {
       // The pass's decisions live in memory but not in the database, and nothing of them has
       // been sent. Carrying on would let the two disagree; stopping loses nothing that was
@@ -172,8 +183,43 @@ void Broker::StoreWorkerStates() {
     if (state != worker.stored_state) {
       (void)store_.SetWorkerState(worker.offer.id, state);
       worker.stored_state = state;
+      if (options_.events) {
+        Publish("worker",
+                {{"worker", worker.offer.name}, {"state", store::WorkerStateName(state)}});
+      }
     }
   }
+}
+
+void Broker::Publish(const char* kind, nlohmann::json data) {
+  if (options_.events) pending_events_.emplace_back(kind, std::move(data));
+}
+
+void Broker::RecordEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
+                         std::optional<int64_t> worker_id, const std::string& kind,
+                         const std::string& message) {
+  (void)store_.AddEvent(job_id, task_id, worker_id, kind, message);
+  if (!options_.events) return;
+  nlohmann::json data = {{"event", kind}, {"message", message}};
+  if (job_id) data["job_id"] = *job_id;
+  if (task_id) data["task_id"] = *task_id;
+  if (worker_id) data["worker_id"] = *worker_id;
+  Publish("notice", std::move(data));
+}
+
+void Broker::PublishPending() {
+  if (!options_.events) return;
+  const auto now = Clock::now();
+  if (!changed_jobs_.empty() && now >= next_job_events_) {
+    for (int64_t id : changed_jobs_) Publish("job", {{"job_id", id}});
+    changed_jobs_.clear();
+    next_job_events_ = now + kJobEventInterval;
+  }
+  if (pending_events_.empty()) return;
+  after_commit_.push_back([bus = options_.events, events = std::move(pending_events_)]() mutable {
+    for (auto& [kind, data] : events) bus->Publish(kind, std::move(data));
+  });
+  pending_events_.clear();
 }
 
 void Broker::ReceiveMessages() {
@@ -276,6 +322,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       if (!m.ok()) break;
       if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
         task->LeaseOn(identity)->last_progress = Clock::now();
+        MarkJobChanged(task->job_id);
         (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
       }
       break;
@@ -361,7 +408,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   }
   for (const protocol::TaskRef& ref : reg->running) Reattach(identity, worker, ref);
   UpdateAllFeasibility();
-  (void)store_.AddEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
+  RecordEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
   spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
                reg->cpu_cores, reg->gpus.size(), nlohmann::json(reg->backends).dump());
   Send(identity,
@@ -413,7 +460,7 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   }
   workers_.erase(identity);
   (void)store_.SetWorkerState(worker_id, store::WorkerState::kOffline);
-  (void)store_.AddEvent(std::nullopt, std::nullopt, worker_id, "worker_lost", reason);
+  RecordEvent(std::nullopt, std::nullopt, worker_id, "worker_lost", reason);
   spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", name, worker_id, reason,
                held.size());
   UpdateAllFeasibility();
@@ -483,6 +530,7 @@ void Broker::OnTimer() {
 void Broker::AddLease(LiveTask& task, const std::string& identity, WorkerConn& worker, int attempt,
                       const std::vector<int>& gpus) {
   CountRunning(jobs_[task.job_id], +1);
+  MarkJobChanged(task.job_id);
   Lease lease;
   lease.attempt = attempt;
   lease.worker = identity;
@@ -507,6 +555,7 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   }
   task.attempt = attempt;
   ++job.dispatched;
+  dispatched_.fetch_add(1, std::memory_order_relaxed);
   AddLease(task, identity, worker, attempt, gpus);
   protocol::Assign assign{task.task_id,     attempt,         task.job_id,
                           task.frame_start, task.frame_end,  *job.scene_yaml,
@@ -551,6 +600,17 @@ void Broker::Dispatch() {
     }
     if (queue_.empty()) return;
   }
+}
+
+Broker::Counters Broker::counters() const {
+  Counters c;
+  c.tasks_dispatched = dispatched_.load(std::memory_order_relaxed);
+  c.tasks_completed = completed_.load(std::memory_order_relaxed);
+  c.render_seconds = static_cast<double>(render_ns_.load(std::memory_order_relaxed)) / 1e9;
+  c.queue_depth = queue_depth_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(assembler_mu_);
+  if (assembler_) c.assembler = assembler_->counters();
+  return c;
 }
 
 }  // namespace tessera::broker

@@ -17,6 +17,7 @@
 // the outside world about those writes -- assignments, cancels, acknowledgements, the answers to
 // other threads' requests -- is held in the outbox and released only after the commit.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,6 +38,7 @@
 #include <zmq.hpp>
 
 #include "scheduler/assembler/assembler.h"
+#include "scheduler/events/event_bus.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
@@ -65,6 +67,9 @@ struct BrokerOptions {
   std::optional<curve::KeyPair> curve;
   // Handed-back checkpoints wait here for the task's next attempt.
   std::string checkpoint_dir;
+  // Where the broker tells the API's live readers what changed (none: it does not). Events go
+  // out after the pass that caused them commits.
+  events::EventBus* events = nullptr;
 };
 
 // A join token as created: the token itself is shown once and never stored.
@@ -118,6 +123,18 @@ class Broker {
   Status ReadmitWorker(const std::string& name);
   // Tells a connected worker to finish its running tasks, take no new ones, then leave.
   Status DrainWorker(const std::string& name);
+
+  // ---- metrics (any thread) -------------------------------------------------------------------
+  // Totals since the scheduler started, for /metrics: relaxed atomics the broker thread bumps,
+  // so reading them never waits on (or slows) the poll loop.
+  struct Counters {
+    uint64_t tasks_dispatched = 0;  // assignments sent, backup copies of stragglers included
+    uint64_t tasks_completed = 0;   // tasks recorded done
+    double render_seconds = 0;      // lease start to done, of the copies that completed them
+    uint64_t queue_depth = 0;       // a gauge: tasks in the dispatch queue after the last pass
+    assembler::Assembler::Counters assembler;
+  };
+  Counters counters() const;
 
  private:
   struct JobInfo {
@@ -236,6 +253,19 @@ class Broker {
     });
     return result.get();
   }
+  // ---- live events (after the pass commits) ---------------------------------------------------
+  // The job's tasks or state changed: one "job" event per job at most every kJobEventInterval.
+  void MarkJobChanged(int64_t job_id) {
+    if (options_.events) changed_jobs_.insert(job_id);
+  }
+  void Publish(const char* kind, nlohmann::json data);
+  // A notable event: stored (the events table) and published as a "notice".
+  void RecordEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
+                   std::optional<int64_t> worker_id, const std::string& kind,
+                   const std::string& message);
+  // Hands this pass's events to after_commit_.
+  void PublishPending();
+
   void DropQueued(int64_t job_id);
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
   // A lease starts (+1) or ends (-1): the job's, its project's and its user's running counts
@@ -286,6 +316,9 @@ class Broker {
   // The task whose copy on `identity` has `attempt`, or nullptr (logged) for stale messages.
   LiveTask* FindLease(const std::string& identity, int64_t task_id, int attempt, const char* what);
   // Removes the copy on `identity` and frees its slot (its GPUs too unless it is stopping).
+  // Keeps an attempt's log (from its final message) for `tessera logs` and the dashboard.
+  void SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker, const char* outcome,
+               std::string log);
   void ReleaseLease(LiveTask& task, const std::string& identity);
   // Tells the holder of that copy to stop; its slot and GPUs stay reserved until its heartbeat
   // no longer lists it.
@@ -320,6 +353,8 @@ class Broker {
   bool StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
                   std::vector<int> gpus, bool backup);
   void MaybeComplete(LiveTask& task);
+  // The task was recorded done: the straggler baseline and the counters follow.
+  void CountDone(JobInfo& job, const LiveTask& task);
   // Drops a finished task from memory (and its job, once it has no unfinished tasks).
   void Forget(int64_t task_id);
   // A job left memory (all its tasks finished): release the jobs that were waiting on it.
@@ -356,6 +391,14 @@ class Broker {
   // Who may connect (CURVE farms); thread-safe, shared with the ZAP handler's thread.
   security::KeyRing keys_;
 
+  // Counters (written on the broker thread, read by counters() on any thread).
+  std::atomic<uint64_t> dispatched_{0};
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> render_ns_{0};
+  std::atomic<uint64_t> queue_depth_{0};
+  // Held where the broker thread creates and destroys assembler_, and by counters() to read it.
+  mutable std::mutex assembler_mu_;
+
   // broker thread only
   zmq::context_t context_;
   std::unique_ptr<security::ZapHandler> zap_;  // before router_: the ROUTER asks it
@@ -375,6 +418,10 @@ class Broker {
   std::map<int64_t, std::chrono::steady_clock::time_point> reattach_;
   std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
   std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
+  static constexpr std::chrono::milliseconds kJobEventInterval{250};
+  std::set<int64_t> changed_jobs_;
+  std::chrono::steady_clock::time_point next_job_events_{};
+  std::vector<std::pair<const char*, nlohmann::json>> pending_events_;
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;
 };

@@ -73,7 +73,7 @@ Status Broker::RevokeWorker(const std::string& name) {
     DropWorker(it->first, "revoked by an operator");
     return true;
   });
-  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
+  RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
   spdlog::warn("worker {} revoked: its key is refused from now on", name);
   return Status::Ok();
 }
@@ -81,7 +81,7 @@ Status Broker::RevokeWorker(const std::string& name) {
 Status Broker::ReadmitWorker(const std::string& name) {
   TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, false));
   // Its old key stays out: the worker enrols again with a join token.
-  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
+  RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
   spdlog::info("worker {} readmitted: it may enrol again with a join token", name);
   return Status::Ok();
 }
@@ -92,8 +92,8 @@ Status Broker::DrainWorker(const std::string& name) {
     if (it == workers_.end()) return false;
     it->second.draining = true;
     Send(it->first, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
-    (void)store_.AddEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining",
-                          "asked by an operator");
+    RecordEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining",
+                "asked by an operator");
     spdlog::info("worker {} told to drain", name);
     return true;
   });
@@ -132,8 +132,8 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
   keys_.Put(*key, security::Admission::Worker(m->name));
   // A token that just ran out of uses admits nobody new.
   if (!enrolled->token_usable) keys_.RemoveToken(who->token_id);
-  (void)store_.AddEvent(std::nullopt, std::nullopt, std::nullopt, "worker_enrolled",
-                        m->name + " with join token " + std::to_string(who->token_id));
+  RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_enrolled",
+              m->name + " with join token " + std::to_string(who->token_id));
   spdlog::info("worker {} enrolled with join token {}{}", m->name, who->token_id,
                enrolled->replaced_key ? " (its previous key is no longer valid)" : "");
   Send(identity, protocol::Encode(MessageType::kEnrolled, protocol::Enrolled{m->name}));
@@ -176,6 +176,7 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
     return;
   }
   const JobInfo& job = jobs_[task->job_id];
+  SaveLog(*task, m->attempt, worker, "handed back", std::move(m->log));
   const int frame = std::clamp(m->frame, task->frame_start, task->frame_end);
   ClearResume(*task);
   task->resume_frame = frame;
@@ -217,8 +218,7 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
                    ? ""
                    : ", checkpoint after " + std::to_string(m->samples_done) + " samples",
                m->reason);
-  (void)store_.AddEvent(task->job_id, task->task_id, worker.offer.id, "task_handed_back",
-                        m->reason);
+  RecordEvent(task->job_id, task->task_id, worker.offer.id, "task_handed_back", m->reason);
   task->acks.emplace_back(identity, m->attempt);
   ReleaseLease(*task, identity);
   if (task->running()) {

@@ -14,7 +14,10 @@ namespace tessera::broker {
 using Clock = std::chrono::steady_clock;
 
 void Broker::JobSubmitted(int64_t job_id) {
-  Post([this, job_id] { LoadTasks(job_id); });
+  Post([this, job_id] {
+    LoadTasks(job_id);
+    MarkJobChanged(job_id);
+  });
 }
 
 Status Broker::CancelJob(int64_t job_id) {
@@ -28,6 +31,7 @@ Status Broker::CancelJob(int64_t job_id) {
              it = it->second.job_id == job_id ? tasks_.erase(it) : std::next(it);
            }
            jobs_.erase(job_id);
+           MarkJobChanged(job_id);
            spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
            return static_cast<int>(leases.size());
          })
@@ -43,6 +47,7 @@ Status Broker::SetJobPriority(int64_t job_id, int priority) {
              it->second.priority = priority;
              EnqueueJob(job_id);
            }
+           MarkJobChanged(job_id);
            spdlog::info("job {} priority set to {}", job_id, priority);
            return 0;
          })
@@ -61,6 +66,7 @@ Status Broker::SetJobPaused(int64_t job_id, bool paused) {
                EnqueueJob(job_id);
              }
            }
+           MarkJobChanged(job_id);
            spdlog::info("job {} {}", job_id, paused ? "paused" : "resumed");
            return 0;
          })
@@ -73,6 +79,7 @@ StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<in
                          frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
                                 : store_.RetryFailedTasks(job_id));
     if (moved > 0) LoadTasks(job_id);
+    MarkJobChanged(job_id);
     spdlog::info("job {}: {} task(s) requeued by request", job_id, moved);
     return moved;
   });
@@ -215,7 +222,7 @@ void Broker::UpdateFeasibility(int64_t job_id, JobInfo& job) {
   (void)store_.SetJobNotice(job_id, notice);
   if (notice) {
     spdlog::warn("job {}: {}", job_id, *notice);
-    (void)store_.AddEvent(job_id, std::nullopt, std::nullopt, "job_infeasible", *notice);
+    RecordEvent(job_id, std::nullopt, std::nullopt, "job_infeasible", *notice);
   } else {
     spdlog::info("job {}: a connected worker can run it again", job_id);
   }
@@ -393,6 +400,11 @@ bool Broker::WaitsOnFrames(const LiveTask& task, const JobInfo& job) {
 }
 
 void Broker::OnFramesDone(int64_t job_id, int frame_start, int frame_end) {
+  if (options_.events) {
+    for (int frame = frame_start; frame <= frame_end; ++frame) {
+      Publish("frame", {{"job_id", job_id}, {"frame", frame}});
+    }
+  }
   auto gate_it = gates_.find(job_id);
   if (gate_it == gates_.end()) return;
   FrameGate& gate = gate_it->second;

@@ -181,7 +181,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     const std::string message = "frame " + std::to_string(written.frame) + " of task " +
                                 std::to_string(task.task_id) + " kept with " + written.flag;
     spdlog::warn("job {}: {}", task.job_id, message);
-    (void)store_.AddEvent(task.job_id, task.task_id, std::nullopt, "frame_flagged", message);
+    RecordEvent(task.job_id, task.task_id, std::nullopt, "frame_flagged", message);
   }
   if (!written.status.ok()) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
@@ -203,6 +203,7 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
     Ack(identity, m.task_id, m.attempt);  // stale or already recorded: nothing to keep
     return;
   }
+  SaveLog(*task, m.attempt, worker, "done", m.log);
   task->acks.emplace_back(identity, m.attempt);
   task->done_attempt = m.attempt;
   task->done_worker_id = worker.offer.id;
@@ -245,8 +246,7 @@ void Broker::MaybeComplete(LiveTask& task) {
     spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
     return;
   }
-  ++job.tasks_done;
-  job.done_seconds += task.done_seconds;
+  CountDone(job, task);
   if (job.parts_per_frame > 1) {
     --parts_left_[{task.job_id, task.frame_start}];  // not the last: IsLastPart said so
     Forget(task.task_id);
@@ -256,6 +256,14 @@ void Broker::MaybeComplete(LiveTask& task) {
                 task.frame_start, task.frame_end, attempt);
   OnFramesDone(task.job_id, task.frame_start, task.frame_end);
   Forget(task.task_id);
+}
+
+void Broker::CountDone(JobInfo& job, const LiveTask& task) {
+  MarkJobChanged(task.job_id);
+  ++job.tasks_done;
+  job.done_seconds += task.done_seconds;
+  completed_.fetch_add(1, std::memory_order_relaxed);
+  render_ns_.fetch_add(static_cast<uint64_t>(task.done_seconds * 1e9), std::memory_order_relaxed);
 }
 
 bool Broker::IsLastPart(const LiveTask& task) const {
@@ -287,7 +295,7 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
     const std::string message = "frame " + std::to_string(written.frame) +
                                 " could not be assembled: " + written.status.message();
     spdlog::error("job {}: {}", written.job_id, message);
-    (void)store_.AddEvent(written.job_id, std::nullopt, std::nullopt, "frame_failed", message);
+    RecordEvent(written.job_id, std::nullopt, std::nullopt, "frame_failed", message);
     if (task) {
       if (Status s = store_.FailTask(task->task_id, task->done_attempt, message); !s.ok()) {
         spdlog::error("task {}: {}", task->task_id, s.ToString());
@@ -303,9 +311,7 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
       spdlog::error("task {}: cannot record completion: {}", task->task_id, s.ToString());
       return;
     }
-    JobInfo& job = jobs_[task->job_id];
-    ++job.tasks_done;
-    job.done_seconds += task->done_seconds;
+    CountDone(jobs_[task->job_id], *task);
     parts_left_.erase({task->job_id, task->frame_start});
     Forget(task->task_id);
   }
@@ -371,8 +377,26 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   if (!task) return;
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
                worker.offer.name, m.message);
+  SaveLog(*task, m.attempt, worker, "failed", m.log);
   if (m.charge) ChargeWorker(*task, worker);
   EndLease(*task, identity, m.message, /*count_failure=*/m.charge, /*cancel=*/false);
+}
+
+void Broker::SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker,
+                     const char* outcome, std::string log) {
+  if (log.empty()) return;  // noop tasks say nothing: no row per task
+  if (log.size() > protocol::kMaxTaskLogBytes)
+    log.erase(0, log.size() - protocol::kMaxTaskLogBytes);
+  store::TaskLogRecord record;
+  record.task_id = task.task_id;
+  record.attempt = attempt;
+  record.job_id = task.job_id;
+  record.worker_id = worker.offer.id;
+  record.outcome = outcome;
+  record.log = std::move(log);
+  if (Status s = store_.SaveTaskLog(record); !s.ok()) {
+    spdlog::warn("task {} attempt {}: cannot keep its log: {}", task.task_id, attempt, s.message());
+  }
 }
 
 void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
@@ -380,6 +404,7 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
                             [&](const Lease& l) { return l.worker == identity; });
   if (lease == task.leases.end()) return;
   CountRunning(jobs_[task.job_id], -1);
+  MarkJobChanged(task.job_id);
   auto wit = workers_.find(identity);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
@@ -474,8 +499,8 @@ void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
       job.needs.blocklist.insert(worker_id).second) {
     spdlog::warn("job {}: worker {} blocklisted after {} failures", task.job_id, worker.offer.name,
                  failures);
-    (void)store_.AddEvent(task.job_id, task.task_id, worker_id, "worker_blocklisted",
-                          worker.offer.name + " failed " + std::to_string(failures) + " tasks");
+    RecordEvent(task.job_id, task.task_id, worker_id, "worker_blocklisted",
+                worker.offer.name + " failed " + std::to_string(failures) + " tasks");
     UpdateFeasibility(task.job_id, job);
   }
 }
@@ -483,6 +508,7 @@ void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
 void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure,
                      bool handed_back) {
   const JobInfo& job = jobs_[task.job_id];
+  MarkJobChanged(task.job_id);
   if (count_failure) ++task.failures;
   std::string fatal;
   if (count_failure && task.failures > job.max_retries) {

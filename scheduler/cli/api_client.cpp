@@ -1,8 +1,12 @@
 #include "scheduler/cli/api_client.h"
 
 #include <httplib.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
+#include <filesystem>
+
+#include "shared/file_io.h"
 
 namespace tessera::cli {
 
@@ -37,22 +41,100 @@ StatusCode CodeFromApi(int http_status, const std::string& code) {
   if (code == "failed_precondition" || http_status == 409) return StatusCode::kFailedPrecondition;
   if (code == "resource_exhausted" || http_status == 413) return StatusCode::kResourceExhausted;
   if (code == "permission_denied" || http_status == 403) return StatusCode::kPermissionDenied;
+  if (code == "unauthenticated" || http_status == 401) return StatusCode::kUnauthenticated;
   if (code == "cancelled") return StatusCode::kCancelled;
   // A 503 from a live scheduler is still an answer, not "cannot reach": keep it kInternal so the
   // user sees the server's own message.
   return StatusCode::kInternal;
 }
 
-}  // namespace
-
-std::string DefaultServerUrl() {
-  const char* env = std::getenv("TESSERA_SERVER");
-  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(kDefaultServer);
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::string(value) : std::string();
 }
 
-ApiClient::ApiClient(std::string server_url) : url_(std::move(server_url)) {
+// The first line of a token file, without surrounding blanks.
+StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& field) {
+  StatusOr<std::string> text = file_io::ReadAll(path);
+  if (!text.ok()) return Status::InvalidArgument(field + ": cannot read " + path);
+  std::string token = text->substr(0, text->find('\n'));
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) return Status::InvalidArgument(field + ": " + path + " is empty");
+  return token;
+}
+
+std::string ConfigPath() {
+  if (std::string explicit_path = Env("TESSERA_CONFIG"); !explicit_path.empty()) {
+    return explicit_path;
+  }
+  if (std::string xdg = Env("XDG_CONFIG_HOME"); !xdg.empty()) {
+    return xdg + "/tessera/config.yaml";
+  }
+  if (std::string home = Env("HOME"); !home.empty()) return home + "/.config/tessera/config.yaml";
+  return "";
+}
+
+}  // namespace
+
+StatusOr<Connection> ResolveConnection(Connection c) {
+  if (c.server.empty()) c.server = Env("TESSERA_SERVER");
+  if (c.token.empty()) c.token = Env("TESSERA_TOKEN");
+  if (c.token.empty() && !Env("TESSERA_TOKEN_FILE").empty()) {
+    TSR_ASSIGN_OR_RETURN(c.token, ReadTokenFile(Env("TESSERA_TOKEN_FILE"), "TESSERA_TOKEN_FILE"));
+  }
+  if (c.ca_file.empty()) c.ca_file = Env("TESSERA_CA_FILE");
+
+  const std::string path = ConfigPath();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool required = !Env("TESSERA_CONFIG").empty();
+  if (!path.empty() && (required || fs::exists(path, ec))) {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::Exception& e) {
+      return Status::InvalidArgument("config " + path + ": " + e.what());
+    }
+    if (!root.IsNull() && !root.IsMap()) {
+      return Status::InvalidArgument("config " + path +
+                                     ": expected a map (server, token, token_file, ca_file)");
+    }
+    std::map<std::string, std::string> values;
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar();
+      if (key != "server" && key != "token" && key != "token_file" && key != "ca_file") {
+        return Status::InvalidArgument("config " + path + ": " + key +
+                                       ": unknown key (server, token, token_file, ca_file)");
+      }
+      if (!kv.second.IsScalar()) {
+        return Status::InvalidArgument("config " + path + ": " + key + ": expected text");
+      }
+      values[key] = kv.second.Scalar();
+    }
+    // Relative paths in the file are relative to the file.
+    auto beside = [&](const std::string& p) {
+      return fs::path(p).is_absolute() ? p : (fs::path(path).parent_path() / p).string();
+    };
+    if (c.server.empty()) c.server = values["server"];
+    if (c.token.empty()) c.token = values["token"];
+    if (c.token.empty() && !values["token_file"].empty()) {
+      TSR_ASSIGN_OR_RETURN(
+          c.token, ReadTokenFile(beside(values["token_file"]), "config " + path + ": token_file"));
+    }
+    if (c.ca_file.empty() && !values["ca_file"].empty()) c.ca_file = beside(values["ca_file"]);
+  }
+  if (c.server.empty()) c.server = kDefaultServer;
+  return c;
+}
+
+ApiClient::ApiClient(const Connection& connection) : url_(connection.server) {
   while (!url_.empty() && url_.back() == '/') url_.pop_back();
   http_ = std::make_unique<httplib::Client>(url_);
+  if (!connection.token.empty()) {
+    http_->set_bearer_token_auth(connection.token);
+    authenticated_ = true;
+  }
+  if (!connection.ca_file.empty()) http_->set_ca_cert_path(connection.ca_file);
   http_->set_connection_timeout(kConnectTimeoutSeconds, 0);
   http_->set_read_timeout(kReadTimeoutSeconds, 0);
   http_->set_write_timeout(kReadTimeoutSeconds, 0);
@@ -109,6 +191,88 @@ StatusOr<json> ApiClient::Decode(const std::string& method, const std::string& p
     message = method + " " + path + " failed with HTTP " + std::to_string(http_status);
   }
   return Status(CodeFromApi(http_status, code), message);
+}
+
+EventWatch::EventWatch(const Connection& connection, std::function<bool(const json&)> match)
+    : connection_(connection), match_(std::move(match)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+EventWatch::~EventWatch() {
+  stop_.store(true);
+  {
+    std::lock_guard lock(mu_);
+    if (http_) http_->stop();  // ends a blocked read
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EventWatch::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  const bool woken = cv_.wait_for(lock, timeout, [this] { return woken_; });
+  woken_ = false;
+  return woken;
+}
+
+void EventWatch::Run() {
+  while (!stop_.load()) {
+    {
+      std::lock_guard lock(mu_);
+      http_ = std::make_unique<httplib::Client>(connection_.server);
+      http_->set_connection_timeout(kConnectTimeoutSeconds, 0);
+      http_->set_read_timeout(20, 0);  // the stream sends a keep-alive every 15 s
+      if (!connection_.token.empty()) http_->set_bearer_token_auth(connection_.token);
+      if (!connection_.ca_file.empty()) http_->set_ca_cert_path(connection_.ca_file);
+    }
+    buffer_.clear();
+    http_->Get(
+        "/api/v1/events", httplib::Headers{},
+        [this](const httplib::Response& response) {
+          live_.store(response.status == 200);
+          return response.status == 200;
+        },
+        [this](const char* data, size_t size) {
+          Parse(data, size);
+          return !stop_.load();
+        });
+    live_.store(false);
+    // Whatever happened meanwhile is unknown: let the waiter look once.
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+    for (int i = 0; i < 10 && !stop_.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+void EventWatch::Parse(const char* data, size_t size) {
+  buffer_.append(data, size);
+  for (size_t end; (end = buffer_.find("\n\n")) != std::string::npos;) {
+    const std::string event = buffer_.substr(0, end);
+    buffer_.erase(0, end + 2);
+    std::string kind, payload;
+    size_t start = 0;
+    while (start < event.size()) {
+      size_t eol = event.find('\n', start);
+      if (eol == std::string::npos) eol = event.size();
+      const std::string line = event.substr(start, eol - start);
+      if (line.rfind("event: ", 0) == 0) kind = line.substr(7);
+      if (line.rfind("data: ", 0) == 0) payload += line.substr(6);
+      start = eol + 1;
+    }
+    if (kind.empty()) continue;  // a keep-alive comment
+    json parsed = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+    if (kind == "missed" || (parsed.is_object() && match_(parsed))) {
+      {
+        std::lock_guard lock(mu_);
+        woken_ = true;
+      }
+      cv_.notify_all();
+    }
+  }
 }
 
 std::string UnreachableMessage(const std::string& server_url, const Status& status) {

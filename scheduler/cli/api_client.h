@@ -5,12 +5,20 @@
 //                     refused"); the CLI turns it into one "cannot reach" line and exit code 3
 //   kInvalidArgument  the server rejected the request as malformed (HTTP 400)
 //   kNotFound         HTTP 404
+//   kUnauthenticated  HTTP 401: no token, or one the scheduler does not accept
+//   kPermissionDenied HTTP 403: the token's role does not allow it
 //   other codes       the API's own "code" field when known, else kInternal
 // Not thread-safe: one client per thread.
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "shared/status.h"
 
@@ -24,13 +32,24 @@ using json = nlohmann::json;
 
 inline constexpr char kDefaultServer[] = "http://127.0.0.1:8470";
 
-// The --server default: $TESSERA_SERVER, else kDefaultServer.
-std::string DefaultServerUrl();
+// Where and how the CLI reaches the scheduler. Each field comes from the first of: its flag
+// (--server, --token, --ca-file); the environment (TESSERA_SERVER; TESSERA_TOKEN, else
+// TESSERA_TOKEN_FILE; TESSERA_CA_FILE); the config file ($TESSERA_CONFIG, else
+// $XDG_CONFIG_HOME/tessera/config.yaml, else ~/.config/tessera/config.yaml, with the keys
+// server, token, token_file, ca_file); the default.
+struct Connection {
+  std::string server;   // "http://host:port" or "https://host:port" (a trailing '/' is ignored)
+  std::string token;    // API bearer token (tsra-...); empty: send none
+  std::string ca_file;  // PEM certificates to trust for https; empty: the system's
+};
+
+// Fills the fields `flags` leaves empty from the environment, the config file and the defaults.
+// kInvalidArgument naming the file and key for an unreadable or malformed config or token file.
+StatusOr<Connection> ResolveConnection(Connection flags);
 
 class ApiClient {
  public:
-  // `server_url` is "http://host:port" (a trailing '/' is ignored).
-  explicit ApiClient(std::string server_url);
+  explicit ApiClient(const Connection& connection);
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
   ApiClient& operator=(const ApiClient&) = delete;
@@ -47,6 +66,40 @@ class ApiClient {
 
   std::string url_;
   std::unique_ptr<httplib::Client> http_;
+  bool authenticated_ = false;
+};
+
+// Follows the scheduler's live event stream (GET /api/v1/events) on its own thread, so a command
+// that waits for a job wakes when the job changes instead of polling. Reconnects on its own;
+// while it is not connected (an old scheduler, too many streams) live() is false and the caller
+// polls.
+class EventWatch {
+ public:
+  // `match` is called with each event's data ({"kind", "job_id", ...}); true wakes Wait().
+  EventWatch(const Connection& connection, std::function<bool(const json&)> match);
+  ~EventWatch();
+  EventWatch(const EventWatch&) = delete;
+  EventWatch& operator=(const EventWatch&) = delete;
+
+  // Returns true as soon as a matching event arrived since the last call (at once if one did
+  // already), false after `timeout`.
+  bool Wait(std::chrono::milliseconds timeout);
+  bool live() const { return live_.load(); }
+
+ private:
+  void Run();
+  void Parse(const char* data, size_t size);
+
+  const Connection connection_;
+  const std::function<bool(const json&)> match_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> live_{false};
+  std::string buffer_;  // the stream's unparsed tail (stream thread only)
+  std::unique_ptr<httplib::Client> http_;
+  std::thread thread_;
 };
 
 // The one-line message for a kUnavailable status from `client`.

@@ -2,6 +2,9 @@
 
 #include "scheduler/cli/commands.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <iostream>
 
 #include "scheduler/cli/api_client.h"
@@ -13,13 +16,6 @@ namespace tessera::cli {
 namespace {
 
 std::string JobPath(int64_t job_id) { return "/api/v1/jobs/" + std::to_string(job_id); }
-
-const json& Member(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object()) return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
 
 std::string TaskCounts(const json& tasks) {
   return std::to_string(Int(tasks, "total")) + " total: " + std::to_string(Int(tasks, "done")) +
@@ -64,23 +60,45 @@ int ReportError(const std::string& server_url, const Status& status) {
     return kExitUnreachable;
   }
   std::cerr << "error: " << status.message() << "\n";
+  if (status.code() == StatusCode::kUnauthenticated) {
+    std::cerr << "hint: give the CLI an API token with --token, TESSERA_TOKEN, TESSERA_TOKEN_FILE "
+                 "or `token_file:` in ~/.config/tessera/config.yaml (the scheduler writes the "
+                 "first admin token to <data_dir>/admin.token)\n";
+  }
+  if (status.code() == StatusCode::kUnauthenticated ||
+      status.code() == StatusCode::kPermissionDenied) {
+    return kExitAuth;
+  }
   return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 
+std::optional<json> Call(const ClientOptions& options,
+                         const std::function<StatusOr<json>(ApiClient&)>& call, int* rc) {
+  ApiClient client(options.connection);
+  StatusOr<json> reply = call(client);
+  if (!reply.ok()) {
+    *rc = ReportError(client.server_url(), reply.status());
+    return std::nullopt;
+  }
+  if (options.json) {
+    std::cout << reply->dump(2) << "\n";
+    *rc = kExitOk;
+    return std::nullopt;
+  }
+  return std::move(*reply);
+}
+
 int RunJobs(const ClientOptions& options, const std::string& state, int limit) {
-  ApiClient client(options.server);
   std::string path = "/api/v1/jobs";
   std::string query;
   if (!state.empty()) query += "state=" + state;
   if (limit > 0)
     query += (query.empty() ? "" : "&") + std::string("limit=") + std::to_string(limit);
   if (!query.empty()) path += "?" + query;
-  StatusOr<json> reply = client.Get(path);
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options, [&](ApiClient& c) { return c.Get(path); }, &rc);
+  if (!reply) return rc;
   const json& jobs = Member(*reply, "jobs");
   if (!jobs.is_array() || jobs.empty()) {
     std::cout << "No jobs.\n";
@@ -97,8 +115,37 @@ int RunJobs(const ClientOptions& options, const std::string& state, int limit) {
   return kExitOk;
 }
 
-int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
-  ApiClient client(options.server);
+namespace {
+
+// One look at a job (and its tasks); *state gets its state ("" when the request failed).
+int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, std::string* state);
+
+}  // namespace
+
+int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, bool watch) {
+  std::string state;
+  if (!watch) return StatusOnce(options, job_id, show_tasks, &state);
+  // --watch: redraw whenever the job changes (the event stream says so; else every 2 s) until
+  // it ends or Ctrl-C.
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  EventWatch events(options.connection, [job_id](const json& event) {
+    return event.value("job_id", int64_t{0}) == job_id;
+  });
+  for (;;) {
+    if (tty) std::cout << "\x1b[H\x1b[2J";  // top left, clear
+    const int rc = StatusOnce(options, job_id, show_tasks, &state);
+    std::cout << std::flush;
+    if (rc != kExitOk) return rc;
+    if (state == "done" || state == "failed" || state == "canceled") return kExitOk;
+    events.Wait(std::chrono::seconds(events.live() ? 10 : 2));
+    if (!tty) std::cout << "\n";
+  }
+}
+
+namespace {
+
+int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, std::string* state) {
+  ApiClient client(options.connection);
   StatusOr<json> reply = client.Get(JobPath(job_id));
   if (!reply.ok()) return ReportError(client.server_url(), reply.status());
   json tasks;
@@ -108,6 +155,7 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
     tasks = Member(*task_reply, "tasks");
   }
   const json& job = Member(*reply, "job");
+  *state = Str(job, "state");
   if (options.json) {
     json out = *reply;
     if (show_tasks) out["tasks"] = tasks;
@@ -175,14 +223,13 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks) {
   return kExitOk;
 }
 
+}  // namespace
+
 int RunWorkers(const ClientOptions& options) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = client.Get("/api/v1/workers");
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options, [](ApiClient& c) { return c.Get("/api/v1/workers"); }, &rc);
+  if (!reply) return rc;
   const json& workers = Member(*reply, "workers");
   if (!workers.is_array() || workers.empty()) {
     std::cout << "No workers.\n";
@@ -200,13 +247,10 @@ int RunWorkers(const ClientOptions& options) {
 }
 
 int RunPlugins(const ClientOptions& options) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = client.Get("/api/v1/plugins");
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options, [](ApiClient& c) { return c.Get("/api/v1/plugins"); }, &rc);
+  if (!reply) return rc;
   const json& workers = Member(*reply, "workers");
   if (!workers.is_array() || workers.empty()) {
     std::cout << "No connected workers.\n";
@@ -228,14 +272,41 @@ int RunPlugins(const ClientOptions& options) {
   return kExitOk;
 }
 
-int RunWhy(const ClientOptions& options, int64_t task_id) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = client.Get("/api/v1/tasks/" + std::to_string(task_id) + "/why");
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
+int RunLogs(const ClientOptions& options, int64_t task_id, int attempt) {
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options,
+      [&](ApiClient& c) { return c.Get("/api/v1/tasks/" + std::to_string(task_id) + "/log"); },
+      &rc);
+  if (!reply) return rc;
+  const json& attempts = Member(*reply, "attempts");
+  bool shown = false;
+  for (const json& a : attempts) {
+    if (attempt > 0 && Int(a, "attempt") != attempt) continue;
+    std::cout << "== task " << task_id << " attempt " << Int(a, "attempt") << " on "
+              << Str(a, "worker") << ": " << Str(a, "state") << " at "
+              << FormatTimestamp(Member(a, "at")) << "\n";
+    std::cout << Str(a, "log", "");
+    shown = true;
   }
+  if (!shown) {
+    std::cout << "task " << task_id << " (" << Str(*reply, "state") << ") has no log"
+              << (attempt > 0 ? " for attempt " + std::to_string(attempt) : std::string())
+              << " yet: an attempt's log arrives when it ends";
+    if (!Str(*reply, "message", "").empty())
+      std::cout << "; last message: " << Str(*reply, "message");
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+int RunWhy(const ClientOptions& options, int64_t task_id) {
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options,
+      [&](ApiClient& c) { return c.Get("/api/v1/tasks/" + std::to_string(task_id) + "/why"); },
+      &rc);
+  if (!reply) return rc;
   std::cout << "task " << task_id << " (" << Str(*reply, "state") << "): " << Str(*reply, "reason")
             << "\n";
   for (const json& line : Member(*reply, "details")) {
@@ -246,14 +317,15 @@ int RunWhy(const ClientOptions& options, int64_t task_id) {
 
 int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string& action,
                  const json& body) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = action == "delete" ? client.Delete(JobPath(job_id))
-                                            : client.Post(JobPath(job_id) + "/" + action, body);
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options,
+      [&](ApiClient& c) {
+        return action == "delete" ? c.Delete(JobPath(job_id))
+                                  : c.Post(JobPath(job_id) + "/" + action, body);
+      },
+      &rc);
+  if (!reply) return rc;
   if (action == "delete") {
     std::cout << "job " << job_id << " deleted (its output files are kept)\n";
     return kExitOk;
@@ -268,87 +340,16 @@ int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string
   return kExitOk;
 }
 
-int RunTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
-                   int uses) {
-  ApiClient client(options.server);
-  StatusOr<json> reply =
-      client.Post("/api/v1/tokens", {{"note", note}, {"ttl_s", ttl_seconds}, {"uses", uses}});
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
-  const json& token = Member(*reply, "join_token");
-  std::cout << "Join token " << Str(token, "id") << " (shown only now; expires "
-            << (Member(token, "expires_at").is_string()
-                    ? FormatTimestamp(Member(token, "expires_at"))
-                    : std::string("never"))
-            << ", "
-            << (Int(token, "max_uses") == 0 ? std::string("unlimited uses")
-                                            : Str(token, "max_uses") + " use(s)")
-            << "):\n\n  " << Str(*reply, "token") << "\n\n"
-            << "In each new worker's /etc/tessera/worker.yaml (or TESSERA_SCHEDULER_* variables):\n"
-            << "  scheduler:\n"
-            << "    address: tcp://<this scheduler's host>:8471\n"
-            << "    public_key: " << Str(*reply, "scheduler_public_key") << "\n"
-            << "    join_token: " << Str(*reply, "token") << "\n";
-  return kExitOk;
-}
-
-int RunTokenList(const ClientOptions& options) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = client.Get("/api/v1/tokens");
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
-  std::cout << "Worker link: " << Str(*reply, "security");
-  if (!Str(*reply, "scheduler_public_key", "").empty()) {
-    std::cout << ", scheduler public key " << Str(*reply, "scheduler_public_key");
-  }
-  std::cout << "\n";
-  const json& tokens = Member(*reply, "tokens");
-  if (!tokens.is_array() || tokens.empty()) {
-    std::cout << "No join tokens.\n";
-    return kExitOk;
-  }
-  Table table({"ID", "STATE", "USES", "CREATED", "EXPIRES", "NOTE"});
-  for (const json& t : tokens) {
-    const std::string max = Int(t, "max_uses") == 0 ? "-" : Str(t, "max_uses");
-    table.AddRow(
-        {Str(t, "id"), Str(t, "state"), Str(t, "uses") + "/" + max,
-         FormatTimestamp(Member(t, "created_at")),
-         Member(t, "expires_at").is_string() ? FormatTimestamp(Member(t, "expires_at")) : "never",
-         Str(t, "note")});
-  }
-  table.Print(std::cout);
-  return kExitOk;
-}
-
-int RunTokenRevoke(const ClientOptions& options, int64_t token_id) {
-  ApiClient client(options.server);
-  StatusOr<json> reply =
-      client.Post("/api/v1/tokens/" + std::to_string(token_id) + "/revoke", json::object());
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
-  std::cout << "join token " << token_id
-            << " revoked: it enrols no new worker (workers it enrolled keep their own keys)\n";
-  return kExitOk;
-}
-
 int RunWorkerAction(const ClientOptions& options, const std::string& name,
                     const std::string& action) {
-  ApiClient client(options.server);
-  StatusOr<json> reply = client.Post("/api/v1/workers/" + name + "/" + action, json::object());
-  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
-  if (options.json) {
-    std::cout << reply->dump(2) << "\n";
-    return kExitOk;
-  }
+  int rc = kExitOk;
+  std::optional<json> reply = Call(
+      options,
+      [&](ApiClient& c) {
+        return c.Post("/api/v1/workers/" + name + "/" + action, json::object());
+      },
+      &rc);
+  if (!reply) return rc;
   if (action == "drain") {
     std::cout << "worker " << name << " is draining: it finishes its tasks, then leaves\n";
   } else if (action == "revoke") {

@@ -6,12 +6,17 @@
 //   2  invalid input: bad arguments, a job or scene file rejected by local validation, or the
 //      server's 400 for the same kind of mistake (nothing was submitted)
 //   3  the scheduler could not be reached
+//   4  the scheduler refused the credentials: no token, an unknown, revoked or expired one
+//      (HTTP 401), or a role that does not allow the command (HTTP 403)
 // Errors go to stderr as one line starting with "error: ".
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "scheduler/cli/api_client.h"
 #include "shared/status.h"
 
 namespace tessera::cli {
@@ -21,16 +26,26 @@ enum ExitCode : int {
   kExitFailure = 1,
   kExitUsage = 2,
   kExitUnreachable = 3,
+  kExitAuth = 4,
 };
 
 struct ClientOptions {
-  std::string server;  // "http://host:port"
-  bool json = false;   // print the API's JSON instead of text
+  Connection connection;  // server, token, CA (see api_client.h for where each comes from)
+  bool json = false;      // print the API's JSON instead of text
 };
+
+// Makes one API call through a client for `options`. Returns the reply when the command should
+// print it as text; otherwise nullopt with *rc set: after printing the error, or, under --json,
+// the reply itself.
+std::optional<json> Call(const ClientOptions& options,
+                         const std::function<StatusOr<json>(ApiClient&)>& call, int* rc);
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file);
 int RunJobs(const ClientOptions& options, const std::string& state, int limit);
-int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks);
+// watch: redraw on every change until the job ends.
+int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, bool watch);
+// A task's logs, every attempt (or only `attempt` when > 0): GET /api/v1/tasks/{id}/log.
+int RunLogs(const ClientOptions& options, int64_t task_id, int attempt);
 int RunWorkers(const ClientOptions& options);
 // The renderer plugins each connected worker offers (GET /api/v1/plugins).
 int RunPlugins(const ClientOptions& options);
@@ -40,13 +55,20 @@ int RunJobAction(const ClientOptions& options, int64_t job_id, const std::string
                  const nlohmann::json& body);
 // Why a task is or is not running (GET /api/v1/tasks/{id}/why).
 int RunWhy(const ClientOptions& options, int64_t task_id);
-// Join tokens (POST/GET /api/v1/tokens): create prints the token once, with the scheduler's
-// public key and the worker settings that use them; ttl_seconds 0 never expires, uses 0 is
-// unlimited.
-int RunTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
-                   int uses);
-int RunTokenList(const ClientOptions& options);
-int RunTokenRevoke(const ClientOptions& options, int64_t token_id);
+// Worker join tokens (/api/v1/join-tokens, tokens.cpp): create prints the token once, with the
+// scheduler's public key and the worker settings that use them; ttl_seconds 0 never expires,
+// uses 0 is unlimited.
+int RunJoinTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
+                       int uses);
+int RunJoinTokenList(const ClientOptions& options);
+int RunJoinTokenRevoke(const ClientOptions& options, int64_t token_id);
+// API bearer tokens (/api/v1/tokens, tokens.cpp): create prints the token once.
+int RunApiTokenCreate(const ClientOptions& options, const std::string& user,
+                      const std::string& role, const std::string& note, int64_t ttl_seconds);
+int RunApiTokenList(const ClientOptions& options);
+int RunApiTokenRevoke(const ClientOptions& options, int64_t token_id);
+// Who the configured token speaks for (GET /api/v1/whoami).
+int RunWhoami(const ClientOptions& options);
 // Operations on a worker by name: drain, revoke or readmit.
 int RunWorkerAction(const ClientOptions& options, const std::string& name,
                     const std::string& action);

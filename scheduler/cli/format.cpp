@@ -95,4 +95,11 @@ std::string FormatDuration(double seconds) {
   return buf;
 }
 
+const json& Member(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
 }  // namespace tessera::cli

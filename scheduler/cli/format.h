@@ -28,6 +28,8 @@ class Table {
 std::string Str(const json& object, const char* key, const std::string& fallback = "-");
 int64_t Int(const json& object, const char* key, int64_t fallback = 0);
 double Num(const json& object, const char* key, double fallback = 0.0);
+// The member `key`, or a null value.
+const json& Member(const json& object, const char* key);
 
 std::string FormatPercent(double fraction);            // 0.583 -> "58%"
 std::string FormatFrames(int64_t start, int64_t end);  // "1-12", or "7" for one frame

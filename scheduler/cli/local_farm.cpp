@@ -330,8 +330,9 @@ int LocalFarm::Run() {
       Spawn(*scheduler_bin,
             {"--data", data_dir_.string(), "--api", "127.0.0.1:" + std::to_string(options_.port),
              "--broker", "tcp://127.0.0.1:0",
-             // A farm on this machine only: workers connect over loopback without CURVE keys.
-             "--security", "insecure"},
+             // A farm on this machine only: workers connect over loopback without CURVE keys,
+             // and the API (on 127.0.0.1) takes no tokens.
+             "--security", "insecure", "--auth", "none"},
             scheduler_log);
   if (!pid.ok()) {
     std::cerr << "error: cannot start tessera-scheduler: " << pid.status().message() << "\n";
@@ -355,7 +356,7 @@ int LocalFarm::Run() {
   const std::string api_url = info.value("api_url", std::string());
   const std::string broker = info.value("broker_endpoint", std::string());
 
-  ApiClient client(api_url);
+  ApiClient client({api_url, "", ""});
   rc = WaitUntil(deadline, "GET " + api_url + "/healthz never answered", [&] {
     StatusOr<json> health = client.Get("/healthz");
     return health.ok();
@@ -399,8 +400,9 @@ int LocalFarm::Run() {
 
   std::cout << "Tessera farm ready: API " << api_url << "  (scheduler + " << n << " workers, data "
             << data_dir_.string() << ")" << std::endl;
-  std::cout << "Local insecure mode: workers connect over loopback without CURVE encryption; "
-               "run tessera-scheduler with broker.security: curve for a networked farm"
+  std::cout << "Local insecure mode: workers connect over loopback without CURVE encryption and "
+               "the API takes no tokens; run tessera-scheduler with its defaults "
+               "(broker.security: curve, api.auth: token) for a networked farm"
             << std::endl;
 
   while (true) {

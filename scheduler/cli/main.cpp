@@ -7,6 +7,7 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
+#include "scheduler/cli/completion.h"
 #include "scheduler/cli/local_farm.h"
 
 namespace {
@@ -28,9 +29,14 @@ const CLI::Validator kJobId(
 CLI::App* AddClientCommand(CLI::App& app, const char* name, const char* help,
                            ClientOptions* options, bool with_json) {
   CLI::App* sub = app.add_subcommand(name, help);
-  sub->add_option("--server", options->server,
-                  "Scheduler API URL (default: $TESSERA_SERVER, else " +
+  sub->add_option("--server", options->connection.server,
+                  "Scheduler API URL (default: $TESSERA_SERVER, the config file, else " +
                       std::string(tessera::cli::kDefaultServer) + ")");
+  sub->add_option("--token", options->connection.token,
+                  "API token (default: $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, the config file)");
+  sub->add_option("--ca-file", options->connection.ca_file,
+                  "PEM certificates to trust for an https:// server (default: $TESSERA_CA_FILE, "
+                  "the config file, else the system's)");
   if (with_json) sub->add_flag("--json", options->json, "Print the API's JSON");
   return sub;
 }
@@ -73,7 +79,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   ClientOptions options;
-  options.server = tessera::cli::DefaultServerUrl();
   std::string job_file;
   int64_t job_id = 0;
   std::string state_filter;
@@ -95,6 +100,8 @@ int main(int argc, char** argv) {
   CLI::App* status = AddClientCommand(app, "status", "Show one job", &options, true);
   status->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
   status->add_flag("--tasks", show_tasks, "Also list the job's tasks");
+  bool watch = false;
+  status->add_flag("--watch,-w", watch, "Redraw whenever the job changes, until it ends");
 
   CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
   CLI::App* plugins = AddClientCommand(
@@ -108,6 +115,13 @@ int main(int argc, char** argv) {
   wait->add_flag("--quiet,-q", quiet, "No progress output");
 
   int64_t task_id = 0;
+  int attempt = 0;
+  CLI::App* logs =
+      AddClientCommand(app, "logs", "Show what a task's attempts logged", &options, true);
+  logs->add_option("TASK", task_id, "Task id (see: tessera status JOB --tasks)")
+      ->required()
+      ->check(kJobId);
+  logs->add_option("--attempt", attempt, "Only this attempt")->check(CLI::Range(1, 1000000));
   CLI::App* why =
       AddClientCommand(app, "why", "Explain why a task is (not) running", &options, true);
   why->add_option("TASK", task_id, "Task id (see: tessera status JOB --tasks)")
@@ -143,27 +157,52 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Range(0, 100));
 
-  // The worker fleet: join tokens and operations on workers (admin).
-  CLI::App* token = app.add_subcommand("token", "Create, list and revoke worker join tokens");
-  token->require_subcommand(1);
+  // Credentials: API tokens, worker join tokens (admin), and who the CLI's token is.
   std::string note;
-  std::string ttl = "24h";
+  std::string ttl;
   int uses = 0;
   int64_t token_id = 0;
-  CLI::App* token_create = AddClientCommand(
-      *token, "create", "Create a join token a new worker enrols with", &options, true);
+  std::string token_user, token_role;
+  CLI::App* token = app.add_subcommand("token", "Create, list and revoke API tokens (admin)");
+  token->require_subcommand(1);
+  CLI::App* token_create =
+      AddClientCommand(*token, "create", "Create an API token for a user and role", &options, true);
+  token_create->add_option("--user", token_user, "Who it speaks for (jobs it submits are theirs)")
+      ->required();
+  token_create
+      ->add_option("--role", token_role,
+                   "viewer (read), submitter (own jobs), operator (all jobs, workers), admin "
+                   "(tokens, enrolment)")
+      ->required()
+      ->check(CLI::IsMember({"viewer", "submitter", "operator", "admin"}));
   token_create->add_option("--note", note, "What it is for (shown in `tessera token list`)");
-  token_create->add_option("--ttl", ttl, "Lifetime: 30m, 24h, 7d, or 0 for never")
-      ->capture_default_str();
-  token_create->add_option("--uses", uses, "Workers it may enrol (0: unlimited)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
-  CLI::App* token_list = AddClientCommand(*token, "list", "List join tokens", &options, true);
+  token_create->add_option("--ttl", ttl, "Lifetime: 30m, 24h, 90d, or 0 for never [0]");
+  CLI::App* token_list = AddClientCommand(*token, "list", "List API tokens", &options, true);
   CLI::App* token_revoke =
-      AddClientCommand(*token, "revoke", "Revoke a join token", &options, true);
+      AddClientCommand(*token, "revoke", "Revoke an API token", &options, true);
   token_revoke->add_option("ID", token_id, "Token id (see: tessera token list)")
       ->required()
       ->check(kJobId);
+
+  CLI::App* join = app.add_subcommand(
+      "join-token", "Create, list and revoke the join tokens new workers enrol with (admin)");
+  join->require_subcommand(1);
+  CLI::App* join_create = AddClientCommand(
+      *join, "create", "Create a join token a new worker enrols with", &options, true);
+  join_create->add_option("--note", note, "What it is for (shown in `tessera join-token list`)");
+  join_create->add_option("--ttl", ttl, "Lifetime: 30m, 24h, 7d, or 0 for never [24h]");
+  join_create->add_option("--uses", uses, "Workers it may enrol (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  CLI::App* join_list = AddClientCommand(*join, "list", "List join tokens", &options, true);
+  CLI::App* join_revoke = AddClientCommand(*join, "revoke", "Revoke a join token", &options, true);
+  join_revoke->add_option("ID", token_id, "Token id (see: tessera join-token list)")
+      ->required()
+      ->check(kJobId);
+  CLI::App* whoami =
+      AddClientCommand(app, "whoami", "Show who the configured API token is", &options, true);
+
+  // Operations on one worker (operator).
   CLI::App* worker = app.add_subcommand("worker", "Operate on one worker by name");
   worker->require_subcommand(1);
   std::string worker_name;
@@ -191,6 +230,22 @@ int main(int argc, char** argv) {
                    "Render threads per worker (default: cores / workers, at least 1)")
       ->check(CLI::Range(1, 4096));
 
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "Print a shell completion script: source <(tessera completion bash)");
+  completion->add_option("SHELL", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+
+  app.footer(
+      "Exit codes: 0 success; 1 the operation failed (an API error, a job that failed or was "
+      "canceled under `wait`, a timeout); 2 invalid input (arguments, a job file, the server's "
+      "400); 3 the scheduler could not be reached; 4 the scheduler refused the credentials (no, "
+      "unknown, revoked or expired token: 401) or the token's role (403).\n"
+      "Server and token: --server/--token/--ca-file, else TESSERA_SERVER, TESSERA_TOKEN or "
+      "TESSERA_TOKEN_FILE, TESSERA_CA_FILE, else ~/.config/tessera/config.yaml (server, token, "
+      "token_file, ca_file; $TESSERA_CONFIG names another file).");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -198,9 +253,34 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : tessera::cli::kExitUsage;
   }
 
+  if (up_cmd->parsed()) return tessera::cli::RunUp(up);
+  if (completion->parsed()) {
+    std::cout << (shell == "zsh" ? tessera::cli::ZshCompletion(app)
+                                 : tessera::cli::BashCompletion(app));
+    return tessera::cli::kExitOk;
+  }
+  tessera::StatusOr<tessera::cli::Connection> connection =
+      tessera::cli::ResolveConnection(options.connection);
+  if (!connection.ok()) {
+    std::cerr << "error: " << connection.status().message() << "\n";
+    return tessera::cli::kExitUsage;
+  }
+  options.connection = *connection;
+  // Durations: "90s", "30m", "24h", "7d", or 0 for never.
+  auto seconds_or_usage = [](const std::string& text, int64_t fallback) -> std::optional<int64_t> {
+    if (text.empty()) return fallback;
+    std::optional<int64_t> seconds = ParseDuration(text);
+    if (!seconds) {
+      std::cerr << "error: --ttl: expected a duration like 30m, 24h or 7d (0: never), got '" << text
+                << "'\n";
+    }
+    return seconds;
+  };
+
   if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file);
   if (jobs->parsed()) return tessera::cli::RunJobs(options, state_filter, limit);
-  if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks);
+  if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);
+  if (logs->parsed()) return tessera::cli::RunLogs(options, task_id, attempt);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);
   if (plugins->parsed()) return tessera::cli::RunPlugins(options);
   if (wait->parsed()) return tessera::cli::RunWait(options, job_id, timeout, quiet);
@@ -213,19 +293,22 @@ int main(int argc, char** argv) {
     return tessera::cli::RunJobAction(options, job_id, a.name, body);
   }
   if (token_create->parsed()) {
-    std::optional<int64_t> seconds = ParseDuration(ttl);
-    if (!seconds) {
-      std::cerr << "error: --ttl: expected a duration like 30m, 24h or 7d (0: never), got '" << ttl
-                << "'\n";
-      return tessera::cli::kExitUsage;
-    }
-    return tessera::cli::RunTokenCreate(options, note, *seconds, uses);
+    std::optional<int64_t> seconds = seconds_or_usage(ttl, 0);
+    if (!seconds) return tessera::cli::kExitUsage;
+    return tessera::cli::RunApiTokenCreate(options, token_user, token_role, note, *seconds);
   }
-  if (token_list->parsed()) return tessera::cli::RunTokenList(options);
-  if (token_revoke->parsed()) return tessera::cli::RunTokenRevoke(options, token_id);
+  if (token_list->parsed()) return tessera::cli::RunApiTokenList(options);
+  if (token_revoke->parsed()) return tessera::cli::RunApiTokenRevoke(options, token_id);
+  if (join_create->parsed()) {
+    std::optional<int64_t> seconds = seconds_or_usage(ttl, 24 * 3600);
+    if (!seconds) return tessera::cli::kExitUsage;
+    return tessera::cli::RunJoinTokenCreate(options, note, *seconds, uses);
+  }
+  if (join_list->parsed()) return tessera::cli::RunJoinTokenList(options);
+  if (join_revoke->parsed()) return tessera::cli::RunJoinTokenRevoke(options, token_id);
+  if (whoami->parsed()) return tessera::cli::RunWhoami(options);
   for (const auto& [name, cmd] : worker_actions) {
     if (cmd->parsed()) return tessera::cli::RunWorkerAction(options, worker_name, name);
   }
-  if (up_cmd->parsed()) return tessera::cli::RunUp(up);
   return tessera::cli::kExitUsage;
 }

@@ -85,7 +85,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
     if (!scene.ok()) return LocalError(job_file, "scene: " + scene.status().message());
   }
 
-  ApiClient client(options.server);
+  ApiClient client(options.connection);
   json body = {{"job_yaml", *job_text}, {"scene_yaml", scene_text}};
   // Fair share counts jobs per user; a job file may name its user itself.
   if (const char* user = std::getenv("USER"); user && *user) {

@@ -1,8 +1,11 @@
-// `tessera wait`: poll the job about twice a second until it ends. On a terminal the progress is
-// one line rewritten in place; in a pipe or log a line is printed only when something changed.
+// `tessera wait`: follow the job until it ends. The scheduler's event stream wakes it when the
+// job changes (it polls twice a second when there is no stream). On a terminal the progress is
+// one line with a bar, rewritten in place; in a pipe or log a line is printed only when
+// something changed.
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -19,15 +22,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(500);
+// With the event stream, a look now and then anyway (a missed event costs at most this).
+constexpr auto kLiveRecheck = std::chrono::seconds(5);
+constexpr int kBarWidth = 24;
 // A scheduler restart (or a hiccup) should not end a long wait; only a sustained outage does.
 constexpr auto kUnreachableGrace = std::chrono::seconds(10);
 
-std::string ProgressLine(int64_t job_id, const json& job) {
+std::string ProgressLine(int64_t job_id, const json& job, bool bar) {
   const json& tasks = job.contains("tasks") ? job["tasks"] : json();
+  std::string drawn;
+  if (bar) {
+    const int filled =
+        static_cast<int>(std::clamp(Num(job, "progress"), 0.0, 1.0) * kBarWidth + 0.5);
+    drawn = " [" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "]";
+  }
   return "job " + std::to_string(job_id) + " (" + Str(job, "name") + "): " + Str(job, "state") +
-         " " + FormatPercent(Num(job, "progress")) + "  " + std::to_string(Int(tasks, "done")) +
-         "/" + std::to_string(Int(tasks, "total")) + " tasks done, " +
-         std::to_string(Int(tasks, "running")) + " running" +
+         drawn + " " + FormatPercent(Num(job, "progress")) + "  " +
+         std::to_string(Int(tasks, "done")) + "/" + std::to_string(Int(tasks, "total")) +
+         " tasks done, " + std::to_string(Int(tasks, "running")) + " running" +
          (Int(tasks, "failed") > 0 ? ", " + std::to_string(Int(tasks, "failed")) + " failed"
                                    : std::string());
 }
@@ -35,8 +47,11 @@ std::string ProgressLine(int64_t job_id, const json& job) {
 }  // namespace
 
 int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet) {
-  ApiClient client(options.server);
+  ApiClient client(options.connection);
   const bool tty = isatty(STDOUT_FILENO) != 0;
+  EventWatch watch(options.connection, [job_id](const json& event) {
+    return event.value("job_id", int64_t{0}) == job_id;
+  });
   const auto start = Clock::now();
   const bool bounded = timeout_seconds > 0;
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -68,7 +83,7 @@ int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds
       job = (*reply).contains("job") ? (*reply)["job"] : *reply;
       const std::string state = Str(job, "state");
       if (!quiet) {
-        std::string line = ProgressLine(job_id, job);
+        std::string line = ProgressLine(job_id, job, tty);
         if (line != last_line) {
           if (tty) {
             std::cout << "\r\x1b[K" << line << std::flush;
@@ -95,7 +110,10 @@ int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds
         return kExitFailure;
       }
     }
-    if (bounded && Clock::now() + kPollInterval > deadline) {
+    const auto pause = watch.live()
+                           ? std::chrono::duration_cast<std::chrono::milliseconds>(kLiveRecheck)
+                           : kPollInterval;
+    if (bounded && Clock::now() >= deadline) {
       end_progress_line();
       std::cerr << "error: timed out after " << timeout_seconds << " s waiting for job " << job_id;
       if (seen_once) {
@@ -105,7 +123,10 @@ int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds
       std::cerr << "\n";
       return kExitFailure;
     }
-    std::this_thread::sleep_for(kPollInterval);
+    const auto left =
+        bounded ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
+                : pause;
+    watch.Wait(std::clamp(left, std::chrono::milliseconds(1), pause));
   }
 }
 

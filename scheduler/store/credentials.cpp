@@ -1,5 +1,6 @@
-// The store's credentials: join tokens and the CURVE keys of enrolled workers (schema 14). They
-// change rarely, so reads go through the writer connection too.
+// The store's credentials: join tokens and the CURVE keys of enrolled workers (schema 14), and
+// the HTTP API's bearer tokens (schema 15). They change rarely, so reads go through the writer
+// connection too.
 
 #include "scheduler/store/store.h"
 
@@ -9,6 +10,8 @@ namespace {
 constexpr const char* kTokenColumns =
     "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at";
 constexpr const char* kWorkerKeyColumns = "name, public_key, token_id, enrolled_at, revoked_at";
+constexpr const char* kApiTokenColumns =
+    "id, secret_hash, user, role, note, created_at, expires_at, revoked_at";
 
 JoinTokenRecord ReadToken(const Stmt& s) {
   JoinTokenRecord t;
@@ -31,6 +34,19 @@ WorkerKeyRecord ReadWorkerKey(const Stmt& s) {
   k.enrolled_at_ms = s.Int(3);
   k.revoked_at_ms = s.OptInt(4);
   return k;
+}
+
+ApiTokenRecord ReadApiToken(const Stmt& s) {
+  ApiTokenRecord t;
+  t.id = s.Int(0);
+  t.secret_hash = s.Text(1);
+  t.user = s.Text(2);
+  t.role = s.Text(3);
+  t.note = s.Text(4);
+  t.created_at_ms = s.Int(5);
+  t.expires_at_ms = s.OptInt(6);
+  t.revoked_at_ms = s.OptInt(7);
+  return t;
 }
 
 template <typename T>
@@ -166,6 +182,47 @@ StatusOr<std::vector<WorkerKeyRecord>> Store::ListWorkerKeys() {
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
                                                 " FROM worker_keys ORDER BY name"));
   return ReadAll(s, &ReadWorkerKey);
+}
+
+StatusOr<ApiTokenRecord> Store::CreateApiToken(const ApiTokenRecord& token) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare(std::string("INSERT INTO api_tokens (secret_hash, user, role, note, "
+                                           "created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, "
+                                           "?6) RETURNING ") +
+                               kApiTokenColumns));
+  s.Bind(1, token.secret_hash)
+      .Bind(2, token.user)
+      .Bind(3, token.role)
+      .Bind(4, token.note)
+      .Bind(5, NowMs())
+      .Bind(6, token.expires_at_ms);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return writer_->Error("create API token");
+  ApiTokenRecord t = ReadApiToken(s);
+  TSR_RETURN_IF_ERROR(s.Run());
+  return t;
+}
+
+StatusOr<std::vector<ApiTokenRecord>> Store::ListApiTokens() {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kApiTokenColumns +
+                                                " FROM api_tokens ORDER BY id"));
+  return ReadAll(s, &ReadApiToken);
+}
+
+StatusOr<ApiTokenRecord> Store::RevokeApiToken(int64_t token_id) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare(std::string("UPDATE api_tokens SET revoked_at = "
+                                           "coalesce(revoked_at, ?2) WHERE id = ?1 RETURNING ") +
+                               kApiTokenColumns));
+  s.Bind(1, token_id).Bind(2, NowMs());
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("API token " + std::to_string(token_id) + " does not exist");
+  ApiTokenRecord t = ReadApiToken(s);
+  TSR_RETURN_IF_ERROR(s.Run());
+  return t;
 }
 
 }  // namespace tessera::store

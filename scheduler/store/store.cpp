@@ -176,6 +176,34 @@ CREATE TABLE worker_keys (
   revoked_at   INTEGER
 );
 )sql",
+    // 14 -> 15: bearer tokens of the HTTP API. Only a SHA-256 of each token is stored.
+    R"sql(
+CREATE TABLE api_tokens (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  secret_hash TEXT    NOT NULL UNIQUE,
+  user        TEXT    NOT NULL,
+  role        TEXT    NOT NULL,
+  note        TEXT    NOT NULL DEFAULT '',
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER,
+  revoked_at  INTEGER
+);
+)sql",
+    // 15 -> 16: each task attempt's log (its last protocol::kMaxTaskLogBytes), for `tessera
+    // logs` and the dashboard. Deleted with the job.
+    R"sql(
+CREATE TABLE task_logs (
+  task_id    INTEGER NOT NULL,
+  attempt    INTEGER NOT NULL,
+  job_id     INTEGER NOT NULL,
+  worker_id  INTEGER,
+  outcome    TEXT    NOT NULL,
+  at         INTEGER NOT NULL,
+  log        TEXT    NOT NULL,
+  PRIMARY KEY (task_id, attempt)
+);
+CREATE INDEX task_logs_by_job ON task_logs(job_id);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -637,8 +665,9 @@ Status Store::DeleteJob(int64_t job_id) {
                                         JobStateName(state) + "; cancel it before deleting it");
     }
     for (const char* sql :
-         {"DELETE FROM events WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
-          "DELETE FROM job_worker_failures WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
+         {"DELETE FROM events WHERE job_id = ?", "DELETE FROM task_logs WHERE job_id = ?",
+          "DELETE FROM tasks WHERE job_id = ?", "DELETE FROM job_worker_failures WHERE job_id = ?",
+          "DELETE FROM jobs WHERE id = ?"}) {
       TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
       TSR_RETURN_IF_ERROR(s.Bind(1, job_id).Run());
     }
@@ -1113,6 +1142,46 @@ Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_an
 Status Store::MarkAllWorkersOffline() {
   WriteLock lock(*this);
   return writer_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
+}
+
+Status Store::SaveTaskLog(const TaskLogRecord& log) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare("INSERT OR REPLACE INTO task_logs (task_id, attempt, job_id, "
+                               "worker_id, outcome, at, log) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  return s.Bind(1, log.task_id)
+      .Bind(2, log.attempt)
+      .Bind(3, log.job_id)
+      .Bind(4, log.worker_id)
+      .Bind(5, log.outcome)
+      .Bind(6, NowMs())
+      .Bind(7, log.log)
+      .Run();
+}
+
+StatusOr<std::vector<TaskLogRecord>> Store::TaskLogs(int64_t task_id) {
+  TSR_ASSIGN_OR_RETURN(Reader reader, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, reader->Prepare("SELECT l.task_id, l.attempt, l.job_id, l.worker_id, w.name, "
+                              "l.outcome, l.at, l.log FROM task_logs l LEFT JOIN workers w ON "
+                              "w.id = l.worker_id WHERE l.task_id = ? ORDER BY l.attempt"));
+  s.Bind(1, task_id);
+  std::vector<TaskLogRecord> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    TaskLogRecord r;
+    r.task_id = s.Int(0);
+    r.attempt = static_cast<int>(s.Int(1));
+    r.job_id = s.Int(2);
+    r.worker_id = s.OptInt(3);
+    if (!s.IsNull(4)) r.worker_name = s.Text(4);
+    r.outcome = s.Text(5);
+    r.at_ms = s.Int(6);
+    r.log = s.Text(7);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,

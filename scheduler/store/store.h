@@ -134,6 +134,34 @@ struct JoinTokenRecord {
   }
 };
 
+// What one attempt of a task logged (the worker's and the renderer's lines), as it ended.
+struct TaskLogRecord {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int64_t job_id = 0;
+  std::optional<int64_t> worker_id;
+  std::optional<std::string> worker_name;  // when the worker is still known
+  std::string outcome;                     // done, failed, handed back
+  int64_t at_ms = 0;
+  std::string log;
+};
+
+// A bearer token of the HTTP API: who it speaks for and with which role. Only a hash of the
+// token is stored; the token itself is shown once, when it is created.
+struct ApiTokenRecord {
+  int64_t id = 0;
+  std::string secret_hash;  // hex SHA-256 of the token text
+  std::string user;
+  std::string role;  // viewer, submitter, operator, admin
+  std::string note;
+  int64_t created_at_ms = 0;
+  std::optional<int64_t> expires_at_ms;  // none: never
+  std::optional<int64_t> revoked_at_ms;
+  bool usable(int64_t now_ms) const {
+    return !revoked_at_ms && (!expires_at_ms || *expires_at_ms > now_ms);
+  }
+};
+
 // A worker's enrolled CURVE key: what authenticates it on every connection.
 struct WorkerKeyRecord {
   std::string name;
@@ -158,7 +186,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 16;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -266,6 +294,13 @@ class Store {
   // Revokes (or readmits) the worker's key; NotFound if it never enrolled. Returns the record.
   StatusOr<WorkerKeyRecord> SetWorkerRevoked(const std::string& name, bool revoked);
   StatusOr<std::vector<WorkerKeyRecord>> ListWorkerKeys();
+  StatusOr<ApiTokenRecord> CreateApiToken(const ApiTokenRecord& token);
+  StatusOr<std::vector<ApiTokenRecord>> ListApiTokens();
+  StatusOr<ApiTokenRecord> RevokeApiToken(int64_t token_id);
+
+  // A task attempt's log, as its final message brought it (replaces an earlier copy).
+  Status SaveTaskLog(const TaskLogRecord& log);
+  StatusOr<std::vector<TaskLogRecord>> TaskLogs(int64_t task_id);
 
   Status AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                   std::optional<int64_t> worker_id, const std::string& kind,

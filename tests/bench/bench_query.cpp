@@ -55,10 +55,11 @@ struct QueryTimes {
   std::string error;         // set when a request failed; timing stops there
 };
 
-QueryTimes TimeQueries(int port, const std::vector<int64_t>& job_ids, int requests,
-                       const std::function<void()>& every_100) {
+QueryTimes TimeQueries(int port, const std::string& token, const std::vector<int64_t>& job_ids,
+                       int requests, const std::function<void()>& every_100) {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(10);
+  cli.set_bearer_token_auth(token);
   QueryTimes out;
   auto get = [&](const std::string& path, std::vector<double>& into) -> httplib::Result {
     auto t = Clock::now();
@@ -128,12 +129,16 @@ void AddQueryCommand(CLI::App& app) {
     api::ApiOptions aopts;
     aopts.port = 0;
     aopts.output_root = dir;
-    api::HttpApi http(*store, broker, aopts);
+    // Queries carry a viewer token, as a dashboard's would: the token check is part of the cost.
+    security::ApiAuth auth(*store, /*enabled=*/true);
+    auto viewer = auth.Create("bench", security::Role::kViewer, "query bench", 0);
+    if (!viewer.ok()) throw CLI::RuntimeError(viewer.status().ToString(), 1);
+    api::HttpApi http(*store, broker, auth, aopts);
     auto port = http.Start();
     if (!port.ok()) throw CLI::RuntimeError(port.status().ToString(), 1);
 
     // Baseline: the same queries while the scheduler holds the backlog but dispatches nothing.
-    QueryTimes idle = TimeQueries(*port, job_ids, opts->requests, [] {});
+    QueryTimes idle = TimeQueries(*port, viewer->token, job_ids, opts->requests, [] {});
     if (!idle.error.empty()) throw CLI::RuntimeError(idle.error, 1);
     std::printf("idle scheduler: summary p99 %.2f ms, job p99 %.2f ms\n",
                 Percentile(idle.summary_ms, 99), Percentile(idle.job_ms, 99));
@@ -152,7 +157,7 @@ void AddQueryCommand(CLI::App& app) {
     double rss = 0;
     const int64_t done_before = fleet.tasks_done();
     start = Clock::now();
-    QueryTimes busy = TimeQueries(*port, job_ids, opts->requests,
+    QueryTimes busy = TimeQueries(*port, viewer->token, job_ids, opts->requests,
                                   [&] { rss = std::max(rss, ProcStatusMib("VmRSS")); });
     const double window_s = Seconds(start);
     const int64_t dispatched = fleet.tasks_done() - done_before;

@@ -76,7 +76,10 @@ void AddSubmitCommand(CLI::App& app) {
     aopts.port = 0;
     aopts.output_root = dir + "/outputs";
     fs::create_directories(aopts.output_root);
-    api::HttpApi http(*store, broker, aopts);
+    security::ApiAuth auth(*store, /*enabled=*/true);
+    auto submitter = auth.Create("bench", security::Role::kSubmitter, "submit bench", 0);
+    if (!submitter.ok()) throw CLI::RuntimeError(submitter.status().ToString(), 1);
+    api::HttpApi http(*store, broker, auth, aopts);
     auto port = http.Start();
     if (!port.ok()) throw CLI::RuntimeError(port.status().ToString(), 1);
 
@@ -85,6 +88,7 @@ void AddSubmitCommand(CLI::App& app) {
         {"scene_yaml", kScene}};
     httplib::Client cli("127.0.0.1", *port);
     cli.set_read_timeout(120);
+    cli.set_bearer_token_auth(submitter->token);
     auto start = Clock::now();
     auto res = cli.Post("/api/v1/jobs", body.dump(), "application/json");
     double submit_s = Seconds(start);

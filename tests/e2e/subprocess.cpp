@@ -27,8 +27,10 @@ int DecodeWaitStatus(int status) {
   return -1;
 }
 
-// Forks and execs argv; the child's stdout/stderr go to the given fds.
-pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+// Forks and execs argv; the child's stdout/stderr go to the given fds. The CLI's own settings
+// (server, token, config file) are cleared, then `env` ("NAME=VALUE") is applied.
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+            const std::vector<std::string>& env = {}) {
   std::vector<std::string> storage = argv;
   std::vector<char*> args;
   for (auto& a : storage) args.push_back(a.data());
@@ -39,7 +41,15 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
     dup2(null_fd, STDIN_FILENO);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    unsetenv("TESSERA_SERVER");
+    for (const char* name : {"TESSERA_SERVER", "TESSERA_TOKEN", "TESSERA_TOKEN_FILE",
+                             "TESSERA_CA_FILE", "TESSERA_CONFIG"}) {
+      unsetenv(name);
+    }
+    setenv("XDG_CONFIG_HOME", "/nonexistent/tessera-test-config", 1);
+    for (const std::string& entry : env) {
+      const size_t eq = entry.find('=');
+      setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
+    }
     execv(args[0], args.data());
     dprintf(STDERR_FILENO, "exec %s failed: %d\n", args[0], errno);
     _exit(127);
@@ -66,12 +76,13 @@ pid_t ParentOf(pid_t pid) {
 
 }  // namespace
 
-RunResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+RunResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                     const std::vector<std::string>& env) {
   RunResult result;
   int out_pipe[2];
   int err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return result;
-  pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1]);
+  pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1], env);
   close(out_pipe[1]);
   close(err_pipe[1]);
   const auto deadline = Clock::now() + timeout;

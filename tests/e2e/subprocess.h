@@ -19,9 +19,11 @@ struct RunResult {
   std::string err;
 };
 
-// Runs argv[0] (a path) with `argv`, stdin from /dev/null, TESSERA_SERVER unset.
+// Runs argv[0] (a path) with `argv`, stdin from /dev/null, the CLI's TESSERA_* settings and
+// config file out of reach, plus `env` ("NAME=VALUE" entries).
 RunResult RunProcess(const std::vector<std::string>& argv,
-                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                     const std::vector<std::string>& env = {});
 
 // A child whose stdout is a pipe read by the test and whose stderr goes to `stderr_path`.
 class BackgroundProcess {

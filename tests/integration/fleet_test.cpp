@@ -99,13 +99,13 @@ TEST(FleetTest, EnrolsWithAGoodTokenAndRefusesBadRevokedAndMissingOnes) {
 
   // A revoked token likewise.
   const std::string revoked = farm.CreateJoinToken(nullptr);
-  nlohmann::json tokens = farm.Get("/api/v1/tokens")["tokens"];
+  nlohmann::json tokens = farm.Get("/api/v1/join-tokens")["tokens"];
   ASSERT_EQ(tokens.size(), 2u);
   int status = 0;
-  farm.Post("/api/v1/tokens/" + std::to_string(tokens[1]["id"].get<int>()) + "/revoke", {},
+  farm.Post("/api/v1/join-tokens/" + std::to_string(tokens[1]["id"].get<int>()) + "/revoke", {},
             &status);
   ASSERT_EQ(status, 200);
-  EXPECT_EQ(farm.Get("/api/v1/tokens")["tokens"][1]["state"], "revoked");
+  EXPECT_EQ(farm.Get("/api/v1/join-tokens")["tokens"][1]["state"], "revoked");
   ASSERT_TRUE(farm.StartWorkerWith("late", {"--public-key", key, "--join-token", revoked}));
   EXPECT_EQ(farm.worker("late").Wait(20s), 1);
   EXPECT_TRUE(Contains(farm.WorkerLog("late"), "refused the join token"));

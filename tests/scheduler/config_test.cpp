@@ -54,5 +54,23 @@ TEST(SchedulerConfigTest, BadValuesNameTheirField) {
   EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("storage.synchronous", 0), 0u);
 }
 
+TEST(SchedulerConfigTest, ApiAuthAndTlsSettingsAreChecked) {
+  auto cfg = LoadText("api:\n  listen: 127.0.0.1:8470\n  auth: none\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_TRUE(ValidateSchedulerConfig(*cfg).ok());
+  // An API without tokens only on loopback: anyone on the network could run the farm.
+  cfg = LoadText("api:\n  listen: 0.0.0.0:8470\n  auth: none\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("api.auth: none is only allowed", 0), 0u)
+      << ValidateSchedulerConfig(*cfg).message();
+  cfg = LoadText("api:\n  auth: maybe\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("api.auth", 0), 0u);
+  cfg = LoadText("api:\n  tls_cert_file: /etc/tessera/api.crt\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("api.tls_key_file: required", 0), 0u);
+  EXPECT_EQ(SchedulerConfig().api_auth, "token");  // tokens unless configured otherwise
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -33,7 +33,7 @@ bool LocalFarm::StartScheduler(bool reuse_ports) {
   fs::remove(dir_ + "/data/scheduler.json", ec);
   std::string api = "127.0.0.1:0", broker = "tcp://127.0.0.1:0";
   if (reuse_ports && !api_url_.empty()) {
-    api = api_url_.substr(std::string("http://").size());
+    api = api_url_.substr(api_url_.find("://") + 3);
     broker = broker_endpoint_;
   }
   scheduler_ =
@@ -47,6 +47,11 @@ bool LocalFarm::StartScheduler(bool reuse_ports) {
   auto info = nlohmann::json::parse(ReadFile(dir_ + "/data/scheduler.json"));
   api_url_ = info["api_url"].get<std::string>();
   broker_endpoint_ = info["broker_endpoint"].get<std::string>();
+  // With api.auth: token (the default) the scheduler wrote the first admin token at first start.
+  if (token_.empty() && fs::exists(dir_ + "/data/admin.token")) {
+    token_ = ReadFile(dir_ + "/data/admin.token");
+    while (!token_.empty() && (token_.back() == '\n' || token_.back() == '\r')) token_.pop_back();
+  }
   return true;
 }
 
@@ -85,38 +90,41 @@ void LocalFarm::UseCurve() {
 
 std::string LocalFarm::CreateJoinToken(std::string* public_key, int uses) {
   int status = 0;
-  nlohmann::json res = Post("/api/v1/tokens", {{"note", "test"}, {"uses", uses}}, &status);
+  nlohmann::json res = Post("/api/v1/join-tokens", {{"note", "test"}, {"uses", uses}}, &status);
   if (status != 201 || !res.is_object()) return "";
   if (public_key) *public_key = res["scheduler_public_key"].get<std::string>();
   return res["token"].get<std::string>();
 }
 
-nlohmann::json LocalFarm::Get(const std::string& path, int* status) {
+nlohmann::json LocalFarm::Request(const std::string& method, const std::string& path,
+                                  const nlohmann::json* body, int* status) {
   httplib::Client cli(api_url_);
   cli.set_connection_timeout(2);
   cli.set_read_timeout(10);
-  auto res = cli.Get(path);
+  if (!ca_file_.empty()) cli.set_ca_cert_path(ca_file_);
+  httplib::Headers headers;
+  if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
+  httplib::Result res = method == "GET" ? cli.Get(path, headers)
+                        : method == "POST"
+                            ? cli.Post(path, headers, body->dump(), "application/json")
+                            : cli.Delete(path, headers);
   if (status) *status = res ? res->status : -1;
   if (!res) return nullptr;
   return nlohmann::json::parse(res->body, nullptr, false);
+}
+
+nlohmann::json LocalFarm::Get(const std::string& path, int* status) {
+  return Request("GET", path, nullptr, status);
 }
 
 nlohmann::json LocalFarm::Post(const std::string& path, const nlohmann::json& body, int* status) {
-  httplib::Client cli(api_url_);
-  cli.set_connection_timeout(2);
-  cli.set_read_timeout(10);
-  auto res = cli.Post(path, body.dump(), "application/json");
-  if (status) *status = res ? res->status : -1;
-  if (!res) return nullptr;
-  return nlohmann::json::parse(res->body, nullptr, false);
+  return Request("POST", path, &body, status);
 }
 
 int LocalFarm::Delete(const std::string& path) {
-  httplib::Client cli(api_url_);
-  cli.set_connection_timeout(2);
-  cli.set_read_timeout(10);
-  auto res = cli.Delete(path);
-  return res ? res->status : -1;
+  int status = -1;
+  Request("DELETE", path, nullptr, &status);
+  return status;
 }
 
 int64_t LocalFarm::Submit(const std::string& job_yaml, const std::string& scene_yaml,

@@ -40,6 +40,14 @@ class LocalFarm {
   std::string WorkerLog(const std::string& name) const;
   Process& worker(const std::string& name) { return workers_.at(name); }
 
+  // The bearer token sent with every request: the admin token the scheduler wrote at first start
+  // (api.auth: token is the default), unless a test sets another.
+  const std::string& token() const { return token_; }
+  void set_token(std::string token) { token_ = std::move(token); }
+  // A CA certificate to trust, for a scheduler serving HTTPS.
+  void set_ca_file(std::string path) { ca_file_ = std::move(path); }
+  const std::string& api_url() const { return api_url_; }
+
   // HTTP against the API; `status` receives the HTTP status (-1: unreachable).
   nlohmann::json Get(const std::string& path, int* status = nullptr);
   nlohmann::json Post(const std::string& path, const nlohmann::json& body, int* status = nullptr);
@@ -59,8 +67,13 @@ class LocalFarm {
   std::string SchedulerLog() const;
 
  private:
+  nlohmann::json Request(const std::string& method, const std::string& path,
+                         const nlohmann::json* body, int* status);
+
   std::string dir_;
   std::string api_url_;
+  std::string token_;
+  std::string ca_file_;
   std::string broker_endpoint_;
   Process scheduler_;
   std::map<std::string, Process> workers_;

@@ -1,0 +1,350 @@
+// One job (#/jobs/ID): its state and counts, the actions the user's role allows, a grid of frame
+// thumbnails that fills in as frames finish (parts of frames in progress), what is running now,
+// and the failed tasks with their messages and log tails.
+
+import {api, ApiError, imageUrl, optional} from './api.js';
+import {taskBar} from './jobs.js';
+import {badge, duration, esc, frameRange, plural, stateCounts, when} from './ui.js';
+
+const kMaxCells = 2000;         // frames drawn in the grid
+const kMaxFailures = 50;        // failed tasks listed
+const kLogLines = 80;           // lines of a log shown (the tail)
+const kThumbFetches = 4;        // thumbnails fetched at once
+const kTaskOrder = ['done', 'running', 'queued', 'failed', 'canceled'];
+
+// Without GET .../frames (older schedulers): a frame's state from the tasks that render it.
+function framesFromTasks(job, tasks) {
+  const frames = new Map();
+  const last = Math.min(job.frame_end, job.frame_start + kMaxCells - 1);
+  for (let f = job.frame_start; f <= last; ++f) {
+    frames.set(f, {frame: f, parts_total: 0, parts_done: 0, thumbnail: false, flag: null, by: {}});
+  }
+  for (const t of tasks) {
+    for (let f = Math.max(t.frame_start, job.frame_start); f <= Math.min(t.frame_end, last); ++f) {
+      const frame = frames.get(f);
+      frame.parts_total += 1;
+      frame.parts_done += t.state === 'done';
+      frame.by[t.state] = (frame.by[t.state] || 0) + 1;
+    }
+  }
+  return [...frames.values()].map(({by, ...frame}) => {
+    const done = frame.parts_total > 0 && frame.parts_done === frame.parts_total;
+    const state = by.failed ? 'failed' : done ? 'done' : by.running || frame.parts_done
+                                                             ? 'running' : by.canceled ? 'canceled'
+                                                                                       : 'queued';
+    return {...frame, state};
+  });
+}
+
+function head(job, frames) {
+  const started = job.started_at ? Date.parse(job.started_at) : null;
+  const end = job.finished_at ? Date.parse(job.finished_at) : Date.now();
+  const framesDone = frames.filter((f) => f.state === 'done').length;
+  const nFrames = job.frame_end - job.frame_start + 1;
+  const pct = job.tasks.total ? Math.floor((100 * job.tasks.done) / job.tasks.total) : 0;
+  const facts = [
+    ['User', esc(job.user)],
+    ['Renderer', esc(job.renderer)],
+    ['Project', esc(job.project)],
+    ['Priority', job.priority],
+    ['Frames', `${frameRange(job.frame_start, job.frame_end)} (${nFrames})`],
+    ['Submitted', when(job.submitted_at)],
+    ['Run time', started ? duration(end - started) : '—'],
+  ];
+  const callouts = [
+    job.error ? `<div class="callout bad"><b>Error</b> ${esc(job.error)}</div>` : '',
+    job.notice ? `<div class="callout warn"><b>Waiting</b> ${esc(job.notice)}</div>` : '',
+  ].join('');
+  return '<a class="back" href="#/jobs">← All jobs</a>' +
+         `<div class="job-title"><h1>${esc(job.name)} <span class="muted">#${job.id}</span></h1>` +
+         `${badge(job.state)}</div>` +
+         `<dl class="facts">${facts.map(([k, v]) => `<div><dt>${k}</dt><dd>${v}</dd></div>`)
+                                  .join('')}</dl>` +
+         `<div class="job-progress"><span class="pct">${pct}%</span>` +
+         `${taskBar(job.tasks, {wide: true})}</div>` +
+         `<div class="counts">${stateCounts(job.tasks, kTaskOrder)}` +
+         `<span class="count frames"><b>${framesDone}</b> of ${nFrames} frames done</span></div>` +
+         callouts;
+}
+
+function actions(job, ctx) {
+  const st = ctx.state;
+  if (ctx.me.role === 'viewer') return '';
+  if (!ctx.canAct(job)) {
+    return `<p class="muted small">This job belongs to ${esc(job.user)}; a submitter may only ` +
+           'change their own jobs.</p>';
+  }
+  const finished = ['done', 'failed', 'canceled'].includes(job.state);
+  const busy = (name) => (st.busy === name ? ' disabled aria-busy="true"' : '');
+  const buttons = [];
+  if (!finished) {
+    buttons.push(job.paused ? `<button data-act="resume"${busy('resume')}>Resume</button>`
+                            : `<button data-act="pause"${busy('pause')}>Pause</button>`);
+  }
+  if (job.tasks.failed + job.tasks.canceled > 0) {
+    buttons.push(`<button data-act="retry"${busy('retry')}>Retry failed</button>`);
+  }
+  if (!finished) {
+    buttons.push(`<form data-act="priority" class="inline"><label>Priority <input name="priority" ` +
+                 `type="number" min="0" max="100" value="${job.priority}"></label>` +
+                 `<button type="submit"${busy('priority')}>Set</button></form>`);
+    buttons.push(`<button class="danger" data-act="cancel"${busy('cancel')}>Cancel job</button>`);
+  }
+  const msg = st.msg ? `<p class="act-msg ${st.msg.ok ? 'ok' : 'bad'}">${esc(st.msg.text)}</p>` : '';
+  return `<div class="actions">${buttons.join('')}</div>${msg}`;
+}
+
+function frameCell(frame, job, progressByFrame, thumbs) {
+  const thumb = thumbs.get(frame.frame);
+  let inner = `<span class="ph">${frame.frame}</span>`;
+  if (frame.state === 'done' && thumb) {
+    inner = `<img src="${thumb}" alt="frame ${frame.frame}" decoding="async">`;
+  } else if (frame.state === 'done') {
+    inner = '<span class="ph">✓</span>';
+  } else if (frame.state === 'running') {
+    const split = frame.parts_total > 1;
+    const fraction = split ? frame.parts_done / frame.parts_total
+                           : progressByFrame.get(frame.frame) ?? 0;
+    const label = split ? `${frame.parts_done}/${frame.parts_total} parts`
+                        : `${Math.round(100 * fraction)}%`;
+    inner = `<span class="parts"><span class="bar"><i style="width:${(100 * fraction).toFixed(1)}%">` +
+            `</i></span><small>${label}</small></span>`;
+  } else if (frame.state === 'failed') {
+    inner = '<span class="ph">✕</span>';
+  }
+  const wantsThumb = frame.state === 'done' && frame.thumbnail && thumb === undefined;
+  const flag = frame.flag ? `<span class="flag" title="${esc(frame.flag)}">!</span>` : '';
+  const title = `Frame ${frame.frame}: ${frame.state}${frame.flag ? ` — ${frame.flag}` : ''}`;
+  return `<figure class="frame f-${esc(frame.state)}" data-frame="${frame.frame}"` +
+         `${wantsThumb ? ` data-thumb="${frame.frame}"` : ''} title="${esc(title)}">` +
+         `<div class="thumb">${inner}</div><figcaption>${frame.frame}${flag}</figcaption></figure>`;
+}
+
+function frameGrid(data, ctx) {
+  const {job, frames, tasks} = data;
+  const progressByFrame = new Map();
+  for (const t of tasks) {
+    if (t.state !== 'running') continue;
+    for (let f = t.frame_start; f <= t.frame_end; ++f) progressByFrame.set(f, t.progress);
+  }
+  const counts = {};
+  for (const f of frames) counts[f.state] = (counts[f.state] || 0) + 1;
+  const shown = frames.slice(0, kMaxCells);
+  const more = frames.length > shown.length
+      ? `<p class="muted small">Showing the first ${kMaxCells} of ${frames.length} frames.</p>` : '';
+  return `<div class="section-head"><h2>Frames</h2><span class="legend">` +
+         `${stateCounts(counts, ['done', 'running', 'queued', 'failed', 'canceled'])}</span></div>` +
+         `<div class="frames">${shown.map((f) => frameCell(f, job, progressByFrame,
+                                                            ctx.state.thumbs)).join('')}</div>` +
+         more;
+}
+
+function running(tasks) {
+  const now = tasks.filter((t) => t.state === 'running');
+  if (!now.length) return '';
+  return `<div class="section-head"><h2>Rendering now</h2></div><table class="tasks"><thead><tr>` +
+         '<th class="num">Task</th><th>Frames</th><th>Worker</th><th>Attempt</th><th>Progress</th>' +
+         '<th>Started</th></tr></thead><tbody>' +
+         now.map((t) => `<tr><td class="num muted">${t.id}</td>` +
+                        `<td>${frameRange(t.frame_start, t.frame_end)}</td>` +
+                        `<td>${esc(t.worker_name ?? '—')}</td><td>${t.attempt}</td>` +
+                        `<td><span class="bar-wrap"><span class="bar"><i style="width:` +
+                        `${(100 * t.progress).toFixed(1)}%"></i></span><span class="bar-label">` +
+                        `${Math.round(100 * t.progress)}%</span></span></td>` +
+                        `<td>${when(t.started_at)}</td></tr>`)
+             .join('') +
+         '</tbody></table>';
+}
+
+function tail(text, lines) {
+  const all = String(text ?? '').replace(/\s+$/, '').split('\n');
+  if (all.length <= lines) return esc(all.join('\n'));
+  return `<span class="muted">… ${all.length - lines} earlier lines</span>\n` +
+         esc(all.slice(-lines).join('\n'));
+}
+
+function logOf(entry) {
+  if (!entry || entry.loading) return '<p class="muted small">Loading the log…</p>';
+  if (entry.missing) {
+    return '<p class="muted small">This scheduler does not serve task logs yet; the message above ' +
+           'is what the worker reported.</p>';
+  }
+  if (entry.error) return `<p class="act-msg bad">${esc(entry.error)}</p>`;
+  const attempts = [...(entry.attempts || [])].sort((a, b) => b.attempt - a.attempt);
+  if (!attempts.length) return '<p class="muted small">No log was recorded.</p>';
+  return attempts.map((a) => `<div class="attempt"><div class="attempt-head">Attempt ${a.attempt}` +
+                             ` · ${esc(a.worker ?? 'no worker')} ${badge(a.state)}</div>` +
+                             `<pre class="log">${a.log ? tail(a.log, kLogLines)
+                                                        : '<span class="muted">(empty)</span>'}` +
+                             '</pre></div>')
+      .join('');
+}
+
+function failures(tasks, ctx) {
+  const failed = tasks.filter((t) => t.state === 'failed');
+  if (!failed.length) return '';
+  const st = ctx.state;
+  const shown = failed.slice(0, kMaxFailures);
+  const items = shown.map((t) => {
+    const open = st.open.has(t.id);
+    return `<details class="failure" data-task="${t.id}"${open ? ' open' : ''}><summary>` +
+           `<span class="fail-title">Task ${t.id} · frames ${frameRange(t.frame_start, t.frame_end)}` +
+           ` · attempt ${t.attempt}${t.worker_name ? ` · ${esc(t.worker_name)}` : ''}` +
+           ` · ${when(t.finished_at)}</span>` +
+           `<span class="fail-msg">${esc(t.message || 'no message')}</span></summary>` +
+           `<div class="fail-log">${open ? logOf(st.logs.get(t.id)) : ''}</div></details>`;
+  });
+  const more = failed.length > shown.length
+      ? `<p class="muted small">and ${failed.length - shown.length} more</p>` : '';
+  return `<div class="section-head"><h2>Failed tasks <span class="muted">${failed.length}</span>` +
+         '</h2><span class="muted small">Open one for its log</span></div>' + items.join('') +
+         more;
+}
+
+// Fetches thumbnails a few at a time, as their cells scroll into view.
+function pumpThumbs(ctx) {
+  const st = ctx.state;
+  while (st.fetching < kThumbFetches && st.queue.length) {
+    const frame = st.queue.shift();
+    st.fetching += 1;
+    imageUrl(`/api/v1/jobs/${st.jobId}/frames/${frame}/thumbnail`)
+        .then((url) => {
+          if (st.closed) return URL.revokeObjectURL(url);
+          st.thumbs.set(frame, url);
+        })
+        .catch((e) => {
+          // Not there (yet): a placeholder; an outage: try again on a later paint.
+          if (e instanceof ApiError && !e.transient) st.thumbs.set(frame, null);
+        })
+        .finally(() => {
+          st.fetching -= 1;
+          st.queued.delete(frame);
+          if (st.closed) return;
+          pumpThumbs(ctx);
+          ctx.repaint();
+        });
+  }
+}
+
+export const jobPage = {
+  name: 'job',
+  title: (route) => `Job ${route.id}`,
+  init(route) {
+    return {jobId: route.id, thumbs: new Map(), logs: new Map(), open: new Set(), queue: [],
+            queued: new Set(), fetching: 0, msg: null, busy: null, observer: null, closed: false};
+  },
+  leave(st) {
+    st.closed = true;
+    st.observer?.disconnect();
+    for (const url of st.thumbs.values()) if (url) URL.revokeObjectURL(url);
+  },
+  skeleton() {
+    return '<section class="job-head" data-region="head"><p class="loading">Loading job…</p>' +
+           '</section><section data-region="actions" class="job-actions"></section>' +
+           '<section class="panel" data-region="frames"></section>' +
+           '<section data-region="running"></section><section data-region="failures"></section>';
+  },
+  async load(route) {
+    if (!Number.isInteger(route.id) || route.id <= 0) {
+      throw new ApiError(400, 'invalid_argument', 'a job id is a positive whole number');
+    }
+    const base = `/api/v1/jobs/${route.id}`;
+    const [job, tasks, frames] = await Promise.all([
+      api(base).then((r) => r.job),
+      api(`${base}/tasks`).then((r) => r.tasks),
+      optional(`${base}/frames?count=${kMaxCells}`),
+    ]);
+    return {job, tasks, frames: frames ? frames.frames : framesFromTasks(job, tasks)};
+  },
+  render(data, ctx) {
+    // A frame that is no longer done (re-rendered) loses its old thumbnail.
+    const st = ctx.state;
+    for (const f of data.frames) {
+      if (f.state !== 'done' && st.thumbs.has(f.frame)) {
+        if (st.thumbs.get(f.frame)) URL.revokeObjectURL(st.thumbs.get(f.frame));
+        st.thumbs.delete(f.frame);
+      }
+    }
+    return {
+      head: head(data.job, data.frames),
+      actions: actions(data.job, ctx),
+      frames: frameGrid(data, ctx),
+      running: running(data.tasks),
+      failures: failures(data.tasks, ctx),
+    };
+  },
+  after(root, ctx) {
+    const st = ctx.state;
+    if (!st.observer) {
+      st.observer = new IntersectionObserver((entries) => {
+        for (const entry of entries) {
+          if (!entry.isIntersecting) continue;
+          st.observer.unobserve(entry.target);
+          const frame = Number(entry.target.dataset.thumb);
+          if (st.thumbs.has(frame) || st.queued.has(frame)) continue;
+          st.queued.add(frame);
+          st.queue.push(frame);
+        }
+        pumpThumbs(ctx);
+      }, {rootMargin: '300px'});
+    }
+    st.observer.disconnect();
+    for (const cell of root.querySelectorAll('[data-thumb]')) st.observer.observe(cell);
+  },
+  async toggle(el, ctx) {
+    if (!el.matches('details[data-task]')) return;
+    const st = ctx.state;
+    const id = Number(el.dataset.task);
+    if (!el.open) {
+      st.open.delete(id);
+      return;
+    }
+    st.open.add(id);
+    if (!st.logs.has(id) || st.logs.get(id).error) {
+      st.logs.set(id, {loading: true});
+      ctx.repaint();
+      try {
+        const log = await optional(`/api/v1/tasks/${id}/log`);
+        st.logs.set(id, log ?? {missing: true});
+      } catch (e) {
+        st.logs.set(id, {error: `Cannot load the log: ${e.message}`});
+      }
+    }
+    ctx.repaint();
+  },
+  async act(name, el, ctx) {
+    const st = ctx.state;
+    const id = st.jobId;
+    let body;
+    if (name === 'priority') {
+      const value = Number(el.elements.priority.value);
+      if (!Number.isInteger(value) || value < 0 || value > 100) {
+        st.msg = {ok: false, text: 'Priority is a whole number from 0 to 100.'};
+        return ctx.repaint();
+      }
+      body = {priority: value};
+      el.elements.priority.blur();
+    }
+    if (name === 'cancel' && !confirm(`Cancel job ${id}? Its queued and running tasks stop.`)) {
+      return;
+    }
+    st.busy = name;
+    ctx.repaint();
+    const result = await ctx.post(`/api/v1/jobs/${id}/${name}`, body);
+    st.busy = null;
+    const done = {
+      cancel: 'Canceled.', pause: 'Paused: no new tasks start.', resume: 'Resumed.',
+      priority: `Priority set to ${body?.priority}.`,
+      retry: `Requeued ${plural(result.body?.tasks_requeued ?? 0, 'task')}.`,
+    };
+    st.msg = result.ok ? {ok: true, text: done[name]} : {ok: false, text: result.message};
+    ctx.refresh();
+  },
+  describeError(error, route) {
+    if (error.status === 404) {
+      return {title: `Job ${esc(route.id)} does not exist`,
+              body: 'It may have been deleted. <a href="#/jobs">Back to all jobs</a>'};
+    }
+    return {title: `Cannot show job ${esc(route.id)}`, body: esc(error.message)};
+  },
+};

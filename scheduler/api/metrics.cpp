@@ -1,0 +1,207 @@
+#include "scheduler/api/metrics.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tessera::api {
+namespace {
+
+using Labels = std::vector<std::pair<std::string_view, std::string_view>>;
+
+// Taken while the program loads, before main: the process start time Prometheus expects
+// (restarts show as a step, and counter resets are explained by it).
+const double kProcessStartSeconds =
+    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+// The text format's value syntax: integers without a fraction, otherwise the shortest decimal
+// that reads back as the same double; NaN and infinities as Prometheus spells them.
+std::string FormatValue(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::trunc(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// Label values escape backslash, double quote and newline; HELP text backslash and newline.
+void AppendEscaped(std::string& out, std::string_view text, bool quotes) {
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quotes) {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+}
+
+// Writes one metric family at a time: its HELP and TYPE lines, then its samples.
+class Exposition {
+ public:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    AppendEscaped(out_, help, /*quotes=*/false);
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void Sample(std::string_view name, double value, const Labels& labels = {}) {
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      for (size_t i = 0; i < labels.size(); ++i) {
+        if (i > 0) out_ += ',';
+        out_ += labels[i].first;
+        out_ += "=\"";
+        AppendEscaped(out_, labels[i].second, /*quotes=*/true);
+        out_ += '"';
+      }
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += FormatValue(value);
+    out_ += '\n';
+  }
+  // A plain comment: why a family is missing from this scrape.
+  void Comment(std::string_view text) {
+    out_ += "# ";
+    AppendEscaped(out_, text, /*quotes=*/false);
+    out_ += '\n';
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+int64_t Count(const store::TaskCounts& c, store::TaskState s) {
+  switch (s) {
+    case store::TaskState::kQueued:
+      return c.queued;
+    case store::TaskState::kRunning:
+      return c.running;
+    case store::TaskState::kDone:
+      return c.done;
+    case store::TaskState::kFailed:
+      return c.failed;
+    case store::TaskState::kCanceled:
+      return c.canceled;
+  }
+  return 0;
+}
+
+// One sample per known state (0 when the store has none), then any state the store holds that
+// this build does not know, so no row is ever dropped.
+void StateSamples(Exposition& out, std::string_view name, const std::vector<std::string>& known,
+                  const std::vector<std::pair<std::string, int64_t>>& by_state) {
+  auto count = [&](const std::string& state) {
+    int64_t n = 0;
+    for (const auto& [s, c] : by_state) n += s == state ? c : 0;
+    return n;
+  };
+  for (const std::string& state : known) {
+    out.Sample(name, static_cast<double>(count(state)), {{"state", state}});
+  }
+  for (const auto& [state, n] : by_state) {
+    if (std::find(known.begin(), known.end(), state) == known.end()) {
+      out.Sample(name, static_cast<double>(n), {{"state", state}});
+    }
+  }
+}
+
+}  // namespace
+
+std::string RenderMetrics(store::Store& store, broker::Broker& broker) {
+  using store::JobState, store::TaskState, store::WorkerState;
+  Exposition out;
+  out.Family("tessera_build_info", "gauge", "Tessera scheduler build; the value is always 1.");
+  out.Sample("tessera_build_info", 1, {{"version", TESSERA_VERSION}});
+  out.Family("process_start_time_seconds", "gauge",
+             "Start time of the scheduler process since the Unix epoch, in seconds.");
+  out.Sample("process_start_time_seconds", kProcessStartSeconds);
+
+  const broker::Broker::Counters counters = broker.counters();
+  out.Family("tessera_queue_depth", "gauge",
+             "Tasks queued and dispatchable: in the dispatch queue, not paused, not waiting on a "
+             "dependency.");
+  out.Sample("tessera_queue_depth", static_cast<double>(counters.queue_depth));
+
+  StatusOr<store::FarmSummary> summary = store.Summary();
+  if (summary.ok()) {
+    out.Family("tessera_tasks", "gauge", "Tasks by state.");
+    for (TaskState s : {TaskState::kQueued, TaskState::kRunning, TaskState::kDone,
+                        TaskState::kFailed, TaskState::kCanceled}) {
+      out.Sample("tessera_tasks", static_cast<double>(Count(summary->tasks, s)),
+                 {{"state", store::TaskStateName(s)}});
+    }
+    out.Family("tessera_jobs", "gauge", "Jobs by state.");
+    std::vector<std::string> job_states;
+    for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kFailed,
+                       JobState::kCanceled}) {
+      job_states.emplace_back(store::JobStateName(s));
+    }
+    StateSamples(out, "tessera_jobs", job_states, summary->jobs_by_state);
+    out.Family("tessera_workers", "gauge", "Registered workers by state.");
+    std::vector<std::string> worker_states;
+    for (WorkerState s : {WorkerState::kIdle, WorkerState::kBusy, WorkerState::kOffline}) {
+      worker_states.emplace_back(store::WorkerStateName(s));
+    }
+    StateSamples(out, "tessera_workers", worker_states, summary->workers_by_state);
+  } else {
+    spdlog::warn("/metrics: cannot read the farm summary: {}", summary.status().ToString());
+    out.Comment("tessera_tasks, tessera_jobs, tessera_workers left out: " +
+                summary.status().ToString());
+  }
+
+  StatusOr<std::vector<store::WorkerRecord>> workers = store.ListWorkers();
+  if (workers.ok()) {
+    size_t gpus = 0;
+    for (const store::WorkerRecord& w : *workers) {
+      if (w.state != WorkerState::kOffline) gpus += w.gpus.size();
+    }
+    out.Family("tessera_gpus", "gauge", "GPUs on workers that are not offline.");
+    out.Sample("tessera_gpus", static_cast<double>(gpus));
+  } else {
+    spdlog::warn("/metrics: cannot list workers: {}", workers.status().ToString());
+    out.Comment("tessera_gpus left out: " + workers.status().ToString());
+  }
+
+  out.Family("tessera_tasks_dispatched_total", "counter",
+             "Task assignments sent to workers since the scheduler started (straggler backup "
+             "copies included).");
+  out.Sample("tessera_tasks_dispatched_total", static_cast<double>(counters.tasks_dispatched));
+  out.Family("tessera_tasks_completed_total", "counter",
+             "Tasks recorded done since the scheduler started.");
+  out.Sample("tessera_tasks_completed_total", static_cast<double>(counters.tasks_completed));
+  out.Family("tessera_render_seconds_total", "counter",
+             "Wall seconds from assignment to done of the task attempts that completed tasks, as "
+             "measured by the scheduler.");
+  out.Sample("tessera_render_seconds_total", counters.render_seconds);
+  out.Family("tessera_assembly_seconds_total", "counter",
+             "Seconds the assembler's threads spent writing frames and storing split-frame "
+             "parts.");
+  out.Sample("tessera_assembly_seconds_total", counters.assembler.busy_seconds);
+  out.Family("tessera_frames_assembled_total", "counter",
+             "Output frames the assembler wrote, whole or merged from their parts.");
+  out.Sample("tessera_frames_assembled_total",
+             static_cast<double>(counters.assembler.frames_assembled));
+  return out.Take();
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,38 @@
+#pragma once
+// GET /metrics: the farm's state and the scheduler's running totals in the Prometheus text
+// exposition format (version 0.0.4). Gauges are read from the store (its per-job counters, so a
+// scrape never scans the task table) and the broker's dispatch queue; counters are the broker's
+// and the assembler's relaxed atomics since the scheduler started (Prometheus's rate() turns
+// them into dispatch rate, render time per second, ...). Every state label is always present,
+// with 0, so a query never silently misses a series.
+//
+//   tessera_build_info{version}         gauge    1
+//   process_start_time_seconds          gauge    Unix time the scheduler started
+//   tessera_queue_depth                 gauge    tasks in the dispatch queue (not paused, not
+//                                                waiting on a dependency)
+//   tessera_tasks{state}                gauge    tasks by state: queued running done failed
+//                                                canceled
+//   tessera_jobs{state}                 gauge    jobs by state (same states)
+//   tessera_workers{state}              gauge    workers by state: idle busy offline
+//   tessera_gpus                        gauge    GPUs on workers that are not offline
+//   tessera_tasks_dispatched_total      counter  assignments sent (straggler backups included)
+//   tessera_tasks_completed_total       counter  tasks recorded done
+//   tessera_render_seconds_total        counter  lease start to done of the completing copies
+//   tessera_assembly_seconds_total      counter  assembler thread time (frames and parts)
+//   tessera_frames_assembled_total      counter  output frames written, whole or from parts
+//
+// A store read that fails leaves its families out (and says why in a comment line): the scrape
+// still succeeds, and the missing series are what an alert sees.
+//
+// Threads: any (HTTP handler threads).
+
+#include <string>
+
+#include "scheduler/broker/broker.h"
+#include "scheduler/store/store.h"
+
+namespace tessera::api {
+
+std::string RenderMetrics(store::Store& store, broker::Broker& broker);
+
+}  // namespace tessera::api
