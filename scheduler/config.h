@@ -17,7 +17,7 @@ struct SchedulerConfig {
   std::string synchronous = "normal";  // SQLite synchronous: normal (crash-safe) or full
   // api:
   std::string api_listen = "127.0.0.1:8470";
-  int api_threads = 8;
+  int api_threads = 16;  // each open event stream holds one
   // token: every request needs a bearer token (security/api_auth.h); none: no tokens, every
   // caller is admin -- refused unless `listen` is a loopback address.
   std::string api_auth = "token";

@@ -67,6 +67,11 @@ void FarmHistory::Sample() {
   while (points_.size() > capacity_) points_.pop_front();
 }
 
+nlohmann::json FarmHistory::Latest() const {
+  std::lock_guard lock(mu_);
+  return points_.empty() ? nlohmann::json(nullptr) : points_.back();
+}
+
 nlohmann::json FarmHistory::View() const {
   std::lock_guard lock(mu_);
   nlohmann::json points = nlohmann::json::array();

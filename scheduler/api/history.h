@@ -26,6 +26,8 @@ class FarmHistory {
   // {"interval_s", "points": [{"time", "queued", "running", "done_total", "throughput_per_min",
   //  "workers_busy", "workers_idle", "workers_offline"}]}, oldest first.
   nlohmann::json View() const;
+  // The newest point (null before the first sample).
+  nlohmann::json Latest() const;
 
  private:
   void Sample();

@@ -28,6 +28,7 @@ namespace {
 // short enough that a leaked one soon admits nobody.
 constexpr int64_t kDefaultJoinTokenTtlS = 24 * 3600;
 constexpr int kFramesPerPage = 5000;
+constexpr int kTasksPerPage = 10000;
 // An idle event stream sends a comment this often, so proxies keep it open and a reader that
 // went away is noticed.
 constexpr std::chrono::seconds kEventKeepAlive{15};
@@ -312,36 +313,41 @@ void HttpApi::Routes() {
     Reply(res, 201, {{"job", JobView(*rec)}});
   });
 
+  // Lists page by keyset: a full page says where the next one starts (next_before / next_after).
   Handle("GET", "/api/v1/jobs", Role::kViewer, [this](Req req, Res res, const Caller&) {
-    std::optional<store::JobState> state;
+    store::Store::JobFilter filter;
     if (req.has_param("state")) {
       std::string want = req.get_param_value("state");
       for (auto st : {store::JobState::kQueued, store::JobState::kRunning, store::JobState::kDone,
                       store::JobState::kFailed, store::JobState::kCanceled}) {
-        if (want == store::JobStateName(st)) state = st;
+        if (want == store::JobStateName(st)) filter.state = st;
       }
-      if (!state) {
+      if (!filter.state) {
         return ReplyError(res, Status::InvalidArgument(
                                    "state: '" + want +
                                    "' is not one of queued, running, done, failed, canceled"));
       }
     }
-    int limit = 100;
     if (req.has_param("limit")) {
-      try {
-        limit = std::stoi(req.get_param_value("limit"));
-      } catch (const std::exception&) {
-        limit = -1;
-      }
-      if (limit < 1 || limit > 10000) {
-        return ReplyError(res, Status::InvalidArgument("limit: must be in [1, 10000]"));
-      }
+      StatusOr<int64_t> limit = ParseInt(req.get_param_value("limit"), "limit", 1, 10000);
+      if (!limit.ok()) return ReplyError(res, limit.status());
+      filter.limit = static_cast<int>(*limit);
     }
-    auto jobs = store_.ListJobs(state, limit);
+    if (req.has_param("before")) {
+      StatusOr<int64_t> before =
+          ParseInt(req.get_param_value("before"), "before", 1, std::numeric_limits<int64_t>::max());
+      if (!before.ok()) return ReplyError(res, before.status());
+      filter.before = *before;
+    }
+    filter.user = req.get_param_value("user");
+    filter.project = req.get_param_value("project");
+    auto jobs = store_.ListJobs(filter);
     if (!jobs.ok()) return ReplyError(res, jobs.status());
     json out = json::array();
     for (const auto& j : *jobs) out.push_back(JobView(j));
-    Reply(res, 200, {{"jobs", out}});
+    json reply = {{"jobs", out}};
+    if (static_cast<int>(jobs->size()) == filter.limit) reply["next_before"] = jobs->back().id;
+    Reply(res, 200, reply);
   });
 
   // Handlers for /api/v1/{jobs,tasks,tokens}/{id}...: the id parsed, the caller checked.
@@ -383,16 +389,45 @@ void HttpApi::Routes() {
            if (!job.ok()) return ReplyError(res, job.status());
            Reply(res, 200, {{"job", JobView(*job)}});
          }));
-  Handle("GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,
-         with_id([this](Req, Res res, const Caller&, int64_t id) {
-           auto job = store_.GetJob(id);
-           if (!job.ok()) return ReplyError(res, job.status());
-           auto tasks = store_.ListTasks(id);
-           if (!tasks.ok()) return ReplyError(res, tasks.status());
-           json out = json::array();
-           for (const auto& t : *tasks) out.push_back(TaskView(t));
-           Reply(res, 200, {{"tasks", out}});
-         }));
+  Handle(
+      "GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,
+      with_id([this](Req req, Res res, const Caller&, int64_t id) {
+        auto job = store_.GetJob(id);
+        if (!job.ok()) return ReplyError(res, job.status());
+        store::Store::TaskFilter filter;
+        filter.limit = kTasksPerPage;
+        if (req.has_param("state")) {
+          const std::string want = req.get_param_value("state");
+          for (auto st :
+               {store::TaskState::kQueued, store::TaskState::kRunning, store::TaskState::kDone,
+                store::TaskState::kFailed, store::TaskState::kCanceled}) {
+            if (want == store::TaskStateName(st)) filter.state = st;
+          }
+          if (!filter.state) {
+            return ReplyError(res, Status::InvalidArgument(
+                                       "state: '" + want +
+                                       "' is not one of queued, running, done, failed, canceled"));
+          }
+        }
+        for (auto [name, value, max] :
+             {std::tuple{"limit", &filter.limit, kTasksPerPage},
+              std::tuple{"after", &filter.after_index, std::numeric_limits<int>::max()}}) {
+          if (!req.has_param(name)) continue;
+          StatusOr<int64_t> v =
+              ParseInt(req.get_param_value(name), name, std::string(name) == "limit" ? 1 : 0, max);
+          if (!v.ok()) return ReplyError(res, v.status());
+          *value = static_cast<int>(*v);
+        }
+        auto tasks = store_.ListTasks(id, filter);
+        if (!tasks.ok()) return ReplyError(res, tasks.status());
+        json out = json::array();
+        for (const auto& t : *tasks) out.push_back(TaskView(t));
+        json reply = {{"tasks", out}};
+        if (static_cast<int>(tasks->size()) == filter.limit) {
+          reply["next_after"] = tasks->back().index;
+        }
+        Reply(res, 200, reply);
+      }));
   Handle("POST", R"(/api/v1/jobs/([^/]+)/cancel)", Role::kSubmitter,
          job_operation([this, done](Req, int64_t id) { return done(broker_.CancelJob(id)); }));
   Handle("POST", R"(/api/v1/jobs/([^/]+)/pause)", Role::kSubmitter,
@@ -701,7 +736,11 @@ void HttpApi::Routes() {
   Handle("GET", "/api/v1/summary", Role::kViewer, [this](Req, Res res, const Caller&) {
     auto sum = store_.Summary();
     if (!sum.ok()) return ReplyError(res, sum.status());
-    Reply(res, 200, SummaryView(*sum));
+    json view = SummaryView(*sum);
+    // Tasks finished per minute over the last history interval.
+    const json latest = history_->Latest();
+    view["throughput_per_min"] = latest.is_object() ? latest["throughput_per_min"] : json(0.0);
+    Reply(res, 200, view);
   });
 
   // Prometheus scrapes with a viewer token (authorization: credentials_file in its config).

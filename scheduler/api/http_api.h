@@ -67,7 +67,7 @@ struct ApiOptions {
   std::string host = "127.0.0.1";
   int port = 8470;          // 0 picks a free port
   std::string output_root;  // absolute; every job's output directory lies inside it
-  int threads = 8;
+  int threads = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (TLS 1.2 or later)
   std::string tls_key_file;
   // The live event stream (GET /api/v1/events); none: the endpoint answers 503.

@@ -1,5 +1,7 @@
 #include "scheduler/api/views.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -32,6 +34,13 @@ std::string IsoTime(int64_t unix_ms) {
 
 nlohmann::json JobView(const store::JobRecord& j) {
   double progress = j.tasks.total ? static_cast<double>(j.tasks.done) / j.tasks.total : 0.0;
+  // Time left at the pace since it started: tasks still to finish over tasks finished per second.
+  nlohmann::json eta = nullptr;
+  if (j.state == store::JobState::kRunning && j.started_at_ms && j.tasks.done > 0) {
+    const double elapsed_s = std::max<int64_t>(1, store::NowMs() - *j.started_at_ms) / 1000.0;
+    const int64_t left = j.tasks.queued + j.tasks.running;
+    eta = std::round(left * elapsed_s / j.tasks.done);
+  }
   return {{"id", j.id},
           {"name", j.name},
           // A paused job that is not finished reads "paused"; `paused` keeps the flag either way.
@@ -57,6 +66,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"resources", j.resources},
           {"tasks", CountsView(j.tasks)},
           {"progress", progress},
+          {"eta_s", eta},
           {"output_dir", j.output_dir},
           {"output_pattern", j.output_pattern},
           {"output_formats", j.output_formats},

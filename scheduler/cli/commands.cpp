@@ -2,6 +2,7 @@
 
 #include "scheduler/cli/commands.h"
 
+#include <httplib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -88,12 +89,17 @@ std::optional<json> Call(const ClientOptions& options,
   return std::move(*reply);
 }
 
-int RunJobs(const ClientOptions& options, const std::string& state, int limit) {
+int RunJobs(const ClientOptions& options, const JobQuery& filter) {
   std::string path = "/api/v1/jobs";
   std::string query;
-  if (!state.empty()) query += "state=" + state;
-  if (limit > 0)
-    query += (query.empty() ? "" : "&") + std::string("limit=") + std::to_string(limit);
+  for (const auto& [name, value] :
+       {std::pair{"state", filter.state}, std::pair{"user", filter.user},
+        std::pair{"project", filter.project},
+        std::pair{"limit", filter.limit > 0 ? std::to_string(filter.limit) : std::string()}}) {
+    if (value.empty()) continue;
+    query += (query.empty() ? "" : "&") + std::string(name) + "=" +
+             httplib::detail::encode_query_param(value);
+  }
   if (!query.empty()) path += "?" + query;
   int rc = kExitOk;
   std::optional<json> reply = Call(
@@ -169,6 +175,9 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
             << "  (chunk " << Int(job, "chunk_size", 1) << ", priority " << Int(job, "priority")
             << ")\n";
   std::cout << "  tasks      " << TaskCounts(Member(job, "tasks")) << "\n";
+  if (Member(job, "eta_s").is_number()) {
+    std::cout << "  time left  about " << FormatDuration(Num(job, "eta_s")) << "\n";
+  }
   std::cout << "  owner      " << Str(job, "user") << " (project " << Str(job, "project") << ")\n";
   if (Str(job, "renderer") != spec::kRendererPathTracer) {
     std::cout << "  renderer   " << Str(job, "renderer") << "\n";

@@ -41,7 +41,12 @@ std::optional<json> Call(const ClientOptions& options,
                          const std::function<StatusOr<json>(ApiClient&)>& call, int* rc);
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file);
-int RunJobs(const ClientOptions& options, const std::string& state, int limit);
+// Jobs newest first; empty filters (and limit 0) leave the server's defaults.
+struct JobQuery {
+  std::string state, user, project;
+  int limit = 0;
+};
+int RunJobs(const ClientOptions& options, const JobQuery& query);
 // watch: redraw on every change until the job ends.
 int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, bool watch);
 // A task's logs, every attempt (or only `attempt` when > 0): GET /api/v1/tasks/{id}/log.

@@ -81,8 +81,7 @@ int main(int argc, char** argv) {
   ClientOptions options;
   std::string job_file;
   int64_t job_id = 0;
-  std::string state_filter;
-  int limit = 0;
+  tessera::cli::JobQuery job_query;
   bool show_tasks = false;
   double timeout = 0;
   bool quiet = false;
@@ -93,9 +92,12 @@ int main(int argc, char** argv) {
   submit->add_option("FILE", job_file, "Job YAML file")->required();
 
   CLI::App* jobs = AddClientCommand(app, "jobs", "List jobs, newest first", &options, true);
-  jobs->add_option("--state", state_filter, "Only jobs in this state")
+  jobs->add_option("--user", job_query.user, "Only jobs this user submitted");
+  jobs->add_option("--project", job_query.project, "Only jobs of this project");
+  jobs->add_option("--state", job_query.state, "Only jobs in this state")
       ->check(CLI::IsMember({"queued", "running", "done", "failed", "canceled"}));
-  jobs->add_option("--limit", limit, "At most this many jobs")->check(CLI::Range(1, 1000000));
+  jobs->add_option("--limit", job_query.limit, "At most this many jobs (default 100)")
+      ->check(CLI::Range(1, 10000));
 
   CLI::App* status = AddClientCommand(app, "status", "Show one job", &options, true);
   status->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
@@ -278,7 +280,7 @@ int main(int argc, char** argv) {
   };
 
   if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file);
-  if (jobs->parsed()) return tessera::cli::RunJobs(options, state_filter, limit);
+  if (jobs->parsed()) return tessera::cli::RunJobs(options, job_query);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);
   if (logs->parsed()) return tessera::cli::RunLogs(options, task_id, attempt);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);

@@ -1203,12 +1203,26 @@ Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> tas
 // ---- reads ------------------------------------------------------------------------------------
 
 StatusOr<std::vector<JobRecord>> Store::ListJobs(std::optional<JobState> state, int limit) {
+  JobFilter filter;
+  filter.state = state;
+  filter.limit = limit;
+  return ListJobs(filter);
+}
+
+StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f) {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs" +
-                    (state ? " WHERE state = ?1" : "") + " ORDER BY id DESC LIMIT ?2";
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE 1";
+  if (f.state) sql += " AND state = ?1";
+  if (!f.user.empty()) sql += " AND user_name = ?2";
+  if (!f.project.empty()) sql += " AND project = ?3";
+  if (f.before) sql += " AND id < ?4";
+  sql += " ORDER BY id DESC LIMIT ?5";
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(sql));
-  if (state) s.Bind(1, JobStateName(*state));
-  s.Bind(2, limit);
+  if (f.state) s.Bind(1, JobStateName(*f.state));
+  if (!f.user.empty()) s.Bind(2, f.user);
+  if (!f.project.empty()) s.Bind(3, f.project);
+  if (f.before) s.Bind(4, *f.before);
+  s.Bind(5, f.limit);
   return CollectRows(s, &ReadJob);
 }
 
@@ -1228,6 +1242,18 @@ StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
                                           " FROM tasks t LEFT JOIN workers w ON w.id = "
                                           "t.worker_id WHERE t.job_id = ? ORDER BY t.idx"));
   s.Bind(1, job_id);
+  return CollectRows(s, &ReadTask);
+}
+
+StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id, const TaskFilter& f) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
+                         " FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id WHERE "
+                         "t.job_id = ?1 AND t.idx > ?2" +
+                         (f.state ? " AND t.state = ?4" : "") + " ORDER BY t.idx LIMIT ?3"));
+  s.Bind(1, job_id).Bind(2, f.after_index).Bind(3, f.limit);
+  if (f.state) s.Bind(4, TaskStateName(*f.state));
   return CollectRows(s, &ReadTask);
 }
 

@@ -308,8 +308,25 @@ class Store {
 
   // ---- reads (any thread) ----------------------------------------------------------------
   StatusOr<std::vector<JobRecord>> ListJobs(std::optional<JobState> state, int limit);
+  // Newest first; every set field narrows the list. `before`: only jobs with a smaller id (the
+  // next page after a page that ended at that id).
+  struct JobFilter {
+    std::optional<JobState> state;
+    std::string user, project;
+    std::optional<int64_t> before;
+    int limit = 100;
+  };
+  StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter);
   StatusOr<JobRecord> GetJob(int64_t job_id);
   StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
+  // In task index order: those in `state` (when set) with an index above `after_index`, at most
+  // `limit` of them.
+  struct TaskFilter {
+    std::optional<TaskState> state;
+    int after_index = -1;
+    int limit = 1000000;
+  };
+  StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id, const TaskFilter& filter);
   StatusOr<TaskRecord> GetTask(int64_t task_id);
   StatusOr<std::vector<WorkerRecord>> ListWorkers();
   StatusOr<FarmSummary> Summary();

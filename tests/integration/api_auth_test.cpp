@@ -145,6 +145,21 @@ TEST(ApiAuthTest, RolesGateEveryEndpointAndSubmittersOwnTheirJobs) {
             201);
   EXPECT_EQ(reply["job"]["user"], "bob");
 
+  // Filters and keyset pages over the jobs list.
+  nlohmann::json mine = farm.Get("/api/v1/jobs?user=alice");
+  ASSERT_EQ(mine["jobs"].size(), 1u) << mine.dump();
+  EXPECT_EQ(mine["jobs"][0]["id"], job);
+  nlohmann::json page = farm.Get("/api/v1/jobs?limit=1");
+  ASSERT_EQ(page["jobs"].size(), 1u);
+  ASSERT_TRUE(page.contains("next_before")) << page.dump();
+  nlohmann::json next =
+      farm.Get("/api/v1/jobs?limit=1&before=" + std::to_string(page["next_before"].get<int>()));
+  ASSERT_EQ(next["jobs"].size(), 1u);
+  EXPECT_EQ(next["jobs"][0]["id"], job);  // the older of the two
+  EXPECT_TRUE(farm.Get("/api/v1/jobs?user=nobody")["jobs"].empty());
+  farm.Get("/api/v1/jobs?before=x", &status);
+  EXPECT_EQ(status, 400);
+
   const std::string job_path = "/api/v1/jobs/" + std::to_string(job);
   EXPECT_EQ(StatusAs(farm, bob, "GET", job_path), 200);
   EXPECT_EQ(StatusAs(farm, bob, "POST", job_path + "/cancel", {}, &reply), 403);

@@ -173,6 +173,14 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
     EXPECT_EQ(f["thumbnail"], true);
   }
   EXPECT_EQ(farm.Get(base + "/frames?first=2&count=1")["frames"].size(), 1u);
+  // Tasks by state, in pages.
+  EXPECT_EQ(farm.Get(base + "/tasks?state=done")["tasks"].size(), 4u);
+  EXPECT_TRUE(farm.Get(base + "/tasks?state=failed")["tasks"].empty());
+  nlohmann::json first_page = farm.Get(base + "/tasks?limit=3");
+  ASSERT_EQ(first_page["tasks"].size(), 3u);
+  nlohmann::json rest = farm.Get(base + "/tasks?after=" + first_page["next_after"].dump());
+  ASSERT_EQ(rest["tasks"].size(), 1u) << rest.dump();
+  EXPECT_FALSE(rest.contains("next_after"));
   int status = 0;
   farm.Get(base + "/frames?count=0", &status);
   EXPECT_EQ(status, 400);
