@@ -259,7 +259,7 @@ class Broker {
     if (options_.events) changed_jobs_.insert(job_id);
   }
   void Publish(const char* kind, nlohmann::json data);
-  // A notable event: stored (the events table) and published as a "notice".
+  // A notable event: stored (the events table) and published as a "notice". Broker thread.
   void RecordEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                    std::optional<int64_t> worker_id, const std::string& kind,
                    const std::string& message);

@@ -65,7 +65,9 @@ StatusOr<store::JoinTokenRecord> Broker::RevokeJoinToken(int64_t token_id) {
 Status Broker::RevokeWorker(const std::string& name) {
   TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, true));
   keys_.RemoveWorker(name);
+  // Events are recorded on the broker thread, like everything it publishes.
   (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
     auto it = FindWorker(name);
     if (it == workers_.end()) return false;
     Send(it->first,
@@ -73,7 +75,6 @@ Status Broker::RevokeWorker(const std::string& name) {
     DropWorker(it->first, "revoked by an operator");
     return true;
   });
-  RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
   spdlog::warn("worker {} revoked: its key is refused from now on", name);
   return Status::Ok();
 }
@@ -81,7 +82,10 @@ Status Broker::RevokeWorker(const std::string& name) {
 Status Broker::ReadmitWorker(const std::string& name) {
   TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, false));
   // Its old key stays out: the worker enrols again with a join token.
-  RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
+  (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
+    return true;
+  });
   spdlog::info("worker {} readmitted: it may enrol again with a join token", name);
   return Status::Ok();
 }

@@ -379,6 +379,11 @@ TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
   e2e::RunResult join = run({"join-token", "create", "--uses", "1"}, as_admin);
   EXPECT_EQ(join.exit_code, 0) << join.err;
   EXPECT_TRUE(Contains(join.out, "tsrj-")) << join.out;
+  e2e::RunResult joins = run({"join-token", "list"}, as_admin);
+  EXPECT_TRUE(Contains(joins.out, "valid") && Contains(joins.out, "0/1")) << joins.out;
+  e2e::RunResult unjoin = run({"join-token", "revoke", "1"}, as_admin);
+  EXPECT_EQ(unjoin.exit_code, 0) << unjoin.err;
+  EXPECT_TRUE(Contains(run({"join-token", "list"}, as_admin).out, "revoked"));
   e2e::RunResult bad_ttl =
       run({"token", "create", "--user", "d", "--role", "viewer", "--ttl", "soon"}, as_admin);
   EXPECT_EQ(bad_ttl.exit_code, 2);

@@ -1,0 +1,122 @@
+// Every job and worker command of the `tessera` CLI, run as the real binary against a real farm
+// (tokens on): what it prints, and its exit code. (Submit, wait, jobs --json, status --json,
+// workers --json, plugins, cancel and `up` are in tests/e2e/cli_e2e_test.cpp; credentials in
+// api_auth_test.cpp; logs, wait, status --watch and completion in api_live_test.cpp.)
+
+#include <gtest/gtest.h>
+
+#include "tests/e2e/subprocess.h"
+#include "tests/support/farm.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool Contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+class CliCommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(farm_.StartScheduler()) << farm_.SchedulerLog();
+    ASSERT_TRUE(farm_.StartWorker("w1"));
+    ASSERT_TRUE(farm_.WaitForWorkers(1, 20s));
+    env_ = {"TESSERA_SERVER=" + farm_.api_url(), "TESSERA_TOKEN=" + farm_.token()};
+  }
+  e2e::RunResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), Bin("tessera"));
+    return e2e::RunProcess(args, 60s, env_);
+  }
+  // Submits through the CLI; returns the job id it printed.
+  std::string Submit(const std::string& name, const std::string& job_yaml) {
+    const std::string file = farm_.dir() + "/" + name + ".yaml";
+    WriteFile(file, job_yaml);
+    // A second or so per frame on one core: slow enough to pause a job while it runs.
+    WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(320, 240, 256));
+    e2e::RunResult r = Run({"submit", file});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find_first_not_of("0123456789"));
+  }
+
+  LocalFarm farm_{"cli-commands"};
+  std::vector<std::string> env_;
+};
+
+TEST_F(CliCommandsTest, JobOperationsPrintTheNewStateAndFailWithExitCodes) {
+  // A paused job's queued tasks wait; pause, priority and resume say what changed.
+  const std::string id = Submit("held", "name: held\nscene: scene.yaml\nframes: 1-2\n");
+  ASSERT_FALSE(id.empty());
+  e2e::RunResult paused = Run({"pause", id});
+  EXPECT_EQ(paused.exit_code, 0) << paused.err;
+  EXPECT_TRUE(Contains(paused.out, "job " + id + " (held): paused")) << paused.out;
+  e2e::RunResult prio = Run({"priority", id, "80"});
+  EXPECT_TRUE(Contains(prio.out, "priority 80")) << prio.out;
+  EXPECT_EQ(Run({"priority", id, "101"}).exit_code, 2);  // out of range, nothing sent
+  e2e::RunResult resumed = Run({"resume", id});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  ASSERT_EQ(Run({"wait", id, "--quiet", "--timeout", "60"}).exit_code, 0);
+
+  // Text tables: jobs (with filters), status with tasks, workers.
+  e2e::RunResult jobs = Run({"jobs", "--state", "done"});
+  EXPECT_TRUE(Contains(jobs.out, "ID") && Contains(jobs.out, "held")) << jobs.out;
+  EXPECT_TRUE(Contains(Run({"jobs", "--user", "nobody"}).out, "No jobs.")) << "user filter";
+  e2e::RunResult status = Run({"status", id, "--tasks"});
+  EXPECT_TRUE(Contains(status.out, "state      done")) << status.out;
+  EXPECT_TRUE(Contains(status.out, "WORKER")) << status.out;
+  EXPECT_TRUE(Contains(status.out, "w1")) << status.out;
+  e2e::RunResult workers = Run({"workers"});
+  EXPECT_TRUE(Contains(workers.out, "w1") && Contains(workers.out, "idle")) << workers.out;
+
+  // Re-render one frame; then why, for a done task.
+  e2e::RunResult again = Run({"rerender", id, "2"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(Contains(again.out, "1 task(s) requeued")) << again.out;
+  ASSERT_EQ(Run({"wait", id, "--quiet", "--timeout", "60"}).exit_code, 0);
+  const int64_t task = farm_.Get("/api/v1/jobs/" + id + "/tasks")["tasks"][0]["id"];
+  e2e::RunResult why = Run({"why", std::to_string(task)});
+  EXPECT_EQ(why.exit_code, 0) << why.err;
+  EXPECT_TRUE(Contains(why.out, "task " + std::to_string(task) + " (done)")) << why.out;
+  EXPECT_EQ(Run({"why", "999999"}).exit_code, 1);
+
+  // Retry brings a failed job's tasks back; delete removes a finished job.
+  const std::string bad = Submit("bad",
+                                 "name: bad\nrenderer: command\nframes: 1\nmax_retries: 0\n"
+                                 "settings: {program: 'false'}\n");
+  EXPECT_EQ(Run({"wait", bad, "--quiet", "--timeout", "60"}).exit_code, 1);
+  e2e::RunResult retry = Run({"retry", bad});
+  EXPECT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_TRUE(Contains(retry.out, "1 task(s) requeued")) << retry.out;
+  EXPECT_EQ(Run({"wait", bad, "--quiet", "--timeout", "60"}).exit_code, 1);
+  e2e::RunResult deleted = Run({"delete", bad});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_TRUE(Contains(deleted.out, "job " + bad + " deleted")) << deleted.out;
+  e2e::RunResult gone = Run({"status", bad});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_TRUE(Contains(gone.err, "does not exist")) << gone.err;
+  // A running or queued job cannot be deleted: the API's 409, exit 1. (No worker is in pool
+  // `nowhere`, so this one stays queued.)
+  const std::string live =
+      Submit("live", "name: live\nscene: scene.yaml\nframes: 1\npools: [nowhere]\n");
+  e2e::RunResult refused = Run({"delete", live});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(Contains(refused.err, "cancel it before deleting it")) << refused.err;
+}
+
+TEST_F(CliCommandsTest, WorkerCommandsDrainAndNameUnknownWorkers) {
+  // revoke and readmit act on enrolled keys: on this loopback farm w1 never enrolled one.
+  e2e::RunResult revoke = Run({"worker", "revoke", "w1"});
+  EXPECT_EQ(revoke.exit_code, 1);
+  EXPECT_TRUE(Contains(revoke.err, "no worker named w1 has enrolled")) << revoke.err;
+  EXPECT_EQ(Run({"worker", "readmit", "w1"}).exit_code, 1);
+  EXPECT_EQ(Run({"worker", "drain", "ghost"}).exit_code, 1);
+  // Draining: it says so, and the worker leaves once idle.
+  e2e::RunResult drain = Run({"worker", "drain", "w1"});
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  EXPECT_TRUE(Contains(drain.out, "worker w1 is draining")) << drain.out;
+  EXPECT_TRUE(WaitFor([&] { return !farm_.worker("w1").running(); }, 30s));
+}
+
+}  // namespace
+}  // namespace tessera::testing
