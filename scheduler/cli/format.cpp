@@ -1,12 +1,32 @@
 #include "scheduler/cli/format.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace tessera::cli {
 
-void Table::Print(std::ostream& out) const {
+size_t TerminalColumns() {
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr && *columns != '\0') {
+    const long n = std::strtol(columns, nullptr, 10);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  winsize size{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    return size.ws_col;
+  }
+  return 0;
+}
+
+void Table::Print(std::ostream& out) const { Print(out, TerminalColumns()); }
+
+void Table::Print(std::ostream& out, size_t max_width) const {
+  constexpr size_t kGap = 2;
+  constexpr size_t kMinColumn = 6;
   std::vector<size_t> widths(headers_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
@@ -15,11 +35,27 @@ void Table::Print(std::ostream& out) const {
   };
   measure(headers_);
   for (const auto& row : rows_) measure(row);
+  // Too wide for the terminal: narrow the widest column, one character at a time, down to
+  // kMinColumn; cells that no longer fit end in "~".
+  if (max_width > 0 && !widths.empty()) {
+    auto total = [&] {
+      size_t sum = kGap * (widths.size() - 1);
+      for (size_t w : widths) sum += w;
+      return sum;
+    };
+    while (total() > max_width) {
+      auto widest = std::max_element(widths.begin(), widths.end());
+      if (*widest <= kMinColumn) break;
+      --*widest;
+    }
+  }
   auto print = [&](const std::vector<std::string>& row) {
     std::string line;
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+      std::string cell = row[i];
+      if (cell.size() > widths[i]) cell = cell.substr(0, widths[i] - 1) + "~";
+      line += cell;
+      if (i + 1 < row.size()) line += std::string(widths[i] - cell.size() + kGap, ' ');
     }
     out << line << '\n';
   };

@@ -17,12 +17,18 @@ class Table {
  public:
   explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
   void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Fits the terminal (TerminalColumns) by narrowing the widest columns; cut cells end in '~'.
   void Print(std::ostream& out) const;
+  void Print(std::ostream& out, size_t max_width) const;  // 0: no limit
 
  private:
   std::vector<std::string> headers_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// The width tables must fit: $COLUMNS, else the terminal's width, else 0 (not a terminal: no
+// limit, so scripts get whole cells).
+size_t TerminalColumns();
 
 // Field readers: `fallback` when the key is absent, null or of another type.
 std::string Str(const json& object, const char* key, const std::string& fallback = "-");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 
@@ -62,6 +64,13 @@ TEST_F(CliCommandsTest, JobOperationsPrintTheNewStateAndFailWithExitCodes) {
   e2e::RunResult jobs = Run({"jobs", "--state", "done"});
   EXPECT_TRUE(Contains(jobs.out, "ID") && Contains(jobs.out, "held")) << jobs.out;
   EXPECT_TRUE(Contains(Run({"jobs", "--user", "nobody"}).out, "No jobs.")) << "user filter";
+  // Tables fit the terminal ($COLUMNS here): long cells are cut, nothing wraps.
+  env_.push_back("COLUMNS=48");
+  e2e::RunResult narrow = Run({"jobs"});
+  env_.pop_back();
+  EXPECT_TRUE(Contains(narrow.out, "~")) << narrow.out;
+  std::istringstream lines(narrow.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 48u) << line;
   e2e::RunResult status = Run({"status", id, "--tasks"});
   EXPECT_TRUE(Contains(status.out, "state      done")) << status.out;
   EXPECT_TRUE(Contains(status.out, "WORKER")) << status.out;
