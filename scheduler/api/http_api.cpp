@@ -175,6 +175,8 @@ StatusOr<int> HttpApi::Start() {
     server_ = std::make_unique<httplib::Server>();
   }
   server_->new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
+  // An idle keep-alive connection holds a thread until this runs out, and so does shutdown.
+  server_->set_keep_alive_timeout(2);
   server_->set_payload_max_length(2 * spec::kMaxSceneBytes + (1 << 20));
   Routes();
   int port = options_.port;
@@ -626,6 +628,24 @@ void HttpApi::Routes() {
          worker_action("drain", [this](const std::string& n) { return broker_.DrainWorker(n); }));
   Handle("POST", R"(/api/v1/workers/([^/]+)/revoke)", Role::kOperator,
          worker_action("revoke", [this](const std::string& n) { return broker_.RevokeWorker(n); }));
+  Handle("POST", R"(/api/v1/workers/([^/]+)/disable)", Role::kOperator,
+         worker_action("disable", [this](const std::string& n) {
+           return broker_.SetWorkerDisabled(n, true);
+         }));
+  Handle("POST", R"(/api/v1/workers/([^/]+)/enable)", Role::kOperator,
+         worker_action("enable", [this](const std::string& n) {
+           return broker_.SetWorkerDisabled(n, false);
+         }));
+  Handle("GET", R"(/api/v1/workers/([^/]+))", Role::kViewer,
+         [this](Req req, Res res, const Caller&) {
+           const std::string name = req.matches[1];
+           auto workers = store_.ListWorkers();
+           if (!workers.ok()) return ReplyError(res, workers.status());
+           for (const store::WorkerRecord& w : *workers) {
+             if (w.name == name) return Reply(res, 200, {{"worker", WorkerView(w)}});
+           }
+           ReplyError(res, Status::NotFound("no worker named " + name + " has ever registered"));
+         });
   Handle(
       "POST", R"(/api/v1/workers/([^/]+)/readmit)", Role::kOperator,
       worker_action("readmit", [this](const std::string& n) { return broker_.ReadmitWorker(n); }));

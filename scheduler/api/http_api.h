@@ -21,7 +21,8 @@
 //   DELETE /api/v1/jobs/{id} [submitter] (finished jobs; output files stay)   -> {"deleted": id}
 //   GET  /api/v1/tasks/{id}/why [viewer] -> {"task_id", "state", "reason", "details": [...]}
 //   GET  /api/v1/workers [viewer]                                          -> {"workers": [...]}
-//   POST /api/v1/workers/{name}/drain | /revoke | /readmit [operator]
+//   GET  /api/v1/workers/{name} [viewer]                                  -> {"worker": WORKER}
+//   POST /api/v1/workers/{name}/drain | /revoke | /readmit | /disable | /enable [operator]
 //   GET  /api/v1/plugins [viewer] -> {"workers": [{"id", "name", "plugins": [...]}],
 //                                     "plugins": [{"name", "description", "tiles", "settings"}]}
 //   GET  /api/v1/summary [viewer]                                             -> farm counters

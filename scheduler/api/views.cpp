@@ -110,6 +110,7 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
           {"cpu_model", w.cpu_model},
           {"cloud", w.cloud},
           {"current_tasks", w.current_tasks},
+          {"disabled", w.disabled},
           {"registered_at", IsoTime(w.registered_at_ms)},
           {"last_seen", IsoTime(w.last_seen_ms)}};
 }

@@ -63,6 +63,15 @@ void Broker::Post(std::function<void()> fn) {
 
 void Broker::Run(std::promise<StatusOr<std::string>> started) {
   std::string endpoint;
+  // Workers an operator disabled stay disabled when they come back.
+  StatusOr<std::vector<store::WorkerRecord>> known = store_.ListWorkers();
+  if (!known.ok()) {
+    started.set_value(known.status());
+    return;
+  }
+  for (const store::WorkerRecord& w : *known) {
+    if (w.disabled) disabled_workers_.insert(w.name);
+  }
   if (options_.curve) {
     // The ZAP handler must be listening before the CURVE ROUTER binds.
     if (Status s = LoadKeyRing(); !s.ok()) {
@@ -392,6 +401,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   WorkerConn conn;
   conn.offer.id = *id;
   conn.offer.name = reg->name;
+  conn.disabled = disabled_workers_.count(reg->name) > 0;
   conn.offer.pools = {reg->pools.begin(), reg->pools.end()};
   conn.offer.tags = {reg->tags.begin(), reg->tags.end()};
   conn.offer.cpu_cores = reg->cpu_cores;

@@ -123,6 +123,9 @@ class Broker {
   Status ReadmitWorker(const std::string& name);
   // Tells a connected worker to finish its running tasks, take no new ones, then leave.
   Status DrainWorker(const std::string& name);
+  // A disabled worker stays connected but gets no new tasks, until enabled (kept in the store,
+  // so it holds across reconnects and restarts). NotFound for a name that never registered.
+  Status SetWorkerDisabled(const std::string& name, bool disabled);
 
   // ---- metrics (any thread) -------------------------------------------------------------------
   // Totals since the scheduler started, for /metrics: relaxed atomics the broker thread bumps,
@@ -218,8 +221,9 @@ class Broker {
     // than it can hold.
     std::map<int64_t, std::vector<int>> stopping;
     bool draining = false;  // finishing its tasks before it leaves: nothing new for it
+    bool disabled = false;  // an operator's hold: nothing new for it
     int free_slots() const {
-      return draining ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());
+      return draining || disabled ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());
     }
     void SetGpusBusy(const std::vector<int>& gpus, bool busy) {
       for (int g : gpus) {
@@ -420,6 +424,7 @@ class Broker {
   std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
   static constexpr std::chrono::milliseconds kJobEventInterval{250};
   std::set<int64_t> changed_jobs_;
+  std::set<std::string> disabled_workers_;  // by name, from the store at Start
   std::chrono::steady_clock::time_point next_job_events_{};
   std::vector<std::pair<const char*, nlohmann::json>> pending_events_;
   std::chrono::steady_clock::time_point next_timer_;

@@ -90,6 +90,25 @@ Status Broker::ReadmitWorker(const std::string& name) {
   return Status::Ok();
 }
 
+Status Broker::SetWorkerDisabled(const std::string& name, bool disabled) {
+  return OnBrokerThread<bool>([this, name, disabled]() -> StatusOr<bool> {
+           TSR_RETURN_IF_ERROR(store_.SetWorkerDisabled(name, disabled));
+           if (disabled) {
+             disabled_workers_.insert(name);
+           } else {
+             disabled_workers_.erase(name);
+           }
+           auto it = FindWorker(name);
+           if (it != workers_.end()) it->second.disabled = disabled;
+           RecordEvent(std::nullopt, std::nullopt, std::nullopt,
+                       disabled ? "worker_disabled" : "worker_enabled", name);
+           spdlog::info("worker {} {}", name,
+                        disabled ? "disabled: no new tasks until enabled" : "enabled");
+           return true;
+         })
+      .status();
+}
+
 Status Broker::DrainWorker(const std::string& name) {
   StatusOr<bool> found = OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
     auto it = FindWorker(name);

@@ -246,7 +246,9 @@ int RunWorkers(const ClientOptions& options) {
   }
   Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "LAST SEEN"});
   for (const json& w : workers) {
-    table.AddRow({Str(w, "id"), Str(w, "name"), Str(w, "state"), Str(w, "cpu_cores"),
+    const std::string state =
+        Str(w, "state") + (Member(w, "disabled") == true ? " (disabled)" : "");
+    table.AddRow({Str(w, "id"), Str(w, "name"), state, Str(w, "cpu_cores"),
                   FormatMegabytes(Int(w, "ram_mb")), GpuSummary(Member(w, "gpus")),
                   CloudSummary(Member(w, "cloud")), IdList(Member(w, "current_tasks")),
                   FormatTimestamp(Member(w, "last_seen"))});
@@ -363,6 +365,10 @@ int RunWorkerAction(const ClientOptions& options, const std::string& name,
     std::cout << "worker " << name << " is draining: it finishes its tasks, then leaves\n";
   } else if (action == "revoke") {
     std::cout << "worker " << name << " revoked: disconnected, and its key is refused\n";
+  } else if (action == "disable") {
+    std::cout << "worker " << name << " disabled: no new tasks (running ones finish)\n";
+  } else if (action == "enable") {
+    std::cout << "worker " << name << " enabled: it takes tasks again\n";
   } else {
     std::cout << "worker " << name << " readmitted: it may enrol again with a join token\n";
   }

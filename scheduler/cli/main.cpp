@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
   for (const auto& [name, help] : std::vector<std::pair<const char*, const char*>>{
            {"drain", "Finish its running tasks, take no new ones, then leave"},
            {"revoke", "Disconnect it and refuse its key from now on"},
-           {"readmit", "Let a revoked worker enrol again with a join token"}}) {
+           {"readmit", "Let a revoked worker enrol again with a join token"},
+           {"disable", "Give it no new tasks (it stays connected) until enabled"},
+           {"enable", "Give a disabled worker tasks again"}}) {
     CLI::App* cmd = AddClientCommand(*worker, name, help, &options, true);
     cmd->add_option("NAME", worker_name, "Worker name (see: tessera workers)")->required();
     worker_actions.emplace_back(name, cmd);

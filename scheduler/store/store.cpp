@@ -204,6 +204,11 @@ CREATE TABLE task_logs (
 );
 CREATE INDEX task_logs_by_job ON task_logs(job_id);
 )sql",
+    // 16 -> 17: an operator's "no new tasks for this worker", kept across reconnects and
+    // restarts until enabled again.
+    R"sql(
+ALTER TABLE workers ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -1110,6 +1115,16 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
   return id;
 }
 
+Status Store::SetWorkerDisabled(const std::string& name, bool disabled) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE workers SET disabled = ?2 WHERE name = ?1 "
+                                                "RETURNING id"));
+  s.Bind(1, name).Bind(2, disabled ? 1 : 0);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("no worker named " + name + " has ever registered");
+  return s.Run();
+}
+
 Status Store::SetWorkerState(int64_t worker_id, WorkerState state) {
   Deferred op;
   op.kind = Deferred::Kind::kWorkerState;
@@ -1276,7 +1291,7 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
                                   "w.registered_at, w.last_seen, "
                                   "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
                                   "w.id AND t.state = 'running'), w.pools_json, w.tags_json, "
-                                  "w.details_json FROM workers w ORDER BY w.id"));
+                                  "w.details_json, w.disabled FROM workers w ORDER BY w.id"));
   std::vector<WorkerRecord> out;
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1301,6 +1316,7 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
       w.cpu_model = details.value("cpu_model", "");
       w.cloud = details.value("cloud", protocol::CloudInfo{});
     }
+    w.disabled = s.Int(15) != 0;
     std::string tasks = s.Text(11);
     for (size_t pos = 0; pos < tasks.size();) {
       size_t comma = tasks.find(',', pos);

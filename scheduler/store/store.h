@@ -114,6 +114,7 @@ struct WorkerRecord {
   // What it reported about its machine (workers.details_json; empty for older workers).
   std::string os, cpu_model;
   protocol::CloudInfo cloud;
+  bool disabled = false;  // an operator said: no new tasks for it
 };
 
 // A join token: a new worker that presents it (through its CURVE key pair) may enrol once per
@@ -186,7 +187,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 16;
+  static constexpr int kSchemaVersion = 17;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -273,6 +274,8 @@ class Store {
   // Inserts or refreshes the worker by name; returns its id.
   StatusOr<int64_t> UpsertWorker(const protocol::Register& reg);
   Status SetWorkerState(int64_t worker_id, WorkerState state);
+  // Disabled workers get no new tasks (running ones finish); NotFound for an unknown name.
+  Status SetWorkerDisabled(const std::string& name, bool disabled);
   Status TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms);
   // At start-up nobody is connected yet.
   Status MarkAllWorkersOffline();

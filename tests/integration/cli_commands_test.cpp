@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <thread>
 
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
@@ -120,6 +121,26 @@ TEST_F(CliCommandsTest, WorkerCommandsDrainAndNameUnknownWorkers) {
   EXPECT_TRUE(Contains(revoke.err, "no worker named w1 has enrolled")) << revoke.err;
   EXPECT_EQ(Run({"worker", "readmit", "w1"}).exit_code, 1);
   EXPECT_EQ(Run({"worker", "drain", "ghost"}).exit_code, 1);
+  // Disabled: connected, but a job waits for it; enabled, the job runs. It holds across a
+  // reconnect.
+  e2e::RunResult disabled = Run({"worker", "disable", "w1"});
+  EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
+  EXPECT_TRUE(Contains(disabled.out, "worker w1 disabled")) << disabled.out;
+  EXPECT_TRUE(Contains(Run({"workers"}).out, "idle (disabled)"));
+  EXPECT_EQ(farm_.Get("/api/v1/workers/w1")["worker"]["disabled"], true);
+  ASSERT_TRUE(farm_.StartWorker("w1"));  // restarted: registers again
+  ASSERT_TRUE(farm_.WaitForWorkers(1, 20s));
+  std::string error;
+  const int64_t job = farm_.Submit("name: held\nrenderer: noop\nframes: 1-2\n", "", &error);
+  ASSERT_GT(job, 0) << error;
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(farm_.Get("/api/v1/jobs/" + std::to_string(job))["job"]["state"], "queued");
+  EXPECT_EQ(Run({"worker", "enable", "w1"}).exit_code, 0);
+  EXPECT_EQ(farm_.WaitForJob(job, 30s).value("state", ""), "done");
+  EXPECT_EQ(Run({"worker", "disable", "ghost"}).exit_code, 1);
+  int status = 0;
+  farm_.Get("/api/v1/workers/ghost", &status);
+  EXPECT_EQ(status, 404);
   // Draining: it says so, and the worker leaves once idle.
   e2e::RunResult drain = Run({"worker", "drain", "w1"});
   EXPECT_EQ(drain.exit_code, 0) << drain.err;

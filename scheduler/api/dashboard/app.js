@@ -169,8 +169,9 @@ async function refresh() {
   } catch (e) {
     if (view !== app.view) return;
     if (!(e instanceof ApiError)) {
+      // A bug in the page, not an outage: say so instead of retrying.
       console.error(e);
-      e = new ApiError(0, 'internal', `the page failed: ${e.message}`);
+      e = new ApiError(-1, 'internal', `the page failed: ${e.message}`);
     }
     if (e.status === 401) {
       showSignIn(e);
@@ -229,7 +230,7 @@ function setLive(mode, why = '') {
   live.mode = mode;
   live.why = why;
   const el = $('#live');
-  el.className = `live ${mode}`;
+  el.className = `live m-${mode}`;
   el.textContent = mode === 'live' ? 'Live' : mode === 'polling' ? 'Polling' : 'Connecting';
   el.title = mode === 'live' ? 'Updates stream from the scheduler as they happen'
                              : `Refreshing every ${kPollMs / 1000} s${why ? ` (${why})` : ''}`;
@@ -300,7 +301,8 @@ function signInReason(error) {
     else if (/not known/.test(m)) why = 'This scheduler does not know that token.';
     else if (/not a Tessera/.test(m)) why = 'That is not a Tessera API token (they start tsra-).';
   }
-  return `<b>${esc(why)}</b>${m ? `<small>${esc(m)}</small>` : ''}`;
+  // The API's words help with a token that was refused, not with one that was never given.
+  return `<b>${esc(why)}</b>${m && token() ? `<small>${esc(m)}</small>` : ''}`;
 }
 
 function showSignIn(error) {

@@ -6,11 +6,10 @@ const kWidth = 640;
 const kHeight = 220;
 const kPad = {left: 44, right: 16, top: 16, bottom: 28};
 
-// The smallest "nice" number (1, 2, 2.5, 5 x 10^k) at or above `value`.
-function niceCeil(value) {
-  if (value <= 0) return 1;
+// The smallest "nice" step (1, 2, 2.5, 5 x 10^k; no 2.5 for counts) at or above `value`.
+function niceStep(value, integer) {
   const base = Math.pow(10, Math.floor(Math.log10(value)));
-  for (const step of [1, 2, 2.5, 5, 10]) {
+  for (const step of integer ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10]) {
     if (step * base >= value) return step * base;
   }
   return 10 * base;
@@ -18,10 +17,12 @@ function niceCeil(value) {
 
 function formatValue(v) {
   if (v >= 1000) return `${(v / 1000).toFixed(v >= 10000 ? 0 : 1)}k`;
-  return Number.isInteger(v) ? `${v}` : v.toFixed(1);
+  if (Number.isInteger(v) || v >= 100) return `${Math.round(v)}`;
+  return `${parseFloat(v.toFixed(v >= 10 ? 1 : 2))}`;
 }
 
-// times: [ms since epoch]; series: [{label, color, values: [number], area: bool}].
+// times: [ms since epoch]; series: [{label, color, values: [number], area: bool,
+// integer: bool (counts: whole-number ticks)}].
 // Returns an <svg class="chart"> that scales to its container's width.
 export function timeChart({title, times, series, note = ''}) {
   // Gradient ids must be unique in the document; charts differ by title.
@@ -29,7 +30,9 @@ export function timeChart({title, times, series, note = ''}) {
   const w = kWidth - kPad.left - kPad.right;
   const h = kHeight - kPad.top - kPad.bottom;
   const all = series.flatMap((s) => s.values).filter((v) => Number.isFinite(v));
-  const yMax = niceCeil(Math.max(1, ...all));
+  // Four grid steps of a round size above the largest value.
+  const integer = series.every((s) => s.integer);
+  const yMax = 4 * niceStep(Math.max(integer ? 1 : 0.25, Math.max(0, ...all) / 4), integer);
   const t0 = times.length ? times[0] : 0;
   const span = times.length > 1 ? times[times.length - 1] - t0 : 1;
   const x = (t) => kPad.left + (times.length > 1 ? ((t - t0) / span) * w : w);
@@ -53,7 +56,7 @@ export function timeChart({title, times, series, note = ''}) {
     ticks.forEach((t, i) => {
       const anchor = ['start', 'middle', 'end'][i];
       parts.push(`<text class="tick" x="${x(t).toFixed(1)}" y="${kHeight - 8}" ` +
-                 `text-anchor="${anchor}">${esc(clockTime(t))}</text>`);
+                 `text-anchor="${anchor}">${esc(clockTime(t, span < 600000))}</text>`);
     });
   }
   series.forEach((s, i) => {

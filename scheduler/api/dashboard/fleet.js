@@ -16,12 +16,19 @@ function health(worker, now) {
   return {cls: 'down', text: 'silent'};
 }
 
+// Identical GPUs on one line: "8 × NVIDIA H100 · 80 GB · sm 9.0".
 function gpus(worker) {
   if (!worker.gpus?.length) return '<span class="muted">CPU only</span>';
-  return worker.gpus.map((g) => `<div class="gpu"><span class="gpu-name">${esc(g.name)}</span>` +
-                                `<span class="muted"> · ${megabytes(g.memory_mb)}` +
-                                `${g.compute_major ? ` · sm ${g.compute_major}.${g.compute_minor}`
-                                                   : ''}</span></div>`)
+  const groups = new Map();
+  for (const g of worker.gpus) {
+    const key = `${g.name}|${g.memory_mb}|${g.compute_major}.${g.compute_minor}`;
+    if (!groups.has(key)) groups.set(key, {gpu: g, n: 0});
+    groups.get(key).n += 1;
+  }
+  return [...groups.values()].map(({gpu: g, n}) =>
+      `<div class="gpu">${n > 1 ? `<b>${n} ×</b> ` : ''}<span class="gpu-name">${esc(g.name)}` +
+      `</span><span class="muted"> · ${megabytes(g.memory_mb)}` +
+      `${g.compute_major ? ` · sm ${g.compute_major}.${g.compute_minor}` : ''}</span></div>`)
       .join('');
 }
 
@@ -45,14 +52,15 @@ function workerRow(w, now) {
   return `<tr class="worker-row h-${h.cls}"><td><div class="worker-name">` +
          `<span class="health ${h.cls}" title="${esc(h.text)}"></span>` +
          `<b>${esc(w.name)}</b></div>` +
-         (sub.length ? `<div class="sub">${esc(sub.join(' · '))}</div>` : '') +
+         (sub.length ? `<div class="sub" title="${esc(sub.join(' · '))}">` +
+                           `${esc(sub.join(' · '))}</div>` : '') +
          (labels.length ? `<div class="labels">${labels.map((l) => `<span class="tag">` +
                                                                    `${esc(l)}</span>`).join('')}` +
                               '</div>' : '') +
          `</td><td>${badge(w.state)}</td><td>${gpus(w)}</td>` +
-         `<td><div>${plural(w.cpu_cores, 'core')} · ${megabytes(w.ram_mb)}</div>` +
+         `<td class="nowrap"><div>${plural(w.cpu_cores, 'core')} · ${megabytes(w.ram_mb)}</div>` +
          (w.cpu_model ? `<div class="sub">${esc(w.cpu_model)}</div>` : '') + '</td>' +
-         `<td>${tasks}</td><td>${cloud(w)}</td>` +
+         `<td>${tasks}</td><td class="nowrap">${cloud(w)}</td>` +
          `<td class="nowrap"><span class="seen ${h.cls}" title="${esc(w.last_seen)}">` +
          `${esc(ago(w.last_seen, now))}</span></td></tr>`;
 }
@@ -145,7 +153,14 @@ export const farmPage = {
   render({summary, history}, ctx) {
     const fromServer = history && history.points?.length > 0;
     const points = fromServer
-        ? history.points.map((p) => ({...p, time: Date.parse(p.time)})) : ctx.samples;
+        ? history.points.map((p) => ({...p, time: Date.parse(p.time)})) : [...ctx.samples];
+    // The server samples every interval_s; the farm as it is now ends the line.
+    const now = Date.now();
+    const last = fromServer ? points[points.length - 1] : null;
+    if (last && now - last.time > 1000) {
+      points.push({time: now, queued: summary.tasks.queued, running: summary.tasks.running,
+                   throughput_per_min: summary.throughput_per_min ?? last.throughput_per_min});
+    }
     const times = points.map((p) => p.time);
     const throughput = fromServer ? points.map((p) => p.throughput_per_min)
                                   : throughputOf(points);
@@ -160,7 +175,8 @@ export const farmPage = {
       card('Tasks', tasks.total, stateCounts(tasks, taskOrder), stackedStates(tasks, taskOrder)),
       card('Workers', workers.total, stateCounts(workers, ['busy', 'idle', 'offline']),
            stackedStates(workers, ['busy', 'idle', 'offline'])),
-      card('Throughput', lastRate == null ? '—' : lastRate.toFixed(lastRate < 10 ? 1 : 0),
+      card('Throughput',
+           lastRate == null ? '—' : lastRate === 0 ? '0' : lastRate.toFixed(lastRate < 10 ? 1 : 0),
            `tasks finished per minute · ${busyPct}% of live workers busy`),
     ].join('');
     const note = fromServer ? ''
@@ -171,9 +187,9 @@ export const farmPage = {
                    series: [{label: 'tasks / min', color: '#3fb97a', area: true,
                              values: throughput.map((v) => v ?? 0)}]}) +
         timeChart({title: 'Queue depth', times, note,
-                   series: [{label: 'queued', color: '#8b95a3', area: true,
+                   series: [{label: 'queued', color: '#8b95a3', area: true, integer: true,
                              values: points.map((p) => p.queued)},
-                            {label: 'running', color: '#5b9cff',
+                            {label: 'running', color: '#5b9cff', integer: true,
                              values: points.map((p) => p.running)}]});
     return {cards, charts};
   },

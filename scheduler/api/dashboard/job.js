@@ -8,8 +8,10 @@ import {badge, duration, esc, frameRange, plural, stateCounts, when} from './ui.
 
 const kMaxCells = 2000;         // frames drawn in the grid
 const kMaxFailures = 50;        // failed tasks listed
+const kMaxRunning = 200;        // running tasks listed
 const kLogLines = 80;           // lines of a log shown (the tail)
 const kThumbFetches = 4;        // thumbnails fetched at once
+const kThumbRetryMs = 5000;     // after a fetch failed for want of the scheduler
 const kTaskOrder = ['done', 'running', 'queued', 'failed', 'canceled'];
 
 // Without GET .../frames (older schedulers): a frame's state from the tasks that render it.
@@ -47,10 +49,11 @@ function head(job, frames) {
     ['Renderer', esc(job.renderer)],
     ['Project', esc(job.project)],
     ['Priority', job.priority],
-    ['Frames', `${frameRange(job.frame_start, job.frame_end)} (${nFrames})`],
+    ['Frames', frameRange(job.frame_start, job.frame_end) + (nFrames > 1 ? ` (${nFrames})` : '')],
     ['Submitted', when(job.submitted_at)],
     ['Run time', started ? duration(end - started) : '—'],
   ];
+  if (job.eta_s != null) facts.push(['Time left', `≈ ${duration(job.eta_s * 1000)}`]);
   const callouts = [
     job.error ? `<div class="callout bad"><b>Error</b> ${esc(job.error)}</div>` : '',
     job.notice ? `<div class="callout warn"><b>Waiting</b> ${esc(job.notice)}</div>` : '',
@@ -63,7 +66,8 @@ function head(job, frames) {
          `<div class="job-progress"><span class="pct">${pct}%</span>` +
          `${taskBar(job.tasks, {wide: true})}</div>` +
          `<div class="counts">${stateCounts(job.tasks, kTaskOrder)}` +
-         `<span class="count frames"><b>${framesDone}</b> of ${nFrames} frames done</span></div>` +
+         `<span class="count count-frames"><b>${framesDone}</b> of ${plural(nFrames, 'frame')} done` +
+         '</span></div>' +
          callouts;
 }
 
@@ -96,7 +100,7 @@ function actions(job, ctx) {
 
 function frameCell(frame, job, progressByFrame, thumbs) {
   const thumb = thumbs.get(frame.frame);
-  let inner = `<span class="ph">${frame.frame}</span>`;
+  let inner = '';
   if (frame.state === 'done' && thumb) {
     inner = `<img src="${thumb}" alt="frame ${frame.frame}" decoding="async">`;
   } else if (frame.state === 'done') {
@@ -121,10 +125,9 @@ function frameCell(frame, job, progressByFrame, thumbs) {
 }
 
 function frameGrid(data, ctx) {
-  const {job, frames, tasks} = data;
+  const {job, frames, running} = data;
   const progressByFrame = new Map();
-  for (const t of tasks) {
-    if (t.state !== 'running') continue;
+  for (const t of running) {
     for (let f = t.frame_start; f <= t.frame_end; ++f) progressByFrame.set(f, t.progress);
   }
   const counts = {};
@@ -139,8 +142,7 @@ function frameGrid(data, ctx) {
          more;
 }
 
-function running(tasks) {
-  const now = tasks.filter((t) => t.state === 'running');
+function runningNow(now) {
   if (!now.length) return '';
   return `<div class="section-head"><h2>Rendering now</h2></div><table class="tasks"><thead><tr>` +
          '<th class="num">Task</th><th>Frames</th><th>Worker</th><th>Attempt</th><th>Progress</th>' +
@@ -180,23 +182,23 @@ function logOf(entry) {
       .join('');
 }
 
-function failures(tasks, ctx) {
-  const failed = tasks.filter((t) => t.state === 'failed');
+function failures(failed, job, ctx) {
   if (!failed.length) return '';
   const st = ctx.state;
-  const shown = failed.slice(0, kMaxFailures);
-  const items = shown.map((t) => {
+  const total = Math.max(job.tasks.failed, failed.length);
+  const items = failed.map((t) => {
     const open = st.open.has(t.id);
     return `<details class="failure" data-task="${t.id}"${open ? ' open' : ''}><summary>` +
-           `<span class="fail-title">Task ${t.id} · frames ${frameRange(t.frame_start, t.frame_end)}` +
+           `<span class="fail-title">Task ${t.id} · frame${t.frame_end > t.frame_start ? 's' : ''} ` +
+           `${frameRange(t.frame_start, t.frame_end)}` +
            ` · attempt ${t.attempt}${t.worker_name ? ` · ${esc(t.worker_name)}` : ''}` +
            ` · ${when(t.finished_at)}</span>` +
            `<span class="fail-msg">${esc(t.message || 'no message')}</span></summary>` +
            `<div class="fail-log">${open ? logOf(st.logs.get(t.id)) : ''}</div></details>`;
   });
-  const more = failed.length > shown.length
-      ? `<p class="muted small">and ${failed.length - shown.length} more</p>` : '';
-  return `<div class="section-head"><h2>Failed tasks <span class="muted">${failed.length}</span>` +
+  const more = total > failed.length
+      ? `<p class="muted small">and ${total - failed.length} more</p>` : '';
+  return `<div class="section-head"><h2>Failed tasks <span class="muted">${total}</span>` +
          '</h2><span class="muted small">Open one for its log</span></div>' + items.join('') +
          more;
 }
@@ -207,21 +209,27 @@ function pumpThumbs(ctx) {
   while (st.fetching < kThumbFetches && st.queue.length) {
     const frame = st.queue.shift();
     st.fetching += 1;
+    let settled = true;
     imageUrl(`/api/v1/jobs/${st.jobId}/frames/${frame}/thumbnail`)
         .then((url) => {
           if (st.closed) return URL.revokeObjectURL(url);
           st.thumbs.set(frame, url);
         })
         .catch((e) => {
-          // Not there (yet): a placeholder; an outage: try again on a later paint.
-          if (e instanceof ApiError && !e.transient) st.thumbs.set(frame, null);
+          // Not there: a placeholder. An outage: tried again on a paint a little later.
+          if (e instanceof ApiError && !e.transient) {
+            st.thumbs.set(frame, null);
+          } else {
+            settled = false;
+            st.retryAt.set(frame, Date.now() + kThumbRetryMs);
+          }
         })
         .finally(() => {
           st.fetching -= 1;
           st.queued.delete(frame);
           if (st.closed) return;
           pumpThumbs(ctx);
-          ctx.repaint();
+          if (settled) ctx.repaint();
         });
   }
 }
@@ -231,7 +239,8 @@ export const jobPage = {
   title: (route) => `Job ${route.id}`,
   init(route) {
     return {jobId: route.id, thumbs: new Map(), logs: new Map(), open: new Set(), queue: [],
-            queued: new Set(), fetching: 0, msg: null, busy: null, observer: null, closed: false};
+            queued: new Set(), retryAt: new Map(), fetching: 0, msg: null, busy: null,
+            observer: null, closed: false};
   },
   leave(st) {
     st.closed = true;
@@ -249,12 +258,19 @@ export const jobPage = {
       throw new ApiError(400, 'invalid_argument', 'a job id is a positive whole number');
     }
     const base = `/api/v1/jobs/${route.id}`;
-    const [job, tasks, frames] = await Promise.all([
+    // Only the tasks the page lists; frames carry the rest. (The filter again here, for
+    // schedulers that answer every task whatever the state asked.)
+    const tasksIn = (state, limit) => api(`${base}/tasks?state=${state}&limit=${limit}`)
+                                          .then((r) => r.tasks.filter((t) => t.state === state));
+    const [job, frames, running, failed] = await Promise.all([
       api(base).then((r) => r.job),
-      api(`${base}/tasks`).then((r) => r.tasks),
       optional(`${base}/frames?count=${kMaxCells}`),
+      tasksIn('running', kMaxRunning),
+      tasksIn('failed', kMaxFailures),
     ]);
-    return {job, tasks, frames: frames ? frames.frames : framesFromTasks(job, tasks)};
+    // Schedulers without .../frames: each frame's state from all the tasks.
+    const all = frames ? null : (await api(`${base}/tasks`)).tasks;
+    return {job, running, failed, frames: frames ? frames.frames : framesFromTasks(job, all)};
   },
   render(data, ctx) {
     // A frame that is no longer done (re-rendered) loses its old thumbnail.
@@ -269,8 +285,8 @@ export const jobPage = {
       head: head(data.job, data.frames),
       actions: actions(data.job, ctx),
       frames: frameGrid(data, ctx),
-      running: running(data.tasks),
-      failures: failures(data.tasks, ctx),
+      running: runningNow(data.running),
+      failures: failures(data.failed, data.job, ctx),
     };
   },
   after(root, ctx) {
@@ -282,6 +298,7 @@ export const jobPage = {
           st.observer.unobserve(entry.target);
           const frame = Number(entry.target.dataset.thumb);
           if (st.thumbs.has(frame) || st.queued.has(frame)) continue;
+          if ((st.retryAt.get(frame) ?? 0) > Date.now()) continue;
           st.queued.add(frame);
           st.queue.push(frame);
         }
@@ -299,6 +316,8 @@ export const jobPage = {
       st.open.delete(id);
       return;
     }
+    // Painted open again (a refresh), not opened by the user: nothing to do.
+    if (st.open.has(id)) return;
     st.open.add(id);
     if (!st.logs.has(id) || st.logs.get(id).error) {
       st.logs.set(id, {loading: true});

@@ -45,8 +45,11 @@ export function when(iso, now) {
   return `<time datetime="${esc(iso)}" title="${esc(exact)}">${esc(ago(iso, now))}</time>`;
 }
 
-export function clockTime(ms) {
-  return new Date(ms).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'});
+// A time of day; with seconds when `seconds` (axes spanning a few minutes).
+export function clockTime(ms, seconds = false) {
+  const fields = {hour: '2-digit', minute: '2-digit'};
+  if (seconds) fields.second = '2-digit';
+  return new Date(ms).toLocaleTimeString([], fields);
 }
 
 // Megabytes as "512 MB" / "31.5 GB".

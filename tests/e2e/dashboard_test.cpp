@@ -1,0 +1,304 @@
+// The dashboard in a real browser: headless Chromium loads it from a real scheduler (bearer-token
+// auth on) with real workers, and each page is checked for what a user looks for there. A
+// screenshot and the rendered DOM of every page are saved for a person to look at, in
+// $TESSERA_SCREENSHOT_DIR (default: dashboard-screenshots/ in the build directory).
+// Skipped when Chromium is not installed.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/e2e/chromium.h"
+#include "tests/support/farm.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using e2e::HeadlessBrowser;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr int kWidth = 1400;
+constexpr int kHeight = 900;
+
+std::string ScreenshotDir() {
+  const char* env = std::getenv("TESSERA_SCREENSHOT_DIR");
+  fs::path dir =
+      env && *env ? fs::path(env) : fs::path(TSR_BIN_DIR).parent_path() / "dashboard-screenshots";
+  fs::create_directories(dir);
+  return fs::canonical(dir).string();
+}
+
+// A JavaScript string literal.
+std::string Js(const std::string& text) { return json(text).dump(); }
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(e2e::kChromiumPath)) {
+      GTEST_SKIP() << "chromium is not installed: apt-get install chromium";
+    }
+    profile_ = MakeTempDir("tessera-chromium");
+    std::string error;
+    browser_ = HeadlessBrowser::Start(profile_, kWidth, kHeight, &error);
+    ASSERT_NE(browser_, nullptr) << error;
+  }
+  void TearDown() override {
+    CloseBrowser();
+    std::error_code ec;
+    if (!profile_.empty()) fs::remove_all(profile_, ec);
+  }
+
+  // Checks that the page threw nothing, then closes the browser. Tests call it before their farm
+  // goes: the scheduler waits out the browser's idle keep-alive connections when it stops.
+  void CloseBrowser() {
+    if (!browser_) return;
+    EXPECT_TRUE(browser_->page_errors().empty())
+        << "errors in the page:\n"
+        << ::testing::PrintToString(browser_->page_errors());
+    browser_.reset();
+  }
+
+  // Waits for the page to show `page` with data on it.
+  bool WaitForPage(const std::string& page, std::chrono::milliseconds timeout = 15s) {
+    return browser_->WaitFor("document.querySelector('#view[data-ready=" + Js(page) + "]')",
+                             timeout);
+  }
+  // Waits for the page of the job named `name` (a fragment change leaves the previous page up
+  // until the router has run).
+  bool WaitForJobPage(const std::string& name) {
+    return browser_->WaitFor(
+        "document.querySelector('#view[data-ready=job] .job-title h1')?.textContent.startsWith(" +
+            Js(name + " ") + ")",
+        15s);
+  }
+  std::string Text(const std::string& selector) {
+    auto text =
+        browser_->Evaluate("document.querySelector(" + Js(selector) + ")?.textContent ?? ''");
+    return text && text->is_string() ? text->get<std::string>() : "";
+  }
+  int Count(const std::string& selector) {
+    auto n = browser_->Evaluate("document.querySelectorAll(" + Js(selector) + ").length");
+    return n && n->is_number() ? n->get<int>() : -1;
+  }
+  // Saves a screenshot and the DOM as NAME.png / NAME.html.
+  void Snapshot(const std::string& name) {
+    const std::string base = ScreenshotDir() + "/" + name;
+    EXPECT_TRUE(browser_->Screenshot(base + ".png")) << name;
+    std::ofstream(base + ".html") << browser_->Dom();
+    std::printf("dashboard screenshot: %s.png\n", base.c_str());
+  }
+  std::string Dom() { return browser_->Dom(); }
+
+  std::string profile_;
+  std::unique_ptr<HeadlessBrowser> browser_;
+};
+
+TEST_F(DashboardTest, SignInFormThenAnEmptyFarm) {
+  LocalFarm farm("dash-empty");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+
+  // The page's own files need no token, and a browser revalidates them after an upgrade.
+  httplib::Client http(farm.api_url());
+  for (auto [path, type] :
+       {std::pair{"/", "text/html"}, {"/app.js", "text/javascript"}, {"/style.css", "text/css"}}) {
+    httplib::Result res = http.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_EQ(res->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
+    EXPECT_EQ(res->get_header_value("Cache-Control"), "no-cache") << path;
+  }
+
+  // Without a token the page asks for one, and says why.
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/"));
+  ASSERT_TRUE(browser_->WaitFor("!document.getElementById('signin').hidden", 15s)) << Dom();
+  EXPECT_NE(Text("#signin-reason").find("needs an API token"), std::string::npos)
+      << Text("#signin-reason");
+  EXPECT_EQ(Count("#view table"), 0) << "nothing of the farm shows before signing in";
+  Snapshot("signin");
+
+  // A wrong token is refused with the API's reason.
+  browser_->Evaluate(
+      "document.getElementById('signin-token').value = 'tsra-nope';"
+      "document.getElementById('signin-form').requestSubmit()");
+  ASSERT_TRUE(browser_->WaitFor(
+      "document.getElementById('signin-reason').textContent.includes('not a Tessera API token')",
+      10s))
+      << Text("#signin-reason");
+
+  // A link with the token signs in; the token leaves the address bar for localStorage.
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#token=" + farm.token()));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  EXPECT_EQ(browser_->Evaluate("location.hash"), json("#/jobs"));
+  EXPECT_EQ(browser_->Evaluate("localStorage.getItem('tessera.token')"), json(farm.token()));
+  EXPECT_NE(Text("#who").find("admin"), std::string::npos) << Text("#who");
+  const std::string empty = Text("#view");
+  EXPECT_NE(empty.find("No jobs yet"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("tessera submit job.yaml"), std::string::npos) << empty;
+  Snapshot("jobs-empty");
+
+  browser_->Navigate(farm.api_url() + "/#/workers");
+  ASSERT_TRUE(WaitForPage("workers")) << Dom();
+  EXPECT_NE(Text("#view").find("No workers yet"), std::string::npos) << Text("#view");
+  CloseBrowser();
+}
+
+TEST_F(DashboardTest, AnOpenFarmNeedsNoSignIn) {
+  LocalFarm farm("dash-open");
+  farm.AppendSchedulerConfig("api:\n  auth: none\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/"));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  EXPECT_EQ(browser_->Evaluate("document.getElementById('signin').hidden"), json(true));
+  EXPECT_NE(Text("#who").find("Open farm"), std::string::npos) << Text("#who");
+  CloseBrowser();
+}
+
+TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
+  LocalFarm farm("dash-farm");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("render-a"));
+  // The second reports two (simulated) GPUs, for the workers page to show.
+  const std::string gpu_config = farm.dir() + "/render-b.yaml";
+  WriteFile(gpu_config, "worker:\n  simulate_gpus: 2\n");
+  ASSERT_TRUE(farm.StartWorkerWith("render-b", {"--config", gpu_config}));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 30s)) << farm.SchedulerLog();
+
+  std::string error;
+  const int64_t done =
+      farm.Submit("name: spheres\nscene: s\nframes: 1-8\n", TinySceneYaml(160, 100, 4), &error);
+  ASSERT_GT(done, 0) << error;
+  // The command renderer running `false`: the task fails with the exit status, no retries.
+  const int64_t failed = farm.Submit(
+      "name: broken-comp\nrenderer: command\nframes: 1\nmax_retries: 0\n"
+      "settings: {program: 'false'}\n",
+      "", &error);
+  ASSERT_GT(failed, 0) << error;
+  ASSERT_EQ(farm.WaitForJob(done, 60s)["state"], "done") << farm.SchedulerLog();
+  ASSERT_EQ(farm.WaitForJob(failed, 30s)["state"], "failed") << farm.SchedulerLog();
+  // No worker has the tag, so it waits; paused on top.
+  const int64_t held = farm.Submit(
+      "name: hero-shot\nscene: s\nframes: 1-24\npriority: 80\n"
+      "tags: [gpu-a100]\n",
+      TinySceneYaml(), &error);
+  ASSERT_GT(held, 0) << error;
+  int status = 0;
+  farm.Post("/api/v1/jobs/" + std::to_string(held) + "/pause", json::object(), &status);
+  ASSERT_EQ(status, 200);
+  const std::string message =
+      farm.Get("/api/v1/jobs/" + std::to_string(failed) + "/tasks")["tasks"][0]["message"];
+  ASSERT_FALSE(message.empty());
+
+  // ---- jobs ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#token=" + farm.token()));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  json rows = *browser_->Evaluate(
+      "[...document.querySelectorAll('tr.job-row')].map(r => "
+      "[r.querySelector('.job-name').textContent, r.querySelector('.badge').textContent])");
+  EXPECT_EQ(rows, json::parse(R"([["hero-shot", "paused"], ["broken-comp", "failed"],
+                                  ["spheres", "done"]])"))
+      << rows.dump();
+  Snapshot("jobs");
+
+  // First load, from navigation start to the jobs table on screen (token already stored).
+  browser_->Navigate("about:blank");
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs"));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  ASSERT_EQ(Count("tr.job-row"), 3);
+  const double first_load_ms = std::stod(
+      browser_->Evaluate("document.documentElement.dataset.firstPaintMs")->get<std::string>());
+  std::printf("dashboard first load (navigation start to jobs table): %.0f ms\n", first_load_ms);
+  EXPECT_LT(first_load_ms, 5000);
+
+  // ---- the finished job: a thumbnail for every frame ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(done)));
+  ASSERT_TRUE(WaitForJobPage("spheres")) << Dom();
+  EXPECT_EQ(Count(".frame"), 8);
+  EXPECT_EQ(Count(".frame.f-done"), 8);
+  farm.Get("/api/v1/jobs/" + std::to_string(done) + "/frames", &status);
+  if (status == 200) {
+    EXPECT_TRUE(
+        browser_->WaitFor("[...document.querySelectorAll('.frame img')].filter(i => i.complete && "
+                          "i.naturalWidth > 0).length === 8",
+                          15s))
+        << Dom();
+  } else {
+    std::printf("NOTE: GET /api/v1/jobs/ID/frames answered %d: thumbnails not checked\n", status);
+  }
+  Snapshot("job-done");
+
+  // ---- the failed job: its task's message, and its log when opened ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(failed)));
+  ASSERT_TRUE(WaitForJobPage("broken-comp")) << Dom();
+  ASSERT_TRUE(browser_->WaitFor("document.querySelector('details.failure')", 15s)) << Dom();
+  EXPECT_NE(Text("details.failure").find(message), std::string::npos) << message << "\n"
+                                                                      << Text("details.failure");
+  EXPECT_NE(Text(".job-title").find("failed"), std::string::npos) << Text(".job-title");
+  browser_->Evaluate("document.querySelector('details.failure summary').click()");
+  ASSERT_TRUE(browser_->WaitFor(
+      "document.querySelector('.fail-log .attempt, .fail-log .muted:not(:empty)') && "
+      "!document.querySelector('.fail-log').textContent.includes('Loading')",
+      10s))
+      << Dom();
+  Snapshot("job-failed");
+
+  // ---- the paused job: its notice, and actions for an admin (priority set from the page) ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(held)));
+  ASSERT_TRUE(WaitForJobPage("hero-shot")) << Dom();
+  ASSERT_EQ(Count("form[data-act=priority]"), 1) << Dom();
+  EXPECT_NE(Text(".job-title").find("paused"), std::string::npos) << Text(".job-title");
+  EXPECT_NE(Text(".actions").find("Resume"), std::string::npos) << Text(".actions");
+  browser_->Evaluate(
+      "const f = document.querySelector('form[data-act=priority]');"
+      "f.elements.priority.value = 90; f.requestSubmit()");
+  ASSERT_TRUE(browser_->WaitFor(
+      "document.querySelector('.act-msg')?.textContent.includes('Priority set to 90')", 10s))
+      << Dom();
+  EXPECT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(held))["job"]["priority"], 90);
+  Snapshot("job-paused");
+
+  // ---- workers ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/workers"));
+  ASSERT_TRUE(WaitForPage("workers")) << Dom();
+  const std::string workers = Text("table.workers");
+  EXPECT_NE(workers.find("render-a"), std::string::npos) << workers;
+  EXPECT_NE(workers.find("render-b"), std::string::npos) << workers;
+  EXPECT_EQ(Count(".health.ok"), 2) << "both workers were heard from just now";
+  EXPECT_NE(workers.find("Simulated GPU 1"), std::string::npos) << workers;
+  Snapshot("workers");
+
+  // ---- farm ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/farm"));
+  ASSERT_TRUE(WaitForPage("farm")) << Dom();
+  EXPECT_EQ(Count("svg.chart"), 2);
+  EXPECT_NE(Text(".cards").find("Throughput"), std::string::npos);
+  Snapshot("farm");
+
+  // ---- a viewer sees everything and can change nothing ----
+  json viewer = farm.Post("/api/v1/tokens", {{"user", "vera"}, {"role", "viewer"}}, &status);
+  ASSERT_EQ(status, 201) << viewer.dump();
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(held) +
+                                 "?token=" + viewer["token"].get<std::string>()));
+  ASSERT_TRUE(
+      browser_->WaitFor("document.querySelector('#who')?.textContent.includes('vera')", 10s))
+      << Dom();
+  ASSERT_TRUE(WaitForJobPage("hero-shot")) << Dom();
+  EXPECT_EQ(Count(".actions"), 0) << Text("#view");
+  EXPECT_NE(Text("#who").find("viewer"), std::string::npos);
+
+  // ---- the scheduler goes away: a banner, and the page keeps what it showed ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs"));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  farm.KillScheduler();
+  ASSERT_TRUE(browser_->WaitFor("!document.getElementById('banner').hidden", 15s)) << Dom();
+  EXPECT_NE(Text("#banner").find("Cannot reach the scheduler"), std::string::npos);
+  EXPECT_EQ(Count("tr.job-row"), 3);
+  Snapshot("unreachable");
+}
+
+}  // namespace
+}  // namespace tessera::testing
