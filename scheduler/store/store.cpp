@@ -1262,10 +1262,15 @@ StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
 
 StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id, const TaskFilter& f) {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  // Running tasks are few farm-wide (one per worker slot): find them through the index of
+  // unfinished tasks rather than walking every task of a large job.
+  const bool running = f.state == TaskState::kRunning;
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
-                         " FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id WHERE "
-                         "t.job_id = ?1 AND t.idx > ?2" +
+      Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns + " FROM tasks t " +
+                         (running ? "INDEXED BY tasks_unfinished " : "") +
+                         "LEFT JOIN workers w ON w.id = t.worker_id WHERE t.job_id = ?1 AND "
+                         "t.idx > ?2" +
+                         (running ? " AND t.state IN ('queued', 'running')" : "") +
                          (f.state ? " AND t.state = ?4" : "") + " ORDER BY t.idx LIMIT ?3"));
   s.Bind(1, job_id).Bind(2, f.after_index).Bind(3, f.limit);
   if (f.state) s.Bind(4, TaskStateName(*f.state));

@@ -50,7 +50,9 @@ double ProcStatusMib(const std::string& key) {
 
 // Latencies of the two status queries, interleaved, one new connection per request.
 struct QueryTimes {
-  std::vector<double> summary_ms, job_ms;
+  // page_ms: the dashboard's job page, i.e. the job, its first 200 frames, and its running and
+  // failed tasks (the four requests one after another).
+  std::vector<double> summary_ms, job_ms, page_ms;
   std::string last_summary;  // body of the last summary answer
   std::string error;         // set when a request failed; timing stops there
 };
@@ -73,7 +75,15 @@ QueryTimes TimeQueries(int port, const std::string& token, const std::vector<int
   for (int i = 0; i < requests && out.error.empty(); ++i) {
     auto res = get("/api/v1/summary", out.summary_ms);
     if (res && res->status == 200) out.last_summary = res->body;
-    get("/api/v1/jobs/" + std::to_string(job_ids[i % job_ids.size()]), out.job_ms);
+    const std::string job = "/api/v1/jobs/" + std::to_string(job_ids[i % job_ids.size()]);
+    get(job, out.job_ms);
+    const auto page_start = Clock::now();
+    std::vector<double> parts;
+    for (const char* part : {"", "/frames?count=200", "/tasks?state=running&limit=100",
+                             "/tasks?state=failed&limit=100"}) {
+      get(job + part, parts);
+    }
+    out.page_ms.push_back(Millis(page_start));
     if (i % 100 == 0) every_100();
   }
   return out;
@@ -181,6 +191,11 @@ void AddQueryCommand(CLI::App& app) {
     std::printf("%d x GET /api/v1/jobs/{id}: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
                 opts->requests, Percentile(job_ms, 50), Percentile(job_ms, 99),
                 Percentile(job_ms, 100));
+    std::printf(
+        "%d x the job page (job, 200 frames, running and failed tasks): p50 %.2f ms, "
+        "p99 %.2f ms, max %.2f ms\n",
+        opts->requests, Percentile(busy.page_ms, 50), Percentile(busy.page_ms, 99),
+        Percentile(busy.page_ms, 100));
     std::printf("meanwhile %lld tasks were dispatched and answered in %.2f s (%.0f tasks/s)%s\n",
                 static_cast<long long>(dispatched), window_s, dispatched / window_s,
                 drained ? "; WARNING: the queue ran dry, raise --tasks" : "");
@@ -194,6 +209,8 @@ void AddQueryCommand(CLI::App& app) {
                   {"summary_p99_ms", Fixed(Percentile(summary_ms, 99), 2)},
                   {"job_p50_ms", Fixed(Percentile(job_ms, 50), 2)},
                   {"job_p99_ms", Fixed(Percentile(job_ms, 99), 2)},
+                  {"job_page_p50_ms", Fixed(Percentile(busy.page_ms, 50), 2)},
+                  {"job_page_p99_ms", Fixed(Percentile(busy.page_ms, 99), 2)},
                   {"target_p99_ms", "5"},
                   {"idle_summary_p99_ms", Fixed(Percentile(idle.summary_ms, 99), 2)},
                   {"idle_job_p99_ms", Fixed(Percentile(idle.job_ms, 99), 2)},
