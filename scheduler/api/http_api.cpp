@@ -191,6 +191,11 @@ StatusOr<int> HttpApi::Start() {
                                            std::chrono::seconds(options_.history_interval_s));
   history_->Start();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib ignores stop() until its accept loop runs: wait for it, so Stop() right after
+  // Start() cannot hang.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return port;
 }
 
@@ -320,14 +325,18 @@ void HttpApi::Routes() {
     store::Store::JobFilter filter;
     if (req.has_param("state")) {
       std::string want = req.get_param_value("state");
+      // The states a job view shows: a paused job that is not finished reads "paused".
       for (auto st : {store::JobState::kQueued, store::JobState::kRunning, store::JobState::kDone,
                       store::JobState::kFailed, store::JobState::kCanceled}) {
         if (want == store::JobStateName(st)) filter.state = st;
       }
-      if (!filter.state) {
-        return ReplyError(res, Status::InvalidArgument(
-                                   "state: '" + want +
-                                   "' is not one of queued, running, done, failed, canceled"));
+      if (want == "paused") filter.paused = true;
+      if (want == "queued" || want == "running") filter.paused = false;
+      if (!filter.state && want != "paused") {
+        return ReplyError(res,
+                          Status::InvalidArgument(
+                              "state: '" + want +
+                              "' is not one of queued, running, paused, done, failed, canceled"));
       }
     }
     if (req.has_param("limit")) {
@@ -678,37 +687,43 @@ void HttpApi::Routes() {
     return json{{"security", broker_.secure() ? "curve" : "insecure"},
                 {"scheduler_public_key", broker_.public_key_hex()}};
   };
-  Handle("POST", "/api/v1/join-tokens", Role::kAdmin,
-         [this, security_view](Req req, Res res, const Caller& c) {
-           json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
-           if (!body.is_object()) {
-             return ReplyError(res,
-                               Status::InvalidArgument(
-                                   "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
-           }
-           const json note = body.value("note", json(""));
-           const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
-           const json uses = body.value("uses", json(0));
-           if (!note.is_string()) {
-             return ReplyError(res, Status::InvalidArgument("note: expected text"));
-           }
-           if (!ttl.is_number_integer()) {
-             return ReplyError(res,
-                               Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
-           }
-           if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
-             return ReplyError(res,
-                               Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
-           }
-           StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
-               note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
-           if (!created.ok()) return ReplyError(res, created.status());
-           spdlog::info("join token {} created by {}", created->record.id, c.user);
-           json out = security_view();
-           out["token"] = created->token;
-           out["join_token"] = JoinTokenView(created->record);
-           Reply(res, 201, out);
-         });
+  Handle(
+      "POST", "/api/v1/join-tokens", Role::kAdmin,
+      [this, security_view](Req req, Res res, const Caller& c) {
+        json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+        if (!body.is_object()) {
+          return ReplyError(res, Status::InvalidArgument(
+                                     "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
+        }
+        for (const auto& [key, value] : body.items()) {
+          if (key != "note" && key != "ttl_s" && key != "uses") {
+            return ReplyError(res, Status::InvalidArgument("body." + key +
+                                                           ": unknown field (note, ttl_s, uses)"));
+          }
+        }
+        const json note = body.value("note", json(""));
+        const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
+        const json uses = body.value("uses", json(0));
+        if (!note.is_string()) {
+          return ReplyError(res, Status::InvalidArgument("note: expected text"));
+        }
+        if (!ttl.is_number_integer()) {
+          return ReplyError(res,
+                            Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
+        }
+        if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
+          return ReplyError(res,
+                            Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
+        }
+        StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
+            note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
+        if (!created.ok()) return ReplyError(res, created.status());
+        spdlog::info("join token {} created by {}", created->record.id, c.user);
+        json out = security_view();
+        out["token"] = created->token;
+        out["join_token"] = JoinTokenView(created->record);
+        Reply(res, 201, out);
+      });
   Handle("GET", "/api/v1/join-tokens", Role::kAdmin,
          [this, security_view](Req, Res res, const Caller&) {
            auto tokens = store_.ListJoinTokens();

@@ -11,9 +11,11 @@
 //
 //   GET  /api/v1/whoami [viewer]                          -> {"user", "role", "token_id", "auth"}
 //   POST /api/v1/jobs [submitter] {"job_yaml": "...", "scene_yaml": "..."}   -> 201 {"job": JOB}
-//   GET  /api/v1/jobs[?state=S&limit=N] [viewer]                              -> {"jobs": [...]}
+//   GET  /api/v1/jobs[?state=S&user=U&project=P&limit=N&before=ID] [viewer]
+//                                              -> {"jobs": [...], "next_before" (a full page)}
 //   GET  /api/v1/jobs/{id} [viewer]                                           -> {"job": JOB}
-//   GET  /api/v1/jobs/{id}/tasks [viewer]                                     -> {"tasks": [...]}
+//   GET  /api/v1/jobs/{id}/tasks[?state=S&limit=N&after=INDEX] [viewer]
+//                                              -> {"tasks": [...], "next_after" (a full page)}
 //   POST /api/v1/jobs/{id}/cancel | /pause | /resume | /retry [submitter]     -> {"job": JOB}
 //   POST /api/v1/jobs/{id}/priority {"priority": 0..100} [submitter]          -> {"job": JOB}
 //   POST /api/v1/jobs/{id}/rerender {"frames": "A-B"} [submitter]
@@ -25,17 +27,18 @@
 //   POST /api/v1/workers/{name}/drain | /revoke | /readmit | /disable | /enable [operator]
 //   GET  /api/v1/plugins [viewer] -> {"workers": [{"id", "name", "plugins": [...]}],
 //                                     "plugins": [{"name", "description", "tiles", "settings"}]}
-//   GET  /api/v1/summary [viewer]                                             -> farm counters
+//   GET  /api/v1/summary [viewer]              -> farm counters and "throughput_per_min"
 //   POST /api/v1/join-tokens {"note", "ttl_s", "uses"} [admin] -> 201 {"token", "join_token",...}
 //   GET  /api/v1/join-tokens [admin]; POST /api/v1/join-tokens/{id}/revoke [admin]
 //   POST /api/v1/tokens {"user", "role", "note", "ttl_s"} [admin]  -> 201 {"token", "api_token"}
 //   GET  /api/v1/tokens [admin]; POST /api/v1/tokens/{id}/revoke [admin]
 //   GET  /api/v1/jobs/{id}/frames[?first=F&count=N] [viewer]
-//                     -> {"job_id", "frames": [{"frame", "state", "parts_total", "parts_done",
-//                         "thumbnail", "flag"}]}
+//                     -> {"job_id", "frame_start", "frame_end", "frames": [{"frame", "state",
+//                         "parts_total", "parts_done", "thumbnail", "flag"}]}
 //   GET  /api/v1/jobs/{id}/frames/{frame}/thumbnail [viewer]     -> image/png (256 px at most)
 //   GET  /api/v1/tasks/{id}/log [viewer]
-//                     -> {"task_id", "attempts": [{"attempt", "worker", "state", "at", "log"}]}
+//                     -> {"task_id", "state", "message",
+//                         "attempts": [{"attempt", "worker", "state", "at", "log"}]}
 //   GET  /api/v1/history [viewer]          -> {"interval_s", "points": [...]} (the last day)
 //   GET  /api/v1/events[?since=SEQ] [viewer]  -> text/event-stream (events/event_bus.h)
 //   GET  /metrics [viewer]                            -> Prometheus text exposition format

@@ -39,7 +39,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
   if (j.state == store::JobState::kRunning && j.started_at_ms && j.tasks.done > 0) {
     const double elapsed_s = std::max<int64_t>(1, store::NowMs() - *j.started_at_ms) / 1000.0;
     const int64_t left = j.tasks.queued + j.tasks.running;
-    eta = std::round(left * elapsed_s / j.tasks.done);
+    eta = std::llround(left * elapsed_s / j.tasks.done);
   }
   return {{"id", j.id},
           {"name", j.name},

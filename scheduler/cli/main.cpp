@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   jobs->add_option("--user", job_query.user, "Only jobs this user submitted");
   jobs->add_option("--project", job_query.project, "Only jobs of this project");
   jobs->add_option("--state", job_query.state, "Only jobs in this state")
-      ->check(CLI::IsMember({"queued", "running", "done", "failed", "canceled"}));
+      ->check(CLI::IsMember({"queued", "running", "paused", "done", "failed", "canceled"}));
   jobs->add_option("--limit", job_query.limit, "At most this many jobs (default 100)")
       ->check(CLI::Range(1, 10000));
 

@@ -1228,6 +1228,9 @@ StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f) {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE 1";
   if (f.state) sql += " AND state = ?1";
+  if (f.paused) {
+    sql += *f.paused ? " AND paused = 1 AND state IN ('queued', 'running')" : " AND paused = 0";
+  }
   if (!f.user.empty()) sql += " AND user_name = ?2";
   if (!f.project.empty()) sql += " AND project = ?3";
   if (f.before) sql += " AND id < ?4";

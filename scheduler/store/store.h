@@ -315,6 +315,7 @@ class Store {
   // next page after a page that ended at that id).
   struct JobFilter {
     std::optional<JobState> state;
+    std::optional<bool> paused;  // set: only jobs held (true) or not held (false), unfinished
     std::string user, project;
     std::optional<int64_t> before;
     int limit = 100;
