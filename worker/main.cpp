@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "CPU render threads, 0 = all")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error or off");
+  app.add_option("--pool", flags.pools,
+                 "a pool this worker serves (repeat; replaces worker.pools)");
+  app.add_option("--tag", flags.tags, "a tag this worker has (repeat; replaces worker.tags)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,7 @@
 #include <regex>
 
 #include "shared/plugin_catalog.h"
+#include "shared/subprocess.h"
 
 extern char** environ;
 
@@ -27,14 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kTailLines = 8;
 constexpr size_t kMaxErrorLines = 5;
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
 
 std::string Join(const std::vector<std::string>& lines, const char* sep) {
   std::string out;
@@ -127,26 +122,6 @@ std::string EffectivePluginPath(const std::string& configured) {
   return path ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-std::optional<std::string> FindProgram(const std::string& name, const std::string& search_path) {
-  if (name.empty()) return std::nullopt;
-  if (name.find('/') != std::string::npos) {
-    if (name[0] == '/' && IsExecutableFile(name)) return name;
-    return std::nullopt;
-  }
-  size_t pos = 0;
-  while (pos <= search_path.size()) {
-    size_t next = search_path.find(':', pos);
-    if (next == std::string::npos) next = search_path.size();
-    std::string dir = search_path.substr(pos, next - pos);
-    if (!dir.empty() && dir[0] == '/') {
-      std::string candidate = dir + "/" + name;
-      if (IsExecutableFile(candidate)) return candidate;
-    }
-    pos = next + 1;
-  }
-  return std::nullopt;
-}
-
 PluginList DetectPlugins(const std::string& search_path) {
   PluginList found;
   for (const plugin::PluginSpec& spec : plugin::BuiltinPlugins()) {
@@ -195,99 +170,6 @@ const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& 
     if (p.spec.name == name) return &p;
   }
   return nullptr;
-}
-
-ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                         const std::atomic<bool>* cancel, std::optional<Clock::time_point> deadline,
-                         const std::function<void(const std::string&)>& on_line) {
-  ProcessResult result;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  // Its own process group, so cancel and timeout reach every process it starts; default signal
-  // handling and mask (the worker blocks SIGINT/SIGTERM in its threads).
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    on_line(std::string("cannot start ") + argv[0] + ": " + std::strerror(rc));
-    return result;
-  }
-  result.started = true;
-
-  std::string line;
-  bool eof = false, exited = false, killed = false;
-  int status = 0;
-  char buf[8192];
-  auto kill_group = [&] {
-    if (!killed) ::kill(-pid, SIGKILL);
-    killed = true;
-  };
-  while (!eof || !exited) {
-    if (!killed) {
-      if (cancel && cancel->load()) {
-        result.cancelled = true;
-        kill_group();
-      } else if (deadline && Clock::now() >= *deadline) {
-        result.timed_out = true;
-        kill_group();
-      }
-    }
-    if (!eof) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        ssize_t n = ::read(fds[0], buf, sizeof(buf));
-        if (n <= 0 && !(n < 0 && errno == EINTR)) {
-          eof = true;
-        } else {
-          for (ssize_t i = 0; i < n; ++i) {
-            if (buf[i] == '\n' || buf[i] == '\r') {
-              on_line(line);
-              line.clear();
-            } else if (line.size() < kMaxLine) {
-              line += buf[i];
-            }
-          }
-        }
-      }
-    } else if (!exited) {
-      ::usleep(20000);
-    }
-    if (!exited) {
-      pid_t w = ::waitpid(pid, &status, WNOHANG);
-      if (w == pid) {
-        exited = true;
-        // Anything it left running in its group (and holding the pipe) goes too.
-        ::kill(-pid, SIGKILL);
-      }
-    }
-  }
-  if (!line.empty()) on_line(line);
-  ::close(fds[0]);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
-  return result;
 }
 
 Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,

@@ -23,8 +23,13 @@
 #include "shared/image_io.h"
 #include "shared/plugin_spec.h"
 #include "shared/protocol.h"
+#include "shared/subprocess.h"
 
 namespace tessera::worker {
+
+using subprocess::FindProgram;
+using subprocess::ProcessResult;
+using subprocess::RunProcess;
 
 // A plugin whose program this worker found (and whose version it detected).
 struct AvailablePlugin {
@@ -36,26 +41,9 @@ using PluginList = std::vector<AvailablePlugin>;
 
 // The colon-separated search path used for renderer programs: `configured`, else $PATH.
 std::string EffectivePluginPath(const std::string& configured);
-// Finds `name` (a bare name, searched in `search_path`, or a path with '/') as an executable file.
-std::optional<std::string> FindProgram(const std::string& name, const std::string& search_path);
 // Every built-in plugin whose program is found and whose version is detected (logged).
 PluginList DetectPlugins(const std::string& search_path);
 const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name);
-
-// What one external process run gave.
-struct ProcessResult {
-  bool started = false;
-  bool timed_out = false;
-  bool cancelled = false;
-  int exit_code = -1;  // when it exited
-  int signal = 0;      // when a signal killed it
-};
-// Runs argv[0] (an absolute path) with argv in `cwd`, in a new process group. `on_line` gets
-// every output line. Stops (SIGKILL to the group) when *cancel turns true or at `deadline`.
-ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                         const std::atomic<bool>* cancel,
-                         std::optional<std::chrono::steady_clock::time_point> deadline,
-                         const std::function<void(const std::string&)>& on_line);
 
 struct PluginTaskOptions {
   std::string data_dir;  // task folders go under <data_dir>/tasks

@@ -190,6 +190,8 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     if (!flags.name.empty()) root["worker"]["name"] = flags.name;
     if (!flags.backend.empty()) root["worker"]["backend"] = flags.backend;
     if (flags.threads >= 0) root["worker"]["threads"] = flags.threads;
+    if (!flags.pools.empty()) root["worker"]["pools"] = flags.pools;
+    if (!flags.tags.empty()) root["worker"]["tags"] = flags.tags;
     if (!flags.log_level.empty()) root["log"]["level"] = flags.log_level;
   } catch (const YAML::Exception&) {
     // A section that is not a map cannot take the flag; the reader below names that section.

@@ -92,6 +92,8 @@ struct ConfigFlags {
   std::string backend;
   int threads = -1;
   std::string log_level;
+  std::vector<std::string> pools;  // non-empty: replaces worker.pools
+  std::vector<std::string> tags;   // non-empty: replaces worker.tags
 };
 
 // The whole layering: picks the file (flags.config_path, else kDefaultConfigPath when it exists),

@@ -1,0 +1,217 @@
+#include "scheduler/autoscaler/providers.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "shared/subprocess.h"
+
+extern char** environ;
+
+namespace tessera::autoscaler {
+
+namespace {
+
+// Worker processes on this machine, one per node; the id is the process id.
+class LocalProvider : public Provider {
+ public:
+  explicit LocalProvider(ProviderConfig config) : config_(std::move(config)) {}
+
+  ~LocalProvider() override {
+    // The scheduler is going away: its local workers drain and leave with it.
+    std::lock_guard lock(mu_);
+    for (pid_t pid : pids_) ::kill(pid, SIGTERM);
+    for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+  }
+
+  StatusOr<std::string> Create(const NodeRequest& request) override {
+    std::vector<std::string> argv = {config_.worker_binary, "--name", request.worker_name};
+    if (const auto it = request.vars.find("scheduler"); it != request.vars.end()) {
+      argv.insert(argv.end(), {"--scheduler", it->second});
+    }
+    for (const std::string& p : request.pools) argv.insert(argv.end(), {"--pool", p});
+    for (const std::string& t : request.tags) argv.insert(argv.end(), {"--tag", t});
+    for (const std::string& a : config_.worker_args) {
+      TSR_ASSIGN_OR_RETURN(std::string arg, Substitute(a, Vars(request)));
+      argv.push_back(std::move(arg));
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(config_.log_dir, ec);
+    const std::string log = config_.log_dir + "/" + request.worker_name + ".log";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    // Default signals and mask: the scheduler blocks SIGTERM in its threads; a worker must not.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      return Status::Unavailable("cannot start " + config_.worker_binary + ": " +
+                                 std::strerror(rc));
+    }
+    std::lock_guard lock(mu_);
+    pids_.push_back(pid);
+    Reap();
+    return std::to_string(pid);
+  }
+
+  Status Terminate(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Reap();
+    for (pid_t pid : pids_) {
+      if (std::to_string(pid) == id) {
+        ::kill(pid, SIGTERM);  // drains: the worker finishes its task, then exits
+        return Status::Ok();
+      }
+    }
+    return Status::NotFound("no local worker process " + id + " is running");
+  }
+
+ private:
+  std::map<std::string, std::string> Vars(const NodeRequest& request) const {
+    std::map<std::string, std::string> vars = request.vars;
+    vars["name"] = request.worker_name;
+    vars["group"] = request.group;
+    return vars;
+  }
+  // Collects the exit of workers that left (mu_ held).
+  void Reap() {
+    std::erase_if(pids_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == pid; });
+  }
+
+  const ProviderConfig config_;
+  std::mutex mu_;
+  std::vector<pid_t> pids_;
+};
+
+// A cloud's command-line tool, through argv templates.
+class CommandProvider : public Provider {
+ public:
+  explicit CommandProvider(ProviderConfig config) : config_(std::move(config)) {}
+
+  StatusOr<std::string> Create(const NodeRequest& request) override {
+    std::map<std::string, std::string> vars = request.vars;
+    vars["name"] = request.worker_name;
+    vars["group"] = request.group;
+    std::string last;
+    TSR_RETURN_IF_ERROR(Run(config_.create, vars, &last));
+    while (!last.empty() && (last.back() == ' ' || last.back() == '\t')) last.pop_back();
+    if (last.empty()) {
+      return Status::Unavailable("the create command printed no instance id");
+    }
+    return last;
+  }
+
+  Status Terminate(const std::string& id) override {
+    std::string ignored;
+    return Run(config_.terminate, {{"id", id}}, &ignored);
+  }
+
+ private:
+  Status Run(const std::vector<std::string>& templ, const std::map<std::string, std::string>& vars,
+             std::string* last_line) {
+    std::vector<std::string> argv;
+    for (const std::string& t : templ) {
+      TSR_ASSIGN_OR_RETURN(std::string arg, Substitute(t, vars));
+      argv.push_back(std::move(arg));
+    }
+    std::optional<std::string> program = subprocess::FindProgram(argv[0], PathVariable());
+    if (!program) return Status::Unavailable(argv[0] + ": not found in PATH");
+    argv[0] = *program;
+    std::vector<std::string> output;
+    const subprocess::ProcessResult r = subprocess::RunProcess(
+        argv, "/", nullptr,
+        std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_s),
+        [&](const std::string& line) {
+          if (!line.empty()) output.push_back(line);
+        });
+    const std::string tail = output.empty() ? "" : ": " + output.back();
+    if (!r.started) return Status::Unavailable(argv[0] + " could not be started" + tail);
+    if (r.timed_out) {
+      return Status::Unavailable(argv[0] + " ran longer than " + std::to_string(config_.timeout_s) +
+                                 " s" + tail);
+    }
+    if (r.exit_code != 0) {
+      return Status::Unavailable(argv[0] + " failed (exit " + std::to_string(r.exit_code) +
+                                 ", signal " + std::to_string(r.signal) + ")" + tail);
+    }
+    *last_line = output.empty() ? "" : output.back();
+    return Status::Ok();
+  }
+  static std::string PathVariable() {
+    const char* path = std::getenv("PATH");
+    return path ? path : "/usr/local/bin:/usr/bin:/bin";
+  }
+
+  const ProviderConfig config_;
+};
+
+}  // namespace
+
+StatusOr<std::string> Substitute(const std::string& text,
+                                 const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '{') {
+      out += text[i++];
+      continue;
+    }
+    const size_t close = text.find('}', i);
+    if (close == std::string::npos) {
+      return Status::InvalidArgument("'" + text + "': a '{' without its '}'");
+    }
+    const std::string key = text.substr(i + 1, close - i - 1);
+    auto it = vars.find(key);
+    if (it == vars.end()) {
+      std::string known;
+      for (const auto& [k, v] : vars) known += (known.empty() ? "" : ", ") + k;
+      return Status::InvalidArgument("'" + text + "': no value for {" + key + "} (known: " + known +
+                                     ")");
+    }
+    out += it->second;
+    i = close + 1;
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config) {
+  if (config.timeout_s < 1 || config.timeout_s > 3600) {
+    return Status::InvalidArgument("provider.timeout_s: must be in [1, 3600]");
+  }
+  if (config.kind == "local") {
+    if (config.worker_binary.empty()) {
+      return Status::InvalidArgument("provider.worker_binary: required for a local provider");
+    }
+    return std::unique_ptr<Provider>(std::make_unique<LocalProvider>(config));
+  }
+  if (config.kind == "command") {
+    if (config.create.empty()) return Status::InvalidArgument("provider.create: required");
+    if (config.terminate.empty()) return Status::InvalidArgument("provider.terminate: required");
+    return std::unique_ptr<Provider>(std::make_unique<CommandProvider>(config));
+  }
+  return Status::InvalidArgument("provider.kind: expected local or command, got '" + config.kind +
+                                 "'");
+}
+
+}  // namespace tessera::autoscaler

@@ -1,0 +1,63 @@
+#pragma once
+// Where the autoscaler's machines come from. A provider starts a node whose worker registers
+// under a name the autoscaler chose (that is how registrations are matched to requests), and
+// stops nodes. Every program runs as an argv array, never through a shell: values (a node name,
+// an instance type) are substituted into whole arguments and never interpreted.
+//
+//   local    worker processes on this machine (`tessera up`, tests); stopping one sends SIGTERM,
+//            which drains it: it finishes its task, then exits
+//   command  argv templates for a cloud's command-line tool (deploy/autoscaler/ has ready ones
+//            for AWS, Alibaba Cloud and Tencent Cloud): `create` prints the new instance's id as
+//            its last line of output; `terminate` gets it as {id}
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace tessera::autoscaler {
+
+// One node group's provider, from the scheduler config.
+struct ProviderConfig {
+  std::string kind = "local";  // local | command
+  // local: the worker program and arguments added after --scheduler/--name/--pool/--tag.
+  std::string worker_binary;
+  std::vector<std::string> worker_args;
+  std::string log_dir;  // each local worker's output: <log_dir>/<name>.log
+  // command: argv templates; {name}, {group}, {id} and every key of NodeRequest::vars.
+  std::vector<std::string> create;
+  std::vector<std::string> terminate;
+  int timeout_s = 120;  // a create or terminate command that runs longer is killed and failed
+};
+
+// A node to start: its worker's name, its group, and the values templates may use (the
+// scheduler's address and public key, a rendered cloud-init file, the instance type...).
+struct NodeRequest {
+  std::string group;
+  std::string worker_name;
+  std::vector<std::string> pools, tags;
+  std::map<std::string, std::string> vars;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  // Starts a node; returns the provider's id for it.
+  virtual StatusOr<std::string> Create(const NodeRequest& request) = 0;
+  virtual Status Terminate(const std::string& id) = 0;
+};
+
+// A provider for `config`; kInvalidArgument naming the field when it is incomplete.
+StatusOr<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config);
+
+// `text` with every {key} of `vars` replaced by its value (unknown keys are an error naming
+// them, so a typo in a template is caught when the config is read, not at 3 a.m.).
+StatusOr<std::string> Substitute(const std::string& text,
+                                 const std::map<std::string, std::string>& vars);
+
+}  // namespace tessera::autoscaler
