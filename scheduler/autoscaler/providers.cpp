@@ -173,6 +173,12 @@ StatusOr<std::string> Substitute(const std::string& text,
                                  const std::map<std::string, std::string>& vars) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
+    // "{{" and "}}" are literal braces (cloud CLIs use them in their own syntax).
+    if ((text[i] == '{' || text[i] == '}') && i + 1 < text.size() && text[i + 1] == text[i]) {
+      out += text[i];
+      i += 2;
+      continue;
+    }
     if (text[i] != '{') {
       out += text[i++];
       continue;

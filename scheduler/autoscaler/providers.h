@@ -55,8 +55,9 @@ class Provider {
 // A provider for `config`; kInvalidArgument naming the field when it is incomplete.
 StatusOr<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config);
 
-// `text` with every {key} of `vars` replaced by its value (unknown keys are an error naming
-// them, so a typo in a template is caught when the config is read, not at 3 a.m.).
+// `text` with every {key} of `vars` replaced by its value; "{{" and "}}" are literal braces.
+// An unknown key is an error naming it, so a typo in a template is caught when the config is
+// read, not at 3 a.m.
 StatusOr<std::string> Substitute(const std::string& text,
                                  const std::map<std::string, std::string>& vars);
 

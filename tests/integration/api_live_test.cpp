@@ -228,12 +228,19 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
   EXPECT_TRUE(Contains(logs.out, "hello-from-the-renderer")) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "wrote no image")) << logs.out;
 
-  // The history has a point a second; the last one counts the finished tasks.
-  ASSERT_TRUE(WaitFor([&] { return farm.Get("/api/v1/history")["points"].size() >= 2; }, 10s));
-  nlohmann::json history = farm.Get("/api/v1/history");
+  // The history has a point a second: one taken after the tiled job counts its 4 tasks (the
+  // job may finish between two samples, so wait for the next).
+  nlohmann::json history;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        history = farm.Get("/api/v1/history");
+        const nlohmann::json& last = history["points"].back();
+        return history["points"].size() >= 2 && last["done_total"].get<int64_t>() >= 4 &&
+               last["workers_idle"].get<int64_t>() == 1 && last["running"].get<int64_t>() == 0;
+      },
+      10s))
+      << history.dump();
   EXPECT_EQ(history["interval_s"], 1);
-  EXPECT_GE(history["points"].back()["done_total"].get<int64_t>(), 4);
-  EXPECT_EQ(history["points"].back()["workers_idle"].get<int64_t>(), 1);
 }
 
 TEST(ApiLiveTest, CliWaitAndWatchFollowTheJobAndCompletionCompletes) {

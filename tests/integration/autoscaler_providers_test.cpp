@@ -97,6 +97,8 @@ TEST(AutoscalerProviders, CloudCommandGetsItsArgvVerbatimAndNoShellEverRuns) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("exit 1"), std::string::npos)
       << refused.status().message();
+  EXPECT_EQ(*autoscaler::Substitute("Tags=[{{Key=Name,Value={name}}}]", {{"name", "n-1"}}),
+            "Tags=[{Key=Name,Value=n-1}]");
   EXPECT_EQ(autoscaler::Substitute("--zone={zone}", {{"region", "x"}}).status().message(),
             "'--zone={zone}': no value for {zone} (known: region)");
   config.kind = "ec2";
