@@ -45,37 +45,63 @@ std::optional<std::string> FindProgram(const std::string& name, const std::strin
   return std::nullopt;
 }
 
+namespace {
+
+// posix_spawn of argv with stdin from /dev/null and stdout+stderr to `output_fd`, in `cwd` (empty:
+// ours), with default signal handling and an empty mask (both daemons block SIGINT/SIGTERM in
+// their threads; a child must not inherit that). `own_group`: in a new process group, so a kill
+// of the group reaches everything it starts. Returns posix_spawn's error (0: started).
+int Spawn(const std::vector<std::string>& argv, const std::string& cwd, int output_fd,
+          bool own_group, pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attr, flags);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const int rc = ::posix_spawn(pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+}  // namespace
+
+StatusOr<pid_t> Start(const std::vector<std::string>& argv, const std::string& log_path) {
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Status::Internal("cannot open " + log_path + ": " + std::strerror(errno));
+  pid_t pid = -1;
+  const int rc = Spawn(argv, "", log_fd, /*own_group=*/false, &pid);
+  ::close(log_fd);
+  if (rc != 0) return Status::Unavailable("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
 ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
                          const std::atomic<bool>* cancel, std::optional<Clock::time_point> deadline,
                          const std::function<void(const std::string&)>& on_line) {
   ProcessResult result;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  // Its own process group, so cancel and timeout reach every process it starts; default signal
-  // handling and mask (the worker blocks SIGINT/SIGTERM in its threads).
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
+  // Its own process group, so cancel and timeout reach every process it starts.
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  const int rc = Spawn(argv, cwd, fds[1], /*own_group=*/true, &pid);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);

@@ -3,12 +3,16 @@
 // autoscaler (cloud command-line tools, local worker processes). Always an argv array, never a
 // shell, so no argument is ever interpreted.
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "shared/status.h"
 
 namespace tessera::subprocess {
 
@@ -33,5 +37,9 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
                          const std::atomic<bool>* cancel,
                          std::optional<std::chrono::steady_clock::time_point> deadline,
                          const std::function<void(const std::string&)>& on_line);
+
+// Starts argv[0] (an absolute path) in the background, stdin from /dev/null, stdout and stderr
+// appended to `log_path`, default signals; the caller reaps it (waitpid).
+StatusOr<pid_t> Start(const std::vector<std::string>& argv, const std::string& log_path);
 
 }  // namespace tessera::subprocess

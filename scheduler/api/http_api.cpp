@@ -71,25 +71,36 @@ void ReplyError(httplib::Response& res, const Status& status) {
 }
 
 // A whole number in [min, max] from a query parameter or path segment, named `field` in errors.
-StatusOr<int64_t> ParseInt(const std::string& text, const std::string& field, int64_t min,
-                           int64_t max) {
+// `text` as a whole number, every character of it.
+std::optional<int64_t> WholeNumber(const std::string& text) {
   try {
     size_t used = 0;
     long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min && v <= max) return static_cast<int64_t>(v);
+    if (used == text.size()) return static_cast<int64_t>(v);
   } catch (const std::exception&) {
   }
+  return std::nullopt;
+}
+
+StatusOr<int64_t> ParseInt(const std::string& text, const std::string& field, int64_t min,
+                           int64_t max) {
+  if (std::optional<int64_t> v = WholeNumber(text); v && *v >= min && *v <= max) return *v;
   return Status::InvalidArgument(field + ": expected a whole number in [" + std::to_string(min) +
                                  ", " + std::to_string(max) + "], got '" + text + "'");
 }
 
-StatusOr<int64_t> ParseId(const std::string& text) {
-  try {
-    size_t used = 0;
-    long long id = std::stoll(text, &used);
-    if (used == text.size() && id > 0) return static_cast<int64_t>(id);
-  } catch (const std::exception&) {
+// The state (of a job or a task) called `name`, if there is one.
+template <typename State>
+std::optional<State> StateNamed(const std::string& name, const char* (*name_of)(State)) {
+  for (State s :
+       {State::kQueued, State::kRunning, State::kDone, State::kFailed, State::kCanceled}) {
+    if (name == name_of(s)) return s;
   }
+  return std::nullopt;
+}
+
+StatusOr<int64_t> ParseId(const std::string& text) {
+  if (std::optional<int64_t> id = WholeNumber(text); id && *id > 0) return *id;
   return Status::InvalidArgument("id: '" + text + "' is not a positive integer");
 }
 
@@ -326,10 +337,7 @@ void HttpApi::Routes() {
     if (req.has_param("state")) {
       std::string want = req.get_param_value("state");
       // The states a job view shows: a paused job that is not finished reads "paused".
-      for (auto st : {store::JobState::kQueued, store::JobState::kRunning, store::JobState::kDone,
-                      store::JobState::kFailed, store::JobState::kCanceled}) {
-        if (want == store::JobStateName(st)) filter.state = st;
-      }
+      filter.state = StateNamed(want, store::JobStateName);
       if (want == "paused") filter.paused = true;
       if (want == "queued" || want == "running") filter.paused = false;
       if (!filter.state && want != "paused") {
@@ -409,11 +417,7 @@ void HttpApi::Routes() {
         filter.limit = kTasksPerPage;
         if (req.has_param("state")) {
           const std::string want = req.get_param_value("state");
-          for (auto st :
-               {store::TaskState::kQueued, store::TaskState::kRunning, store::TaskState::kDone,
-                store::TaskState::kFailed, store::TaskState::kCanceled}) {
-            if (want == store::TaskStateName(st)) filter.state = st;
-          }
+          filter.state = StateNamed(want, store::TaskStateName);
           if (!filter.state) {
             return ReplyError(res, Status::InvalidArgument(
                                        "state: '" + want +
@@ -431,13 +435,7 @@ void HttpApi::Routes() {
         }
         // The job's counters say when no task is in that state: then there is nothing to look
         // for (a walk over a million tasks to find no failed one would be the slow case).
-        const store::TaskCounts& n = job->tasks;
-        const int64_t in_state = !filter.state                                 ? n.total
-                                 : *filter.state == store::TaskState::kQueued  ? n.queued
-                                 : *filter.state == store::TaskState::kRunning ? n.running
-                                 : *filter.state == store::TaskState::kDone    ? n.done
-                                 : *filter.state == store::TaskState::kFailed  ? n.failed
-                                                                               : n.canceled;
+        const int64_t in_state = filter.state ? job->tasks.in(*filter.state) : job->tasks.total;
         StatusOr<std::vector<store::TaskRecord>> tasks = std::vector<store::TaskRecord>{};
         if (in_state > 0) tasks = store_.ListTasks(id, filter);
         if (!tasks.ok()) return ReplyError(res, tasks.status());

@@ -90,22 +90,6 @@ class Exposition {
   std::string out_;
 };
 
-int64_t Count(const store::TaskCounts& c, store::TaskState s) {
-  switch (s) {
-    case store::TaskState::kQueued:
-      return c.queued;
-    case store::TaskState::kRunning:
-      return c.running;
-    case store::TaskState::kDone:
-      return c.done;
-    case store::TaskState::kFailed:
-      return c.failed;
-    case store::TaskState::kCanceled:
-      return c.canceled;
-  }
-  return 0;
-}
-
 // One sample per known state (0 when the store has none), then any state the store holds that
 // this build does not know, so no row is ever dropped.
 void StateSamples(Exposition& out, std::string_view name, const std::vector<std::string>& known,
@@ -147,7 +131,7 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker) {
     out.Family("tessera_tasks", "gauge", "Tasks by state.");
     for (TaskState s : {TaskState::kQueued, TaskState::kRunning, TaskState::kDone,
                         TaskState::kFailed, TaskState::kCanceled}) {
-      out.Sample("tessera_tasks", static_cast<double>(Count(summary->tasks, s)),
+      out.Sample("tessera_tasks", static_cast<double>(summary->tasks.in(s)),
                  {{"state", store::TaskStateName(s)}});
     }
     out.Family("tessera_jobs", "gauge", "Jobs by state.");

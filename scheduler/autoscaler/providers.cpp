@@ -1,23 +1,25 @@
 #include "scheduler/autoscaler/providers.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 
 #include "shared/subprocess.h"
 
-extern char** environ;
-
 namespace tessera::autoscaler {
 
 namespace {
+
+// What a template may use for `request`: its vars, plus {name} and {group}.
+std::map<std::string, std::string> TemplateVars(const NodeRequest& request) {
+  std::map<std::string, std::string> vars = request.vars;
+  vars["name"] = request.worker_name;
+  vars["group"] = request.group;
+  return vars;
+}
 
 // Worker processes on this machine, one per node; the id is the process id.
 class LocalProvider : public Provider {
@@ -39,37 +41,13 @@ class LocalProvider : public Provider {
     for (const std::string& p : request.pools) argv.insert(argv.end(), {"--pool", p});
     for (const std::string& t : request.tags) argv.insert(argv.end(), {"--tag", t});
     for (const std::string& a : config_.worker_args) {
-      TSR_ASSIGN_OR_RETURN(std::string arg, Substitute(a, Vars(request)));
+      TSR_ASSIGN_OR_RETURN(std::string arg, Substitute(a, TemplateVars(request)));
       argv.push_back(std::move(arg));
     }
     std::error_code ec;
     std::filesystem::create_directories(config_.log_dir, ec);
-    const std::string log = config_.log_dir + "/" + request.worker_name + ".log";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    // Default signals and mask: the scheduler blocks SIGTERM in its threads; a worker must not.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      return Status::Unavailable("cannot start " + config_.worker_binary + ": " +
-                                 std::strerror(rc));
-    }
+    TSR_ASSIGN_OR_RETURN(
+        pid_t pid, subprocess::Start(argv, config_.log_dir + "/" + request.worker_name + ".log"));
     std::lock_guard lock(mu_);
     pids_.push_back(pid);
     Reap();
@@ -89,12 +67,6 @@ class LocalProvider : public Provider {
   }
 
  private:
-  std::map<std::string, std::string> Vars(const NodeRequest& request) const {
-    std::map<std::string, std::string> vars = request.vars;
-    vars["name"] = request.worker_name;
-    vars["group"] = request.group;
-    return vars;
-  }
   // Collects the exit of workers that left (mu_ held).
   void Reap() {
     std::erase_if(pids_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == pid; });
@@ -111,11 +83,8 @@ class CommandProvider : public Provider {
   explicit CommandProvider(ProviderConfig config) : config_(std::move(config)) {}
 
   StatusOr<std::string> Create(const NodeRequest& request) override {
-    std::map<std::string, std::string> vars = request.vars;
-    vars["name"] = request.worker_name;
-    vars["group"] = request.group;
     std::string last;
-    TSR_RETURN_IF_ERROR(Run(config_.create, vars, &last));
+    TSR_RETURN_IF_ERROR(Run(config_.create, TemplateVars(request), &last));
     while (!last.empty() && (last.back() == ' ' || last.back() == '\t')) last.pop_back();
     if (last.empty()) {
       return Status::Unavailable("the create command printed no instance id");

@@ -198,6 +198,11 @@ EventWatch::EventWatch(const Connection& connection, std::function<bool(const js
   thread_ = std::thread([this] { Run(); });
 }
 
+EventWatch::EventWatch(const Connection& connection, int64_t job_id)
+    : EventWatch(connection, [job_id](const json& event) {
+        return event.value("job_id", int64_t{0}) == job_id;
+      }) {}
+
 EventWatch::~EventWatch() {
   stop_.store(true);
   {

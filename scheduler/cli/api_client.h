@@ -77,6 +77,8 @@ class EventWatch {
  public:
   // `match` is called with each event's data ({"kind", "job_id", ...}); true wakes Wait().
   EventWatch(const Connection& connection, std::function<bool(const json&)> match);
+  // Wakes on the events of one job.
+  EventWatch(const Connection& connection, int64_t job_id);
   ~EventWatch();
   EventWatch(const EventWatch&) = delete;
   EventWatch& operator=(const EventWatch&) = delete;

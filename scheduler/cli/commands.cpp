@@ -134,9 +134,7 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, boo
   // --watch: redraw whenever the job changes (the event stream says so; else every 2 s) until
   // it ends or Ctrl-C.
   const bool tty = isatty(STDOUT_FILENO) != 0;
-  EventWatch events(options.connection, [job_id](const json& event) {
-    return event.value("job_id", int64_t{0}) == job_id;
-  });
+  EventWatch events(options.connection, job_id);
   for (;;) {
     if (tty) std::cout << "\x1b[H\x1b[2J";  // top left, clear
     const int rc = StatusOnce(options, job_id, show_tasks, &state);

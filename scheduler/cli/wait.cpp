@@ -49,9 +49,7 @@ std::string ProgressLine(int64_t job_id, const json& job, bool bar) {
 int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds, bool quiet) {
   ApiClient client(options.connection);
   const bool tty = isatty(STDOUT_FILENO) != 0;
-  EventWatch watch(options.connection, [job_id](const json& event) {
-    return event.value("job_id", int64_t{0}) == job_id;
-  });
+  EventWatch watch(options.connection, job_id);
   const auto start = Clock::now();
   const bool bounded = timeout_seconds > 0;
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(

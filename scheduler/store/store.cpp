@@ -1255,12 +1255,7 @@ StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
 }
 
 StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
-                                          " FROM tasks t LEFT JOIN workers w ON w.id = "
-                                          "t.worker_id WHERE t.job_id = ? ORDER BY t.idx"));
-  s.Bind(1, job_id);
-  return CollectRows(s, &ReadTask);
+  return ListTasks(job_id, TaskFilter{});
 }
 
 StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id, const TaskFilter& f) {

@@ -40,6 +40,21 @@ bool IsTerminal(TaskState s);
 
 struct TaskCounts {
   int64_t total = 0, queued = 0, running = 0, done = 0, failed = 0, canceled = 0;
+  int64_t in(TaskState s) const {
+    switch (s) {
+      case TaskState::kQueued:
+        return queued;
+      case TaskState::kRunning:
+        return running;
+      case TaskState::kDone:
+        return done;
+      case TaskState::kFailed:
+        return failed;
+      case TaskState::kCanceled:
+        return canceled;
+    }
+    return 0;
+  }
 };
 
 struct JobRecord {
@@ -322,13 +337,13 @@ class Store {
   };
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter);
   StatusOr<JobRecord> GetJob(int64_t job_id);
-  StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
+  StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);  // all of them, in index order
   // In task index order: those in `state` (when set) with an index above `after_index`, at most
   // `limit` of them.
   struct TaskFilter {
     std::optional<TaskState> state;
     int after_index = -1;
-    int limit = 1000000;
+    int limit = static_cast<int>(spec::kMaxTasksPerJob);  // default: every task of the job
   };
   StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id, const TaskFilter& filter);
   StatusOr<TaskRecord> GetTask(int64_t task_id);
