@@ -6,11 +6,11 @@
 namespace tessera::scheduler {
 
 StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
-  TSR_ASSIGN_OR_RETURN(
-      YAML::Node root,
-      config::LoadLayered(path,
-                          {"storage", "api", "broker", "assembler", "limits", "projects", "log"},
-                          environ_vars));
+  TSR_ASSIGN_OR_RETURN(YAML::Node root,
+                       config::LoadLayered(path,
+                                           {"storage", "api", "broker", "assembler", "limits",
+                                            "projects", "autoscaler", "cost", "log"},
+                                           environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
   yaml::MapReader storage(top.Child("storage"), "storage");
@@ -67,9 +67,30 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       c.projects[name] = share;
     }
   }
+  TSR_ASSIGN_OR_RETURN(c.autoscaler, autoscaler::ParseAutoscalerConfig(top.Child("autoscaler")));
+  yaml::MapReader cost(top.Child("cost"), "cost");
+  cost.Optional("default_price_per_hour", &c.default_price_per_hour);
+  const YAML::Node prices = cost.Child("instance_prices");
+  if (prices.IsDefined() && !prices.IsNull()) {
+    if (!prices.IsMap()) {
+      return Status::InvalidArgument(
+          "cost.instance_prices: expected a map of instance type: price");
+    }
+    for (const auto& kv : prices) {
+      double price = 0;
+      const std::string path = "cost.instance_prices." + kv.first.Scalar();
+      TSR_RETURN_IF_ERROR(yaml::Convert(kv.second, path, &price));
+      if (!(price >= 0) || price > 1e6)
+        return Status::InvalidArgument(path + ": must be in [0, 1000000]");
+      c.instance_prices[kv.first.Scalar()] = price;
+    }
+  }
+  if (!(c.default_price_per_hour >= 0) || c.default_price_per_hour > 1e6) {
+    return Status::InvalidArgument("cost.default_price_per_hour: must be in [0, 1000000]");
+  }
   yaml::MapReader log(top.Child("log"), "log");
   log.Optional("level", &c.log_level);
-  for (const yaml::MapReader* r : {&storage, &api, &broker, &assembler, &log}) {
+  for (const yaml::MapReader* r : {&storage, &api, &broker, &assembler, &cost, &log}) {
     TSR_RETURN_IF_ERROR(r->Finish());
   }
   TSR_RETURN_IF_ERROR(top.Finish());

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "scheduler/autoscaler/config.h"
 #include "scheduler/policy/policy.h"
 #include "shared/status.h"
 
@@ -43,6 +44,12 @@ struct SchedulerConfig {
   // projects: fair-share weight and running-task cap per project, e.g.
   // {show-a: {weight: 2, max_running: 100}}; unlisted projects get weight 1 and no cap
   std::map<std::string, policy::ProjectShare> projects;
+  // autoscaler: node groups and the policy's settings (no groups: no autoscaler)
+  autoscaler::AutoscalerConfig autoscaler;
+  // cost: prices per hour by cloud instance type, for workers no node group prices (the
+  // autoscaler's nodes cost their group's price), and for every other worker
+  std::map<std::string, double> instance_prices;
+  double default_price_per_hour = 0;
   // log:
   std::string log_level = "info";
 };

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/api/http_api.h"
+#include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/config.h"
 #include "scheduler/events/event_bus.h"
@@ -64,6 +66,35 @@ void RaiseOpenFileLimit() {
 
 std::string KeyFile(const scheduler::SchedulerConfig& cfg) {
   return cfg.key_file.empty() ? (fs::path(cfg.data_dir) / "scheduler.key").string() : cfg.key_file;
+}
+
+// What a worker costs: its autoscaler node group's price, else its instance type's from
+// cost.instance_prices, else cost.default_price_per_hour.
+broker::WorkerPrice PriceOf(const scheduler::SchedulerConfig& cfg,
+                            const autoscaler::Autoscaler* scaler, const std::string& name,
+                            const protocol::CloudInfo& cloud) {
+  if (const autoscaler::NodeGroup* group = scaler ? scaler->GroupOf(name) : nullptr) {
+    return {group->name, group->price_per_hour};
+  }
+  if (auto it = cfg.instance_prices.find(cloud.instance_type);
+      !cloud.instance_type.empty() && it != cfg.instance_prices.end()) {
+    return {"", it->second};
+  }
+  return {"", cfg.default_price_per_hour};
+}
+
+// Local node groups start the tessera-worker installed beside this program, logging under the
+// data directory, unless the config says otherwise.
+void FillLocalProviderDefaults(autoscaler::AutoscalerConfig& config, const std::string& data) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  for (autoscaler::GroupConfig& g : config.groups) {
+    if (g.provider.kind != "local") continue;
+    if (g.provider.worker_binary.empty() && !ec) {
+      g.provider.worker_binary = (self.parent_path() / "tessera-worker").string();
+    }
+    if (g.provider.log_dir.empty()) g.provider.log_dir = data + "/autoscaler/workers";
+  }
 }
 
 int Fail(const Status& s) {
@@ -147,6 +178,12 @@ int main(int argc, char** argv) {
   bopts.checkpoint_dir = data + "/checkpoints";
   events::EventBus event_bus;  // the broker publishes, the API's event streams read
   bopts.events = &event_bus;
+  // The autoscaler (made once the broker exists) names the node groups that price workers.
+  std::atomic<const autoscaler::Autoscaler*> scaler_for_prices{nullptr};
+  bopts.price_of = [&cfg, &scaler_for_prices](const std::string& name,
+                                              const protocol::CloudInfo& cloud) {
+    return PriceOf(cfg, scaler_for_prices.load(), name, cloud);
+  };
   if (cfg.security == "curve") {
     bool created = false;
     StatusOr<curve::KeyPair> keys = curve::LoadOrCreateKeyFile(KeyFile(cfg), &created);
@@ -159,8 +196,20 @@ int main(int argc, char** argv) {
                  cfg.broker_listen);
   }
   broker::Broker broker(**store, bopts);
+  std::unique_ptr<autoscaler::Autoscaler> scaler;
+  if (!cfg.autoscaler.groups.empty()) {
+    FillLocalProviderDefaults(cfg.autoscaler, data);
+    scaler = std::make_unique<autoscaler::Autoscaler>(
+        **store, broker, cfg.autoscaler,
+        autoscaler::AutoscalerOptions{.data_dir = data, .events = &event_bus});
+    if (Status s = scaler->MakeProviders(); !s.ok()) return Fail(s);
+    scaler_for_prices = scaler.get();
+  }
   StatusOr<std::string> endpoint = broker.Start();
   if (!endpoint.ok()) return Fail(endpoint.status());
+  if (scaler) {
+    if (Status s = scaler->Start(*endpoint); !s.ok()) return Fail(s);
+  }
 
   tessera::security::ApiAuth api_auth(**store, cfg.api_auth == "token");
   if (Status s = api_auth.Load(); !s.ok()) return Fail(s);
@@ -191,6 +240,7 @@ int main(int argc, char** argv) {
   aopts.tls_key_file = cfg.tls_key_file;
   aopts.events = &event_bus;
   aopts.history_interval_s = cfg.history_interval_s;
+  aopts.autoscaler = scaler.get();
   api::HttpApi http(**store, broker, api_auth, aopts);
   StatusOr<int> port = http.Start();
   if (!port.ok()) return Fail(port.status());
@@ -204,6 +254,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
   http.Stop();
+  scaler.reset();  // before the broker: a tick asks the broker, and local nodes drain through it
   broker.Stop();
   fs::remove(fs::path(data) / "scheduler.json", ec);
   spdlog::info("stopped");

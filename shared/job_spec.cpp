@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "shared/plugin_catalog.h"
 #include "shared/yaml_util.h"
@@ -235,6 +237,18 @@ Status ValidateJob(const JobSpec& job) {
                                    std::to_string(kMaxRetries) + "], got " +
                                    std::to_string(job.fail_after_workers));
   }
+  if (job.deadline_ms) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    if (*job.deadline_ms < now_ms) {
+      return Status::InvalidArgument("deadline: it has already passed");
+    }
+    if (*job.deadline_ms > now_ms + int64_t{kMaxDeadlineDays} * 86'400'000) {
+      return Status::InvalidArgument("deadline: more than " + std::to_string(kMaxDeadlineDays) +
+                                     " days away");
+    }
+  }
   const ResourceSpec& rs = job.resources;
   if (rs.gpus < 0 || rs.gpus > 64)
     return Status::InvalidArgument("resources.gpus: must be in [0, 64]");
@@ -281,6 +295,47 @@ Status ValidateJob(const JobSpec& job) {
     }
   }
   return Status::Ok();
+}
+
+StatusOr<int64_t> ParseIsoTime(std::string_view text) {
+  const std::string t(text);
+  const auto bad = [&] {
+    return Status::InvalidArgument("'" + t +
+                                   "' is not an ISO 8601 time with an offset, like "
+                                   "2026-12-03T09:00:00Z or 2026-12-03T17:00+08:00");
+  };
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(t.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &consumed) != 5) {
+    return bad();
+  }
+  size_t pos = static_cast<size_t>(consumed);
+  if (pos < t.size() && t[pos] == ':') {
+    int sec_len = 0;
+    if (std::sscanf(t.c_str() + pos, ":%2d%n", &tm.tm_sec, &sec_len) != 1) return bad();
+    pos += static_cast<size_t>(sec_len);
+  }
+  int64_t offset_s = 0;
+  if (pos < t.size() && (t[pos] == 'Z' || t[pos] == 'z')) {
+    ++pos;
+  } else if (pos < t.size() && (t[pos] == '+' || t[pos] == '-')) {
+    int hh = 0, mm = 0, len = 0;
+    if (std::sscanf(t.c_str() + pos + 1, "%2d:%2d%n", &hh, &mm, &len) != 2 || hh > 23 || mm > 59) {
+      return bad();
+    }
+    offset_s = (t[pos] == '+' ? 1 : -1) * (hh * 3600 + mm * 60);
+    pos += 1 + static_cast<size_t>(len);
+  } else {
+    return bad();
+  }
+  if (pos != t.size() || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+      tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_year < 1970) {
+    return bad();
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return (static_cast<int64_t>(::timegm(&tm)) - offset_s) * 1000;
 }
 
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
@@ -358,7 +413,18 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("fail_after_workers", &job.fail_after_workers)
       .Optional("limits", &job.limits)
       .Optional("pools", &job.pools)
-      .Optional("tags", &job.tags);
+      .Optional("tags", &job.tags)
+      .Optional("interruptible", &job.interruptible);
+  std::string deadline;
+  r.Optional("deadline", &deadline);
+  if (r.ok() && !deadline.empty()) {
+    StatusOr<int64_t> at = ParseIsoTime(deadline);
+    if (!at.ok()) {
+      r.Fail(Status::InvalidArgument("deadline: " + at.status().message()));
+    } else {
+      job.deadline_ms = *at;
+    }
+  }
 
   YAML::Node resources = r.Child("resources");
   if (r.ok()) {

@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,7 @@ inline constexpr int kMaxTaskTimeoutSeconds = 7 * 24 * 3600;
 inline constexpr size_t kMaxDependencies = 100;
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
+inline constexpr int kMaxDeadlineDays = 366;
 
 struct OutputSpec {
   std::string directory;  // relative; empty = "<name>-<job id>"
@@ -130,6 +132,10 @@ struct JobSpec {
   std::vector<std::string> tags;          // all required
   ResourceSpec resources;
   OutputSpec output;
+  // Capacity: whether its tasks may run on spot nodes (which the cloud can take back), and when
+  // it must be done (unix ms; the autoscaler adds nodes when the forecast misses it).
+  bool interruptible = true;
+  std::optional<int64_t> deadline_ms;
   // Plugin settings as given: scalar text, or a JSON array of strings for a list.
   std::map<std::string, std::string> settings;
 
@@ -147,6 +153,10 @@ struct FrameChunk {
   int frame_start = 0;
   int frame_end = 0;
 };
+
+// An ISO 8601 time with its offset ("2026-12-03T09:00:00Z", "2026-12-03T17:00+08:00"; seconds
+// optional) as unix ms. The offset is required: a farm spans time zones.
+StatusOr<int64_t> ParseIsoTime(std::string_view text);
 
 // Parses and validates a job file. Errors name the field ("frames: start 12 is after end 3").
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);

@@ -406,7 +406,12 @@ void HttpApi::Routes() {
          with_id([this](Req, Res res, const Caller&, int64_t id) {
            auto job = store_.GetJob(id);
            if (!job.ok()) return ReplyError(res, job.status());
-           Reply(res, 200, {{"job", JobView(*job)}});
+           json view = JobView(*job);
+           // The autoscaler's forecast for a job with a deadline.
+           std::optional<json> forecast =
+               options_.autoscaler ? options_.autoscaler->ForecastFor(id) : std::nullopt;
+           view["forecast_finish"] = forecast ? (*forecast)["finish"] : json(nullptr);
+           Reply(res, 200, {{"job", std::move(view)}});
          }));
   Handle(
       "GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,
@@ -797,6 +802,29 @@ void HttpApi::Routes() {
     const json latest = history_->Latest();
     view["throughput_per_min"] = latest.is_object() ? latest["throughput_per_min"] : json(0.0);
     Reply(res, 200, view);
+  });
+
+  Handle("GET", "/api/v1/autoscaler", Role::kViewer, [this](Req, Res res, const Caller&) {
+    Reply(res, 200,
+          options_.autoscaler ? options_.autoscaler->Describe()
+                              : json{{"enabled", false}, {"groups", json::array()}});
+  });
+  Handle("GET", "/api/v1/costs", Role::kViewer, [this](Req req, Res res, const Caller&) {
+    int64_t days = 30;
+    if (req.has_param("days")) {
+      auto parsed = ParseInt(req.get_param_value("days"), "days", 1, 366);
+      if (!parsed.ok()) return ReplyError(res, parsed.status());
+      days = *parsed;
+    }
+    auto rows = store_.CostDays(static_cast<int>(days));
+    if (!rows.ok()) return ReplyError(res, rows.status());
+    json out = json::array();
+    double total = 0;
+    for (const store::CostDay& d : *rows) {
+      out.push_back({{"day", d.day}, {"cost", d.cost}, {"gpu_seconds", d.gpu_seconds}});
+      total += d.cost;
+    }
+    Reply(res, 200, {{"days", std::move(out)}, {"total", total}});
   });
 
   // Prometheus scrapes with a viewer token (authorization: credentials_file in its config).

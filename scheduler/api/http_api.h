@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "scheduler/api/history.h"
+#include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/security/api_auth.h"
@@ -77,6 +78,8 @@ struct ApiOptions {
   // The live event stream (GET /api/v1/events); none: the endpoint answers 503.
   events::EventBus* events = nullptr;
   int history_interval_s = 10;  // GET /api/v1/history sampling
+  // GET /api/v1/autoscaler and jobs' deadline forecasts; none: the farm has no autoscaler.
+  const autoscaler::Autoscaler* autoscaler = nullptr;
 };
 
 // One authenticated endpoint: what the OpenAPI document must describe.

@@ -74,7 +74,11 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"started_at", OptTime(j.started_at_ms)},
           {"finished_at", OptTime(j.finished_at_ms)},
           {"error", j.error ? nlohmann::json(*j.error) : nlohmann::json(nullptr)},
-          {"notice", j.notice ? nlohmann::json(*j.notice) : nlohmann::json(nullptr)}};
+          {"notice", j.notice ? nlohmann::json(*j.notice) : nlohmann::json(nullptr)},
+          {"interruptible", j.interruptible},
+          {"deadline", OptTime(j.deadline_ms)},
+          {"gpu_seconds", j.gpu_seconds},
+          {"cost", j.cost}};
 }
 
 nlohmann::json TaskView(const store::TaskRecord& t) {
@@ -91,7 +95,9 @@ nlohmann::json TaskView(const store::TaskRecord& t) {
           {"progress", t.progress},
           {"message", t.message},
           {"started_at", OptTime(t.started_at_ms)},
-          {"finished_at", OptTime(t.finished_at_ms)}};
+          {"finished_at", OptTime(t.finished_at_ms)},
+          {"gpu_seconds", t.gpu_seconds},
+          {"cost", t.cost}};
 }
 
 nlohmann::json WorkerView(const store::WorkerRecord& w) {
@@ -111,6 +117,9 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
           {"cloud", w.cloud},
           {"current_tasks", w.current_tasks},
           {"disabled", w.disabled},
+          {"node_group", w.node_group},
+          {"price_per_hour", w.price_per_hour},
+          {"cost", w.cost},
           {"registered_at", IsoTime(w.registered_at_ms)},
           {"last_seen", IsoTime(w.last_seen_ms)}};
 }
@@ -134,6 +143,10 @@ nlohmann::json SummaryView(const store::FarmSummary& s) {
   return {{"jobs", jobs},
           {"tasks", CountsView(s.tasks)},
           {"workers", workers},
+          {"cost",
+           {{"today", s.cost_today},
+            {"gpu_seconds_today", s.gpu_seconds_today},
+            {"per_hour", s.cost_per_hour}}},
           {"version", TESSERA_VERSION}};
 }
 

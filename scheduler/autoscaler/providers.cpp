@@ -34,9 +34,15 @@ class LocalProvider : public Provider {
   }
 
   StatusOr<std::string> Create(const NodeRequest& request) override {
-    std::vector<std::string> argv = {config_.worker_binary, "--name", request.worker_name};
-    if (const auto it = request.vars.find("scheduler"); it != request.vars.end()) {
-      argv.insert(argv.end(), {"--scheduler", it->second});
+    std::vector<std::string> argv = {config_.worker_binary, "--name", request.worker_name,
+                                     "--data-dir", config_.log_dir + "/" + request.worker_name};
+    // The scheduler's address, and on a CURVE farm its key and a join token to enrol with.
+    for (const auto& [var, flag] :
+         {std::pair{"scheduler", "--scheduler"}, std::pair{"public_key", "--public-key"},
+          std::pair{"join_token", "--join-token"}}) {
+      const auto it = request.vars.find(var);
+      if (it != request.vars.end() && !it->second.empty())
+        argv.insert(argv.end(), {flag, it->second});
     }
     for (const std::string& p : request.pools) argv.insert(argv.end(), {"--pool", p});
     for (const std::string& t : request.tags) argv.insert(argv.end(), {"--tag", t});
@@ -65,6 +71,7 @@ class LocalProvider : public Provider {
     }
     return Status::NotFound("no local worker process " + id + " is running");
   }
+  bool TerminateDrains() const override { return true; }
 
  private:
   // Collects the exit of workers that left (mu_ held).
@@ -96,6 +103,7 @@ class CommandProvider : public Provider {
     std::string ignored;
     return Run(config_.terminate, {{"id", id}}, &ignored);
   }
+  bool TerminateDrains() const override { return false; }
 
  private:
   Status Run(const std::vector<std::string>& templ, const std::map<std::string, std::string>& vars,
@@ -185,8 +193,14 @@ StatusOr<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config) {
     if (config.terminate.empty()) return Status::InvalidArgument("provider.terminate: required");
     return std::unique_ptr<Provider>(std::make_unique<CommandProvider>(config));
   }
-  return Status::InvalidArgument("provider.kind: expected local or command, got '" + config.kind +
-                                 "'");
+  if (config.kind == "kubernetes") {
+    if (config.deployment.empty()) {
+      return Status::InvalidArgument("provider.deployment: required for a kubernetes provider");
+    }
+    return MakeKubernetesProvider(config);
+  }
+  return Status::InvalidArgument("provider.kind: expected local, command or kubernetes, got '" +
+                                 config.kind + "'");
 }
 
 }  // namespace tessera::autoscaler

@@ -411,7 +411,12 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();
+  conn.idle_since = conn.metered_until = conn.last_heard;
   conn.draining = reg->draining;
+  if (options_.price_of) {
+    conn.price = options_.price_of(reg->name, reg->cloud);
+    (void)store_.SetWorkerPrice(*id, conn.price.node_group, conn.price.per_hour);
+  }
   WorkerConn& worker = workers_[identity] = std::move(conn);
   for (const protocol::TaskRef& ref : reg->delivering) {
     Reattach(identity, worker, ref, /*delivering=*/true);
@@ -462,6 +467,7 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
   const std::string name = worker.offer.name;
   const int64_t worker_id = worker.offer.id;
   std::vector<int64_t> held(worker.tasks.begin(), worker.tasks.end());
+  MeterCosts(&identity);
   for (int64_t task_id : held) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
@@ -524,6 +530,10 @@ void Broker::OnTimer() {
                  workers_.at(e.identity).offer.name, e.why);
     ChargeWorker(task, workers_.at(e.identity));
     EndLease(task, e.identity, e.why, /*count_failure=*/true, /*cancel=*/true);
+  }
+  if (now >= next_meter_) {
+    MeterCosts();
+    next_meter_ = now + options_.cost_interval;
   }
   if (now >= next_touch_) {
     std::vector<std::pair<int64_t, int64_t>> seen;

@@ -34,6 +34,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -47,6 +48,12 @@
 #include "shared/status.h"
 
 namespace tessera::broker {
+
+// A worker's price, as BrokerOptions::price_of answers.
+struct WorkerPrice {
+  std::string node_group;  // "" for none
+  double per_hour = 0;
+};
 
 struct BrokerOptions {
   std::string bind_endpoint = "tcp://127.0.0.1:8471";  // port 0 or '*' picks a free port
@@ -70,6 +77,37 @@ struct BrokerOptions {
   // Where the broker tells the API's live readers what changed (none: it does not). Events go
   // out after the pass that caused them commits.
   events::EventBus* events = nullptr;
+  // Cost: what a worker costs per hour, from its name and machine (its autoscaler node group's
+  // price, or its instance type's); unset: workers cost nothing. Registered time is added to
+  // each worker's cost and the day's every cost_interval.
+  std::function<WorkerPrice(const std::string& name, const protocol::CloudInfo& cloud)> price_of;
+  std::chrono::milliseconds cost_interval{10'000};
+};
+
+// What the autoscaler needs of the farm, at one moment: the work the broker would dispatch now
+// (per job) and what each connected worker is doing.
+struct CapacityView {
+  struct JobDemand {
+    int64_t job_id = 0;
+    std::string name;
+    int priority = 50;
+    int64_t waiting = 0;  // dispatchable now (not paused, dependencies met, under project caps)
+    int64_t running = 0;
+    std::vector<std::string> pools, tags;
+    spec::ResourceSpec resources;
+    double seconds_per_task = 0;  // measured mean of its done tasks; 0: none yet
+    bool interruptible = true;
+    std::optional<int64_t> deadline_ms;
+  };
+  struct WorkerActivity {
+    std::string name;
+    bool busy = false;
+    bool draining = false;                   // or disabled: takes no new work
+    double idle_seconds = 0;                 // when not busy: since its last task ended
+    std::optional<double> busy_for_seconds;  // when busy: until its tasks should end, if known
+  };
+  std::vector<JobDemand> jobs;  // in dispatch order
+  std::vector<WorkerActivity> workers;
 };
 
 // A join token as created: the token itself is shown once and never stored.
@@ -122,7 +160,9 @@ class Broker {
   Status RevokeWorker(const std::string& name);
   Status ReadmitWorker(const std::string& name);
   // Tells a connected worker to finish its running tasks, take no new ones, then leave.
-  Status DrainWorker(const std::string& name);
+  Status DrainWorker(const std::string& name, const std::string& why = "asked by an operator");
+  // The demand and the workers' activity, for the autoscaler.
+  StatusOr<CapacityView> Capacity();
   // A disabled worker stays connected but gets no new tasks, until enabled (kept in the store,
   // so it holds across reconnects and restarts). NotFound for a name that never registered.
   Status SetWorkerDisabled(const std::string& name, bool disabled);
@@ -157,6 +197,9 @@ class Broker {
     int progress_timeout_s = 0;
     int blocklist_after = 3;
     int fail_after_workers = 0;
+    bool interruptible = true;  // capacity planning (CapacityView)
+    std::optional<int64_t> deadline_ms;
+    std::string name;
     std::string project, user;                  // fair share
     policy::JobNeeds needs;                     // pools, tags, limits, resources, blocklist
     std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
@@ -204,11 +247,14 @@ class Broker {
     std::string checkpoint_path;
 
     bool running() const { return !leases.empty(); }
-    Lease* LeaseOn(const std::string& identity) {
-      for (Lease& l : leases) {
+    const Lease* LeaseOn(const std::string& identity) const {
+      for (const Lease& l : leases) {
         if (l.worker == identity) return &l;
       }
       return nullptr;
+    }
+    Lease* LeaseOn(const std::string& identity) {
+      return const_cast<Lease*>(std::as_const(*this).LeaseOn(identity));
     }
   };
   struct WorkerConn {
@@ -232,6 +278,10 @@ class Broker {
     }
     std::chrono::steady_clock::time_point last_heard;
     store::WorkerState stored_state = store::WorkerState::kIdle;  // as last written
+    std::chrono::steady_clock::time_point idle_since;  // its last task ended (or it registered)
+    // Cost: its price, and up to when its registered time has been added to its cost.
+    WorkerPrice price;
+    std::chrono::steady_clock::time_point metered_until;
   };
   // Frame-on-frame dependencies: the frame ranges of a depended-on job's tasks that are not done
   // (start -> end; disjoint), and the dependent tasks waiting on them (by frame_start).
@@ -324,6 +374,11 @@ class Broker {
   void SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker, const char* outcome,
                std::string log);
   void ReleaseLease(LiveTask& task, const std::string& identity);
+  // A copy's GPU-seconds and its share of its worker's price go to the task and its job.
+  void ChargeLease(const LiveTask& task, const Lease& lease, const WorkerConn& worker);
+  // Adds the workers' registered time since they were last metered to their cost (all of them,
+  // or just `only`).
+  void MeterCosts(const std::string* only = nullptr);
   // Tells the holder of that copy to stop; its slot and GPUs stay reserved until its heartbeat
   // no longer lists it.
   void CancelLease(LiveTask& task, const std::string& identity);
@@ -429,6 +484,7 @@ class Broker {
   std::vector<std::pair<const char*, nlohmann::json>> pending_events_;
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;
+  std::chrono::steady_clock::time_point next_meter_;
 };
 
 }  // namespace tessera::broker

@@ -1,6 +1,7 @@
 // The broker's worker-fleet side: who may connect (join tokens, enrolment, revocation), draining
-// workers, tasks handed back by workers that must leave (spot interruptions), and the result
-// acknowledgements that let workers drop their spooled results.
+// workers, tasks handed back by workers that must leave (spot interruptions), the result
+// acknowledgements that let workers drop their spooled results, what workers cost, and the view
+// of demand and capacity the autoscaler plans from.
 
 #include <spdlog/spdlog.h>
 
@@ -13,6 +14,7 @@
 namespace tessera::broker {
 
 using protocol::MessageType;
+using Clock = std::chrono::steady_clock;
 
 // ---- credentials (any thread) ----------------------------------------------------------------
 
@@ -109,20 +111,116 @@ Status Broker::SetWorkerDisabled(const std::string& name, bool disabled) {
       .status();
 }
 
-Status Broker::DrainWorker(const std::string& name) {
-  StatusOr<bool> found = OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+Status Broker::DrainWorker(const std::string& name, const std::string& why) {
+  StatusOr<bool> found = OnBrokerThread<bool>([this, name, why]() -> StatusOr<bool> {
     auto it = FindWorker(name);
     if (it == workers_.end()) return false;
     it->second.draining = true;
     Send(it->first, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
-    RecordEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining",
-                "asked by an operator");
-    spdlog::info("worker {} told to drain", name);
+    RecordEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining", why);
+    spdlog::info("worker {} told to drain: {}", name, why);
     return true;
   });
   if (!found.ok()) return found.status();
   if (!*found) return Status::NotFound("no worker named " + name + " is connected");
   return Status::Ok();
+}
+
+// ---- capacity and cost (broker thread) --------------------------------------------------------
+
+StatusOr<CapacityView> Broker::Capacity() {
+  return OnBrokerThread<CapacityView>([this]() -> StatusOr<CapacityView> {
+    const auto now = Clock::now();
+    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    CapacityView view;
+    // Waiting work: the queue, in dispatch order, less what project caps and named limits would
+    // hold back now.
+    std::map<std::string, int64_t> project_room, limit_room;
+    for (const auto& [name, share] : options_.projects) {
+      if (share.max_running > 0) {
+        project_room[name] = share.max_running - shares_.project_running[name];
+      }
+    }
+    for (const auto& [name, count] : options_.limits)
+      limit_room[name] = count - limits_in_use_[name];
+    std::map<int64_t, size_t> index_of;  // job id -> its entry in view.jobs
+    for (const QueueKey& key : queue_) {
+      const int64_t job_id = std::get<1>(key);
+      const JobInfo& job = jobs_.at(job_id);
+      auto room = project_room.find(job.project);
+      if (room != project_room.end() && room->second <= 0) continue;
+      bool limited = false;
+      for (const std::string& l : job.needs.limits) {
+        auto it = limit_room.find(l);
+        if (it != limit_room.end() && it->second <= 0) limited = true;
+      }
+      if (limited) continue;
+      if (room != project_room.end()) --room->second;
+      for (const std::string& l : job.needs.limits) {
+        if (auto it = limit_room.find(l); it != limit_room.end()) --it->second;
+      }
+      auto [it, added] = index_of.try_emplace(job_id, view.jobs.size());
+      if (added) view.jobs.push_back({.job_id = job_id});
+      ++view.jobs[it->second].waiting;
+    }
+    // Running work counts too (a job with nothing waiting still needs its nodes).
+    for (const auto& [job_id, job] : jobs_) {
+      if (job.running > 0 && index_of.try_emplace(job_id, view.jobs.size()).second) {
+        view.jobs.push_back({.job_id = job_id});
+      }
+    }
+    for (CapacityView::JobDemand& d : view.jobs) {
+      const JobInfo& job = jobs_.at(d.job_id);
+      d.name = job.name;
+      d.priority = job.priority;
+      d.running = job.running;
+      d.pools = job.needs.pools;
+      d.tags = job.needs.tags;
+      d.resources = job.needs.resources;
+      d.seconds_per_task = job.tasks_done > 0 ? job.done_seconds / job.tasks_done : 0;
+      d.interruptible = job.interruptible;
+      d.deadline_ms = job.deadline_ms;
+    }
+    std::stable_sort(view.jobs.begin(), view.jobs.end(), [](const auto& a, const auto& b) {
+      return a.priority != b.priority ? a.priority > b.priority : a.job_id < b.job_id;
+    });
+    for (const auto& [identity, worker] : workers_) {
+      CapacityView::WorkerActivity w;
+      w.name = worker.offer.name;
+      w.busy = !worker.tasks.empty();
+      w.draining = worker.draining || worker.disabled;
+      w.idle_seconds = w.busy ? 0 : seconds(now - worker.idle_since);
+      for (int64_t task_id : worker.tasks) {
+        const LiveTask& task = tasks_.at(task_id);
+        const JobInfo& job = jobs_.at(task.job_id);
+        const Lease* lease = task.LeaseOn(identity);
+        if (!lease || job.tasks_done == 0) {
+          w.busy_for_seconds.reset();
+          break;
+        }
+        const double left =
+            std::max(0.0, job.done_seconds / job.tasks_done - seconds(now - lease->leased_at));
+        w.busy_for_seconds = std::max(w.busy_for_seconds.value_or(0), left);
+      }
+      view.workers.push_back(std::move(w));
+    }
+    return view;
+  });
+}
+
+void Broker::MeterCosts(const std::string* only) {
+  const auto now = Clock::now();
+  std::vector<std::pair<int64_t, double>> costs;
+  for (auto& [identity, worker] : workers_) {
+    if (only && identity != *only) continue;
+    const double hours = std::chrono::duration<double>(now - worker.metered_until).count() / 3600;
+    worker.metered_until = now;
+    if (worker.price.per_hour > 0)
+      costs.emplace_back(worker.offer.id, worker.price.per_hour * hours);
+  }
+  if (Status s = store_.AccrueWorkerCosts(costs); !s.ok()) {
+    spdlog::error("cannot record the workers' cost: {}", s.ToString());
+  }
 }
 
 std::unordered_map<std::string, Broker::WorkerConn>::iterator Broker::FindWorker(

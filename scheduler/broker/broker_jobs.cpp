@@ -271,6 +271,9 @@ Status Broker::LoadJob(int64_t job_id) {
   info.fail_after_workers = job.fail_after_workers;
   info.project = job.project;
   info.user = job.user;
+  info.name = job.name;
+  info.interruptible = job.interruptible;
+  info.deadline_ms = job.deadline_ms;
   info.needs.limits = job.limits;
   info.needs.pools = job.pools;
   info.needs.tags = job.tags;

@@ -408,11 +408,27 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
   auto wit = workers_.find(identity);
   if (wit != workers_.end()) {
     WorkerConn& worker = wit->second;
+    ChargeLease(task, *lease, worker);
     worker.tasks.erase(task.task_id);
+    if (worker.tasks.empty()) worker.idle_since = Clock::now();
     // A stopping lease keeps its GPUs until the worker confirms it has stopped.
     if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(lease->gpus, false);
   }
   task.leases.erase(lease);
+}
+
+void Broker::ChargeLease(const LiveTask& task, const Lease& lease, const WorkerConn& worker) {
+  const auto gpus = static_cast<double>(lease.gpus.size());
+  if (gpus == 0 && worker.price.per_hour <= 0) return;  // nothing to count: no write
+  const double seconds = std::chrono::duration<double>(Clock::now() - lease.leased_at).count();
+  // Its share of the worker: its GPUs of the worker's, or one slot of a worker without GPUs.
+  const double share = worker.offer.gpus.empty()
+                           ? 1.0 / worker.slots
+                           : gpus / static_cast<double>(worker.offer.gpus.size());
+  const double cost = worker.price.per_hour * seconds / 3600 * share;
+  if (Status s = store_.AddTaskCost(task.task_id, task.job_id, gpus * seconds, cost); !s.ok()) {
+    spdlog::error("task {}: cannot record its cost: {}", task.task_id, s.ToString());
+  }
 }
 
 void Broker::CancelLease(LiveTask& task, const std::string& identity) {

@@ -177,6 +177,16 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
     std::cout << "  time left  about " << FormatDuration(Num(job, "eta_s")) << "\n";
   }
   std::cout << "  owner      " << Str(job, "user") << " (project " << Str(job, "project") << ")\n";
+  std::cout << "  cost       " << FormatMoney(Num(job, "cost")) << " for "
+            << FormatDuration(Num(job, "gpu_seconds")) << " of GPU time"
+            << (Member(job, "interruptible") == false ? " (never on spot nodes)" : "") << "\n";
+  if (Member(job, "deadline").is_string()) {
+    std::cout << "  deadline   " << FormatTimestamp(Member(job, "deadline"));
+    if (Member(job, "forecast_finish").is_string()) {
+      std::cout << "  (forecast " << FormatTimestamp(Member(job, "forecast_finish")) << ")";
+    }
+    std::cout << "\n";
+  }
   if (Str(job, "renderer") != spec::kRendererPathTracer) {
     std::cout << "  renderer   " << Str(job, "renderer") << "\n";
   }
@@ -242,13 +252,19 @@ int RunWorkers(const ClientOptions& options) {
     std::cout << "No workers.\n";
     return kExitOk;
   }
-  Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "LAST SEEN"});
+  Table table(
+      {"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "COST", "LAST SEEN"});
   for (const json& w : workers) {
     const std::string state =
         Str(w, "state") + (Member(w, "disabled") == true ? " (disabled)" : "");
+    // What it has cost, at its price per hour (its node group's, or its instance type's).
+    std::string cost = "-";
+    if (Num(w, "price_per_hour") > 0) {
+      cost = FormatMoney(Num(w, "cost")) + " @" + FormatMoney(Num(w, "price_per_hour")) + "/h";
+    }
     table.AddRow({Str(w, "id"), Str(w, "name"), state, Str(w, "cpu_cores"),
                   FormatMegabytes(Int(w, "ram_mb")), GpuSummary(Member(w, "gpus")),
-                  CloudSummary(Member(w, "cloud")), IdList(Member(w, "current_tasks")),
+                  CloudSummary(Member(w, "cloud")), IdList(Member(w, "current_tasks")), cost,
                   FormatTimestamp(Member(w, "last_seen"))});
   }
   table.Print(std::cout);

@@ -52,6 +52,11 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, boo
 // A task's logs, every attempt (or only `attempt` when > 0): GET /api/v1/tasks/{id}/log.
 int RunLogs(const ClientOptions& options, int64_t task_id, int attempt);
 int RunWorkers(const ClientOptions& options);
+// capacity.cpp: the farm at a glance (GET /api/v1/summary), its cost per UTC day over the last
+// `days` (GET /api/v1/costs), and the autoscaler with its latest `decisions` decisions.
+int RunFarmStatus(const ClientOptions& options);
+int RunCosts(const ClientOptions& options, int days);
+int RunAutoscalerStatus(const ClientOptions& options, int decisions);
 // The renderer plugins each connected worker offers (GET /api/v1/plugins).
 int RunPlugins(const ClientOptions& options);
 // Job operations: action is cancel, pause, resume, retry, rerender (body {"frames": "A-B"}),

@@ -116,6 +116,14 @@ std::string FormatMegabytes(int64_t mb) {
   return buf;
 }
 
+std::string FormatMoney(double amount) {
+  // In the farm's currency (prices are configuration); small amounts keep four decimals so a
+  // short task's share is not shown as 0.00.
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), std::abs(amount) >= 1 || amount == 0 ? "%.2f" : "%.4f", amount);
+  return buf;
+}
+
 std::string FormatDuration(double seconds) {
   auto total = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
   char buf[48];

@@ -99,13 +99,27 @@ int main(int argc, char** argv) {
   jobs->add_option("--limit", job_query.limit, "At most this many jobs (default 100)")
       ->check(CLI::Range(1, 10000));
 
-  CLI::App* status = AddClientCommand(app, "status", "Show one job", &options, true);
-  status->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  CLI::App* status =
+      AddClientCommand(app, "status", "Show one job, or the farm without JOB", &options, true);
+  status->add_option("JOB", job_id, "Job id")->check(kJobId);
   status->add_flag("--tasks", show_tasks, "Also list the job's tasks");
   bool watch = false;
   status->add_flag("--watch,-w", watch, "Redraw whenever the job changes, until it ends");
 
   CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
+  int cost_days = 30;
+  CLI::App* costs =
+      AddClientCommand(app, "costs", "What the farm cost per day (UTC)", &options, true);
+  costs->add_option("--days", cost_days, "The last this many days (default 30)")
+      ->check(CLI::Range(1, 366));
+  CLI::App* autoscaler = app.add_subcommand("autoscaler", "The autoscaler");
+  autoscaler->require_subcommand(1);
+  int decisions = 15;
+  CLI::App* autoscaler_status =
+      AddClientCommand(*autoscaler, "status",
+                       "Node groups, deadline forecasts and the latest decisions", &options, true);
+  autoscaler_status->add_option("--decisions", decisions, "Show this many decisions (default 15)")
+      ->check(CLI::Range(0, 200));
   CLI::App* plugins = AddClientCommand(
       app, "plugins", "List the renderer plugins each connected worker offers", &options, true);
 
@@ -283,7 +297,10 @@ int main(int argc, char** argv) {
 
   if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file);
   if (jobs->parsed()) return tessera::cli::RunJobs(options, job_query);
+  if (status->parsed() && job_id == 0) return tessera::cli::RunFarmStatus(options);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);
+  if (costs->parsed()) return tessera::cli::RunCosts(options, cost_days);
+  if (autoscaler_status->parsed()) return tessera::cli::RunAutoscalerStatus(options, decisions);
   if (logs->parsed()) return tessera::cli::RunLogs(options, task_id, attempt);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);
   if (plugins->parsed()) return tessera::cli::RunPlugins(options);

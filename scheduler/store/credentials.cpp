@@ -49,17 +49,6 @@ ApiTokenRecord ReadApiToken(const Stmt& s) {
   return t;
 }
 
-template <typename T>
-StatusOr<std::vector<T>> ReadAll(Stmt& s, T (*read)(const Stmt&)) {
-  std::vector<T> rows;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    rows.push_back(read(s));
-  }
-  return rows;
-}
-
 }  // namespace
 
 StatusOr<JoinTokenRecord> Store::CreateJoinToken(const std::string& public_key,

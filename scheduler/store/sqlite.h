@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "shared/status.h"
 
@@ -61,6 +62,18 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
+// Every row `s` gives, each read by `read`.
+template <typename T>
+StatusOr<std::vector<T>> ReadAll(Stmt& s, T (*read)(const Stmt&)) {
+  std::vector<T> rows;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    rows.push_back(read(s));
+  }
+  return rows;
+}
+
 class Db {
  public:
   // Opens (creating if asked) the database at `path` with WAL, foreign keys and a busy timeout.
@@ -108,5 +121,14 @@ class Transaction {
   bool nested_ = false;
   bool done_ = false;
 };
+
+// Runs `body` inside a write transaction on `db`.
+template <typename F>
+Status InWriteTx(Db& db, F&& body) {
+  Transaction tx(db);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_RETURN_IF_ERROR(body());
+  return tx.Commit();
+}
 
 }  // namespace tessera::store

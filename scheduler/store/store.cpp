@@ -209,6 +209,34 @@ CREATE INDEX task_logs_by_job ON task_logs(job_id);
     R"sql(
 ALTER TABLE workers ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 17 -> 18: elastic capacity and cost. Jobs say whether spot nodes may run them and when
+    // they must be done; GPU-seconds and money are summed per task, per job and per day; each
+    // worker has its price (from its node group or instance type) and what it has cost; and the
+    // autoscaler's node requests are kept so a restarted scheduler still knows its machines.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN interruptible INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN deadline_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN gpu_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN cost REAL NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN gpu_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN cost REAL NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN node_group TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN price_per_hour REAL NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN cost REAL NOT NULL DEFAULT 0;
+CREATE TABLE cost_days (
+  day          TEXT PRIMARY KEY,
+  cost         REAL NOT NULL DEFAULT 0,
+  gpu_seconds  REAL NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE autoscaler_nodes (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  node_group    TEXT    NOT NULL,
+  worker_name   TEXT    NOT NULL,
+  provider_id   TEXT    NOT NULL DEFAULT '',
+  requested_at  INTEGER NOT NULL,
+  draining      INTEGER NOT NULL DEFAULT 0
+);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -231,7 +259,7 @@ const char* kJobColumns =
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
-    "parts_per_frame";
+    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -267,12 +295,17 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.fail_after_workers = static_cast<int>(s.Int(34));
   if (!s.IsNull(35)) j.notice = s.Text(35);
   j.parts_per_frame = static_cast<int>(s.Int(36));
+  j.interruptible = s.Int(37) != 0;
+  j.deadline_ms = s.OptInt(38);
+  j.gpu_seconds = s.Double(39);
+  j.cost = s.Double(40);
   return j;
 }
 
 const char* kTaskColumns =
     "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
-    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on, t.part";
+    "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on, t.part, "
+    "t.gpu_seconds, t.cost";
 
 StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   TaskRecord t;
@@ -294,16 +327,9 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   if (const std::string part = s.Text(15); !part.empty()) {
     t.part = nlohmann::json::parse(part).get<protocol::FramePart>();
   }
+  t.gpu_seconds = s.Double(16);
+  t.cost = s.Double(17);
   return t;
-}
-
-// Runs `body` inside a write transaction on `db`.
-template <typename F>
-Status InWriteTx(Db& db, F&& body) {
-  Transaction tx(db);
-  TSR_RETURN_IF_ERROR(tx.begin_status());
-  TSR_RETURN_IF_ERROR(body());
-  return tx.Commit();
 }
 
 // Steps `s` to the end, converting every row with `read`.
@@ -337,25 +363,6 @@ bool IsTerminal(TaskState s) {
 
 // A read connection for one call: one from the pool, or -- for the thread inside a WriteGroup,
 // which must see its own uncommitted writes -- the writer itself (that thread holds its lock).
-class Store::Reader {
- public:
-  Reader(Store* store, std::unique_ptr<Db> db) : store_(store), owned_(std::move(db)) {
-    db_ = owned_.get();
-  }
-  explicit Reader(Db* writer) : db_(writer) {}
-  Reader(Reader&&) = default;
-  ~Reader() {
-    if (owned_) store_->ReturnReader(std::move(owned_));
-  }
-  Db& operator*() { return *db_; }
-  Db* operator->() { return db_; }
-
- private:
-  Store* store_ = nullptr;
-  std::unique_ptr<Db> owned_;
-  Db* db_ = nullptr;
-};
-
 StatusOr<Store::Reader> Store::BorrowReader() {
   if (InGroup()) {
     EnterGroupTransaction();  // the group's thread reads its own writes
@@ -466,8 +473,9 @@ StatusOr<JobRecord> Store::CreateJob(
                       "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
-                      "fail_after_workers, parts_per_frame) VALUES (?, 'queued', ?, ?, ?, ?, ?, "
-                      "?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms) VALUES (?, "
+                      "'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -484,7 +492,8 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(21, nlohmann::json(spec.resources).dump()).Bind(22, spec.renderer);
     ins.Bind(23, spec.project).Bind(24, spec.user.empty() ? "unknown" : spec.user);
     ins.Bind(25, nlohmann::json(spec.frame_depends_on).dump()).Bind(26, spec.fail_after_workers);
-    ins.Bind(27, static_cast<int64_t>(parts.size()));
+    ins.Bind(27, static_cast<int64_t>(parts.size())).Bind(28, spec.interruptible ? 1 : 0);
+    if (spec.deadline_ms) ins.Bind(29, *spec.deadline_ms);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 
@@ -1288,13 +1297,14 @@ StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {
 
 StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s,
-                       r->Prepare("SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
-                                  "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
-                                  "w.registered_at, w.last_seen, "
-                                  "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
-                                  "w.id AND t.state = 'running'), w.pools_json, w.tags_json, "
-                                  "w.details_json, w.disabled FROM workers w ORDER BY w.id"));
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, r->Prepare("SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
+                         "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
+                         "w.registered_at, w.last_seen, "
+                         "(SELECT group_concat(t.id) FROM tasks t WHERE t.worker_id = "
+                         "w.id AND t.state = 'running'), w.pools_json, w.tags_json, "
+                         "w.details_json, w.disabled, w.node_group, w.price_per_hour, w.cost "
+                         "FROM workers w ORDER BY w.id"));
   std::vector<WorkerRecord> out;
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -1320,6 +1330,9 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
       w.cloud = details.value("cloud", protocol::CloudInfo{});
     }
     w.disabled = s.Int(15) != 0;
+    w.node_group = s.Text(16);
+    w.price_per_hour = s.Double(17);
+    w.cost = s.Double(18);
     std::string tasks = s.Text(11);
     for (size_t pos = 0; pos < tasks.size();) {
       size_t comma = tasks.find(',', pos);
@@ -1357,6 +1370,18 @@ StatusOr<FarmSummary> Store::Summary() {
     if (!row) break;
     sum.workers_by_state.emplace_back(w.Text(0), w.Int(1));
   }
+  TSR_ASSIGN_OR_RETURN(Stmt c, r->Prepare("SELECT (SELECT total(price_per_hour) FROM workers "
+                                          "WHERE state != 'offline'), (SELECT cost FROM "
+                                          "cost_days WHERE day = ?1), (SELECT gpu_seconds FROM "
+                                          "cost_days WHERE day = ?1)"));
+  c.Bind(1, UtcDay(NowMs()));
+  TSR_ASSIGN_OR_RETURN(bool crow, c.Step());
+  if (crow) {
+    sum.cost_per_hour = c.Double(0);
+    sum.cost_today = c.Double(1);
+    sum.gpu_seconds_today = c.Double(2);
+  }
+  TSR_RETURN_IF_ERROR(c.Run());
   return sum;
 }
 

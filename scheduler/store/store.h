@@ -87,7 +87,11 @@ struct JobRecord {
   // Set by the scheduler when something the job cannot fix by waiting holds it, e.g. no
   // connected worker can ever run its tasks; cleared when that passes.
   std::optional<std::string> notice;
-  int parts_per_frame = 1;  // tasks (tiles x sample parts) that make one frame
+  int parts_per_frame = 1;             // tasks (tiles x sample parts) that make one frame
+  bool interruptible = true;           // spot nodes may run it
+  std::optional<int64_t> deadline_ms;  // must be done by then (the autoscaler plans for it)
+  double gpu_seconds = 0;              // of every attempt of its tasks, so far
+  double cost = 0;                     // of those attempts, at their workers' prices
 
   bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
@@ -111,6 +115,8 @@ struct TaskRecord {
   std::vector<int64_t> failed_on;  // workers a charged failure happened on
   bool interrupted = false;        // it was running when the scheduler stopped
   protocol::FramePart part;        // the part of its frames it renders (default: whole frames)
+  double gpu_seconds = 0;          // of all its attempts
+  double cost = 0;
 };
 
 struct WorkerRecord {
@@ -129,7 +135,28 @@ struct WorkerRecord {
   // What it reported about its machine (workers.details_json; empty for older workers).
   std::string os, cpu_model;
   protocol::CloudInfo cloud;
-  bool disabled = false;  // an operator said: no new tasks for it
+  bool disabled = false;      // an operator said: no new tasks for it
+  std::string node_group;     // the autoscaler's node group it belongs to ("" for none)
+  double price_per_hour = 0;  // what it costs while registered, idle or not
+  double cost = 0;            // what it has cost so far
+};
+
+// What the farm cost on one UTC day: every worker's registered time at its price, and the
+// GPU-seconds its tasks took.
+struct CostDay {
+  std::string day;  // "2026-12-03"
+  double cost = 0;
+  double gpu_seconds = 0;
+};
+
+// A node the autoscaler requested from a provider, until it is terminated.
+struct AutoscalerNodeRecord {
+  int64_t id = 0;
+  std::string group;
+  std::string worker_name;  // "" until a node its provider names registers
+  std::string provider_id;  // "" until known
+  int64_t requested_at_ms = 0;
+  bool draining = false;  // being scaled in: terminated once its worker has left
 };
 
 // A join token: a new worker that presents it (through its CURVE key pair) may enrol once per
@@ -191,6 +218,8 @@ struct FarmSummary {
   std::vector<std::pair<std::string, int64_t>> jobs_by_state;
   TaskCounts tasks;
   std::vector<std::pair<std::string, int64_t>> workers_by_state;
+  double cost_today = 0, gpu_seconds_today = 0;  // this UTC day
+  double cost_per_hour = 0;                      // what the connected workers cost now
 };
 
 // A task that is running on a worker, as needed to tell the worker to stop.
@@ -202,7 +231,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 17;
+  static constexpr int kSchemaVersion = 18;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -294,6 +323,19 @@ class Store {
   Status TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms);
   // At start-up nobody is connected yet.
   Status MarkAllWorkersOffline();
+
+  // ---- cost and the autoscaler's nodes (costs.cpp) -----------------------------------------
+  // A task attempt ended: its GPU-seconds and money go to the task, its job and today.
+  Status AddTaskCost(int64_t task_id, int64_t job_id, double gpu_seconds, double cost);
+  // Registered time at the workers' prices: (worker id, money) each, and the sum to today.
+  Status AccrueWorkerCosts(const std::vector<std::pair<int64_t, double>>& worker_costs);
+  Status SetWorkerPrice(int64_t worker_id, const std::string& node_group, double price_per_hour);
+  // The last `days` UTC days with any cost, oldest first.
+  StatusOr<std::vector<CostDay>> CostDays(int days);
+  StatusOr<int64_t> AddAutoscalerNode(const AutoscalerNodeRecord& node);
+  Status UpdateAutoscalerNode(const AutoscalerNodeRecord& node);
+  Status DeleteAutoscalerNode(int64_t id);
+  StatusOr<std::vector<AutoscalerNodeRecord>> ListAutoscalerNodes();
 
   // ---- credentials (credentials.cpp; any thread) -----------------------------------------
   StatusOr<JoinTokenRecord> CreateJoinToken(const std::string& public_key, const std::string& note,
@@ -435,7 +477,24 @@ class Store {
                                 int last);
 
   // A read-only connection borrowed from the pool for one call.
-  class Reader;
+  class Reader {
+   public:
+    Reader(Store* store, std::unique_ptr<Db> db) : store_(store), owned_(std::move(db)) {
+      db_ = owned_.get();
+    }
+    explicit Reader(Db* writer) : db_(writer) {}
+    Reader(Reader&&) = default;
+    ~Reader() {
+      if (owned_) store_->ReturnReader(std::move(owned_));
+    }
+    Db& operator*() { return *db_; }
+    Db* operator->() { return db_; }
+
+   private:
+    Store* store_ = nullptr;
+    std::unique_ptr<Db> owned_;
+    Db* db_ = nullptr;
+  };
   StatusOr<Reader> BorrowReader();
   void ReturnReader(std::unique_ptr<Db> db);
 
@@ -459,5 +518,7 @@ class Store {
 };
 
 int64_t NowMs();
+// "2026-12-03": the UTC day `unix_ms` falls on (cost is summed per day).
+std::string UtcDay(int64_t unix_ms);
 
 }  // namespace tessera::store

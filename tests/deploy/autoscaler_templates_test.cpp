@@ -1,5 +1,7 @@
 // deploy/autoscaler/: the ready-made cloud command templates parse, name a create and a
-// terminate command, and use only placeholders the autoscaler or the template's own vars fill.
+// terminate command, and use only placeholders the autoscaler or the template's own vars fill;
+// the kubernetes template names the worker Deployment of deploy/kubernetes/, whose pods register
+// under their own names.
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -12,9 +14,54 @@
 namespace tessera::deploy_test {
 namespace {
 
+// A kubernetes provider block: only the keys the scheduler reads, a provider MakeProvider
+// accepts, and a Deployment of that name and namespace in deploy/kubernetes/ whose worker
+// registers under its pod's name (the provider matches pods by name prefix and removes them by
+// name).
+void CheckKubernetesTemplate(const YAML::Node& provider) {
+  const std::set<std::string> keys = {"kind",    "deployment", "namespace",
+                                      "context", "kubectl",    "timeout_s"};
+  autoscaler::ProviderConfig config;
+  config.kind = "kubernetes";
+  for (const auto& kv : provider) {
+    const std::string key = kv.first.as<std::string>();
+    EXPECT_EQ(keys.count(key), 1u) << "provider." << key;
+    if (key == "deployment") config.deployment = kv.second.as<std::string>();
+    if (key == "namespace") config.k8s_namespace = kv.second.as<std::string>();
+    if (key == "context") config.kube_context = kv.second.as<std::string>();
+    if (key == "kubectl") config.kubectl = kv.second.as<std::string>();
+    if (key == "timeout_s") config.timeout_s = kv.second.as<int>();
+  }
+  auto made = autoscaler::MakeProvider(config);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ((*made)->NamePrefix(), config.deployment + "-");
+
+  YAML::Node deployment;
+  for (const fs::path& file : FilesIn(kDeploy / "kubernetes", ".yaml")) {
+    for (const YAML::Node& doc : LoadAll(ReadFile(file), file.string())) {
+      if (Scalar(doc, {"kind"}) == "Deployment" &&
+          Scalar(doc, {"metadata", "name"}) == config.deployment &&
+          Scalar(doc, {"metadata", "namespace"}) == config.k8s_namespace) {
+        deployment = doc;
+      }
+    }
+  }
+  ASSERT_TRUE(deployment.IsDefined())
+      << "no Deployment " << config.k8s_namespace << "/" << config.deployment;
+  const YAML::Node containers = At(deployment, {"spec", "template", "spec", "containers"});
+  ASSERT_TRUE(containers.IsSequence() && containers.size() == 1);
+  std::string name_from;
+  for (const YAML::Node& env : At(containers[0], {"env"})) {
+    if (Scalar(env, {"name"}) == "TESSERA_WORKER_NAME") {
+      name_from = Scalar(env, {"valueFrom", "fieldRef", "fieldPath"});
+    }
+  }
+  EXPECT_EQ(name_from, "metadata.name");
+}
+
 TEST(AutoscalerTemplates, EveryPlaceholderIsFilledAndCommandsAreComplete) {
   const std::set<std::string> tools = {"aws", "aliyun", "tccli"};
-  int templates = 0;
+  int templates = 0, kubernetes = 0;
   for (const auto& entry : fs::directory_iterator(kRepo / "deploy" / "autoscaler")) {
     if (entry.path().extension() != ".yaml") continue;
     ++templates;
@@ -22,6 +69,11 @@ TEST(AutoscalerTemplates, EveryPlaceholderIsFilledAndCommandsAreComplete) {
     const YAML::Node root = YAML::LoadFile(entry.path().string());
     const YAML::Node provider = root["provider"];
     ASSERT_TRUE(provider.IsMap());
+    if (provider["kind"].as<std::string>() == "kubernetes") {
+      ++kubernetes;
+      CheckKubernetesTemplate(provider);
+      continue;
+    }
     EXPECT_EQ(provider["kind"].as<std::string>(), "command");
     // What the autoscaler supplies, plus the template's own vars.
     std::map<std::string, std::string> vars = {{"name", "spot-1"},
@@ -49,7 +101,8 @@ TEST(AutoscalerTemplates, EveryPlaceholderIsFilledAndCommandsAreComplete) {
     EXPECT_NE(create.find("{user_data"), std::string::npos);
     EXPECT_NE(terminate.find("{id}"), std::string::npos);
   }
-  EXPECT_EQ(templates, 3);
+  EXPECT_EQ(templates, 4);
+  EXPECT_EQ(kubernetes, 1);
 }
 
 }  // namespace

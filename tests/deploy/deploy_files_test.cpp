@@ -21,6 +21,8 @@ const std::map<std::string, std::string> kPlaceholders = {
     {"TESSERA_SCHEDULER_PUBLIC_KEY", std::string(64, 'a')},
     {"TESSERA_JOIN_TOKEN", "tsrj-" + std::string(64, 'b')},
     {"TESSERA_POOLS", "[gpu, spot]"},
+    {"TESSERA_TAGS", "[l4]"},
+    {"TESSERA_WORKER_NAME", "spot-l4-17"},
     {"TESSERA_PACKAGE_URL", "https://downloads.example.com/tessera-0.1.0-linux-x86_64.tar.gz"},
 };
 const char* const kWorkerConfigPath = "/etc/tessera/worker.yaml";
@@ -301,6 +303,9 @@ TEST(CloudInit, EmbeddedWorkerConfigNamesSchedulerTokenAndProvider) {
     const YAML::Node pools = At(c, {"worker", "pools"});
     ASSERT_TRUE(pools.IsDefined() && pools.IsSequence()) << "TESSERA_POOLS must become a list";
     EXPECT_EQ(pools.size(), 2u);
+    const YAML::Node tags = At(c, {"worker", "tags"});
+    ASSERT_TRUE(tags.IsDefined() && tags.IsSequence()) << "TESSERA_TAGS must become a list";
+    EXPECT_EQ(Scalar(c, {"worker", "name"}), kPlaceholders.at("TESSERA_WORKER_NAME"));
     // The unit's StateDirectory=, which systemd makes writable.
     EXPECT_EQ(Scalar(c, {"worker", "data_dir"}), "/var/lib/" + state_dir);
     EXPECT_EQ(Scalar(c, {"cloud", "provider"}), ProviderOf(path));

@@ -290,6 +290,12 @@ std::string JobYaml(const std::string& name, const std::string& frames,
 TEST(OpenApiTest, RealResponsesConformToTheDocument) {
   const OpenApi api = LoadDocument();
   LocalFarm farm("openapi");
+  // An autoscaler whose cloud never has capacity: its groups, back-offs and decisions show.
+  farm.AppendSchedulerConfig(
+      "autoscaler:\n  interval_s: 1\n  groups:\n    - name: spot\n      provider: {kind: "
+      "command, create: ['false', '{name}'], terminate: ['false', '{id}']}\n"
+      "      price_per_hour: 1.5\n      market: spot\n      max_nodes: 2\n"
+      "cost:\n  default_price_per_hour: 0.5\n");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_FALSE(farm.token().empty());
   ASSERT_TRUE(farm.StartWorker("w1"));
@@ -354,6 +360,11 @@ TEST(OpenApiTest, RealResponsesConformToTheDocument) {
   c.Expect(200, "GET", "/api/v1/tasks/" + task + "/why");
   c.Expect(400, "GET", "/api/v1/tasks/0/why");
   c.Expect(200, "GET", "/api/v1/history");
+  c.Expect(200, "GET", "/api/v1/costs");
+  c.Expect(200, "GET", "/api/v1/costs?days=1");
+  c.Expect(400, "GET", "/api/v1/costs?days=0");
+  const json scaler = c.Expect(200, "GET", "/api/v1/autoscaler").Json();
+  EXPECT_EQ(scaler["groups"][0]["name"], "spot") << scaler.dump();
   c.Expect(200, "GET", "/api/v1/workers");
   c.Expect(200, "GET", "/api/v1/plugins");
   c.Expect(200, "GET", "/api/v1/summary");

@@ -1,0 +1,246 @@
+// The autoscaler in a real scheduler, with the local provider starting and stopping real worker
+// processes: a queue scales the farm out to the group's maximum and back to zero once idle past
+// the grace period, without stopping anything that runs; the budget cap holds; a spot group whose
+// cloud cannot supply backs off and on-demand covers; a deadline the forecast would miss adds
+// capacity. Tasks are a command-renderer script that sleeps, then writes its frames.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+
+#include "shared/image_io.h"
+#include "tests/support/farm.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AutoscalerTest : public ::testing::Test {
+ protected:
+  // A farm with `groups` (YAML list items under autoscaler.groups) and fast settings.
+  void StartFarm(const std::string& name, const std::string& settings, const std::string& groups) {
+    farm_ = std::make_unique<LocalFarm>(name);
+    // The task: sleep, then write every frame of the task (a PNG made here).
+    const std::string png = farm_->dir() + "/frame.png";
+    image::ImageBuffer image{8, 8, 3, std::vector<float>(8 * 8 * 3, 0.5f), {}};
+    ASSERT_TRUE(image::WritePngPreview(png, image).ok());
+    task_script_ = farm_->dir() + "/task.sh";
+    WriteFile(task_script_,
+              "#!/bin/sh\nsleep \"$1\"\ni=$3\nwhile [ \"$i\" -le \"$4\" ]; do\n  cp '" + png +
+                  "' \"$2/$(printf 'frame_%06d.png' \"$i\")\"\n  i=$((i + 1))\ndone\n");
+    ::chmod(task_script_.c_str(), 0755);
+    farm_->AppendSchedulerConfig("autoscaler:\n  interval_s: 1\n" + settings + "  groups:\n" +
+                                 groups);
+    ASSERT_TRUE(farm_->StartScheduler()) << farm_->SchedulerLog();
+  }
+
+  int64_t SubmitSleeps(const std::string& name, int tasks, double seconds,
+                       const std::string& extra = "") {
+    std::string error;
+    const int64_t id = farm_->Submit("name: " + name + "\nrenderer: command\nframes: 1-" +
+                                         std::to_string(tasks) + "\noutput: {formats: [png]}\n" +
+                                         extra + "settings: {program: " + task_script_ +
+                                         ", argv: ['" + std::to_string(seconds) +
+                                         "', '{output_dir}', '{frame_start}', '{frame_end}']}\n",
+                                     "", &error);
+    EXPECT_GT(id, 0) << error;
+    return id;
+  }
+
+  // The autoscaler's nodes in `group` that have registered (not just been requested).
+  int UpNodes(const nlohmann::json& status, const std::string& group) {
+    int n = 0;
+    for (const auto& g : status["groups"]) {
+      if (g["name"] != group) continue;
+      for (const auto& node : g["nodes"]) n += node["state"] != "requested";
+    }
+    return n;
+  }
+  int AllNodes(const nlohmann::json& status, const std::string& group) {
+    for (const auto& g : status["groups"]) {
+      if (g["name"] == group) return static_cast<int>(g["nodes"].size());
+    }
+    return -1;
+  }
+  bool Decided(const nlohmann::json& status, const std::string& action, const std::string& text) {
+    for (const auto& d : status["decisions"]) {
+      if (d["action"] == action && d["reason"].get<std::string>().find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Waits for the job to finish while sampling the autoscaler; returns the job.
+  nlohmann::json WatchJob(int64_t id, std::chrono::seconds timeout,
+                          const std::function<void(const nlohmann::json&)>& sample) {
+    nlohmann::json job;
+    WaitFor(
+        [&] {
+          sample(farm_->Get("/api/v1/autoscaler"));
+          job = farm_->Get("/api/v1/jobs/" + std::to_string(id))["job"];
+          const std::string state = job.value("state", "");
+          return state == "done" || state == "failed" || state == "canceled";
+        },
+        timeout, 200ms);
+    return job;
+  }
+
+  std::unique_ptr<LocalFarm> farm_;
+  std::string task_script_;
+};
+
+constexpr const char* kFast =
+    "  scale_in_grace_s: 3\n  cooldown_s: 2\n  default_boot_time_s: 2\n  horizon_s: 10\n"
+    "  default_task_seconds: 2\n  registration_timeout_s: 60\n";
+constexpr const char* kLocalProvider =
+    "      provider: {kind: local, worker_args: [--backend, cpu, --threads, '1']}\n";
+
+TEST_F(AutoscalerTest, QueueScalesOutToMaxThenToZeroWithoutStoppingAnyTask) {
+  StartFarm("as-scale", kFast,
+            std::string("    - name: od\n") + kLocalProvider +
+                "      price_per_hour: 3.6\n      market: on-demand\n      max_nodes: 3\n");
+  // An empty queue wants no nodes.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(AllNodes(farm_->Get("/api/v1/autoscaler"), "od"), 0);
+
+  const int64_t job = SubmitSleeps("hundred", 100, 0.3);
+  int most = 0;
+  const nlohmann::json done = WatchJob(
+      job, 180s, [&](const nlohmann::json& s) { most = std::max(most, AllNodes(s, "od")); });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump() << farm_->SchedulerLog();
+  EXPECT_EQ(most, 3) << "the group's maximum, and never more";
+  EXPECT_EQ(done["tasks"]["done"], 100);
+
+  // Nothing that ran was stopped: every task finished on its first attempt.
+  std::string after;
+  int first_attempts = 0;
+  do {
+    nlohmann::json page = farm_->Get("/api/v1/jobs/" + std::to_string(job) + "/tasks?limit=100" +
+                                     (after.empty() ? "" : "&after=" + after));
+    for (const auto& t : page["tasks"]) first_attempts += t["attempt"] == 1;
+    after = page["next_after"].is_null() ? "" : std::to_string(page["next_after"].get<int64_t>());
+  } while (!after.empty());
+  EXPECT_EQ(first_attempts, 100);
+
+  // Idle past the grace period: back to zero nodes, every worker gone.
+  EXPECT_TRUE(WaitFor([&] { return AllNodes(farm_->Get("/api/v1/autoscaler"), "od") == 0; }, 60s))
+      << farm_->Get("/api/v1/autoscaler").dump(2);
+  EXPECT_TRUE(
+      WaitFor([&] { return farm_->Get("/api/v1/summary")["workers"]["offline"] == 3; }, 30s));
+  const nlohmann::json status = farm_->Get("/api/v1/autoscaler");
+  EXPECT_TRUE(Decided(status, "scale-out", "od")) << status["decisions"].dump(2);
+  EXPECT_TRUE(Decided(status, "scale-in", "idle")) << status["decisions"].dump(2);
+  // Each decision is an event too, with its reason.
+  EXPECT_NE(farm_->SchedulerLog().find("autoscaler: scale-out"), std::string::npos);
+
+  // Cost: every node cost its group's price while registered; the job's tasks their share.
+  const nlohmann::json summary = farm_->Get("/api/v1/summary");
+  EXPECT_GT(summary["cost"]["today"].get<double>(), 0) << summary.dump();
+  const nlohmann::json final_job = farm_->Get("/api/v1/jobs/" + std::to_string(job))["job"];
+  EXPECT_GT(final_job["cost"].get<double>(), 0) << final_job.dump();
+  EXPECT_LE(final_job["cost"].get<double>(), summary["cost"]["today"].get<double>() + 1e-9);
+  for (const auto& w : farm_->Get("/api/v1/workers")["workers"]) {
+    EXPECT_EQ(w["node_group"], "od");
+    EXPECT_EQ(w["price_per_hour"], 3.6);
+    EXPECT_GT(w["cost"].get<double>(), 0) << w.dump();
+  }
+  const nlohmann::json costs = farm_->Get("/api/v1/costs?days=7");
+  ASSERT_EQ(costs["days"].size(), 1u) << costs.dump();
+  EXPECT_DOUBLE_EQ(costs["total"].get<double>(), costs["days"][0]["cost"].get<double>());
+}
+
+TEST_F(AutoscalerTest, BudgetCapHoldsTheFarmBelowItsHourlyBudget) {
+  StartFarm("as-budget", std::string(kFast) + "  budget_per_hour: 7.5\n",
+            std::string("    - name: od\n") + kLocalProvider +
+                "      price_per_hour: 3.6\n      max_nodes: 5\n");
+  const int64_t job = SubmitSleeps("capped", 30, 0.3);
+  int most = 0;
+  bool held = false;
+  const nlohmann::json done = WatchJob(job, 180s, [&](const nlohmann::json& s) {
+    most = std::max(most, AllNodes(s, "od"));
+    held = held || Decided(s, "hold", "budget");
+    EXPECT_LE(s.value("cost_per_hour", 0.0), 7.5);
+  });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump();
+  EXPECT_EQ(most, 2) << "two nodes at 3.6/h fit a 7.5/h budget, three do not";
+  EXPECT_TRUE(held) << farm_->Get("/api/v1/autoscaler")["decisions"].dump(2);
+}
+
+TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
+  // The spot group's cloud refuses every request (a fake CLI that fails).
+  LocalFarm scratch("as-spot-cli");
+  const std::string cli = scratch.dir() + "/no-capacity";
+  WriteFile(cli, "#!/bin/sh\necho 'InsufficientInstanceCapacity: no spot capacity' >&2\nexit 1\n");
+  ::chmod(cli.c_str(), 0755);
+  StartFarm("as-spot", kFast,
+            "    - name: spot\n      provider: {kind: command, create: ['" + cli +
+                "', run, '{name}'], terminate: ['" + cli +
+                "', stop, '{id}']}\n      price_per_hour: 1\n      market: spot\n"
+                "      max_nodes: 3\n"
+                "    - name: od\n" +
+                kLocalProvider + "      price_per_hour: 3\n      max_nodes: 2\n");
+  const int64_t job = SubmitSleeps("spot-first", 20, 0.3);
+  bool backed_off = false;
+  int od = 0;
+  const nlohmann::json done = WatchJob(job, 180s, [&](const nlohmann::json& s) {
+    for (const auto& g : s["groups"]) {
+      if (g["name"] == "spot" && !g["backoff_until"].is_null()) backed_off = true;
+    }
+    od = std::max(od, UpNodes(s, "od"));
+  });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump();
+  EXPECT_TRUE(backed_off);
+  EXPECT_GE(od, 1);
+  const nlohmann::json status = farm_->Get("/api/v1/autoscaler");
+  EXPECT_TRUE(Decided(status, "hold", "InsufficientInstanceCapacity")) << status.dump(2);
+  for (const auto& w : farm_->Get("/api/v1/workers")["workers"]) EXPECT_EQ(w["node_group"], "od");
+}
+
+TEST_F(AutoscalerTest, DeadlineTheForecastWouldMissAddsCapacity) {
+  // A long horizon: without a deadline, one node would do.
+  StartFarm("as-deadline",
+            "  scale_in_grace_s: 30\n  cooldown_s: 30\n  default_boot_time_s: 2\n"
+            "  horizon_s: 3600\n  default_task_seconds: 2\n",
+            std::string("    - name: od\n") + kLocalProvider +
+                "      price_per_hour: 2\n      max_nodes: 4\n");
+  const int64_t relaxed = SubmitSleeps("relaxed", 4, 1.0);
+  ASSERT_EQ(WatchJob(relaxed, 120s, [](const nlohmann::json&) {}).value("state", ""), "done");
+  EXPECT_EQ(AllNodes(farm_->Get("/api/v1/autoscaler"), "od"), 1);
+
+  // 24 tasks of ~1 s: one node needs ~24 s, the deadline is 12 s away.
+  const auto deadline = std::chrono::system_clock::now() + 12s;
+  const std::time_t t = std::chrono::system_clock::to_time_t(deadline);
+  char iso[32];
+  std::strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  const int64_t urgent = SubmitSleeps("urgent", 24, 1.0, std::string("deadline: ") + iso + "\n");
+  bool forecast_shown = false;
+  int most = 0;
+  const nlohmann::json done = WatchJob(urgent, 180s, [&](const nlohmann::json& s) {
+    most = std::max(most, AllNodes(s, "od"));
+    const nlohmann::json j = farm_->Get("/api/v1/jobs/" + std::to_string(urgent))["job"];
+    forecast_shown = forecast_shown || !j["forecast_finish"].is_null();
+  });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump();
+  EXPECT_EQ(done["deadline"], std::string(iso, 19) + ".000Z");
+  EXPECT_GT(most, 1) << farm_->Get("/api/v1/autoscaler")["decisions"].dump(2);
+  EXPECT_TRUE(forecast_shown);
+  EXPECT_TRUE(Decided(farm_->Get("/api/v1/autoscaler"), "deadline", "urgent"))
+      << farm_->Get("/api/v1/autoscaler")["decisions"].dump(2);
+}
+
+TEST_F(AutoscalerTest, BadGroupConfigIsRefusedNamingTheField) {
+  LocalFarm farm("as-badconfig");
+  farm.AppendSchedulerConfig(
+      "autoscaler:\n  groups:\n    - name: a\n      provider: {kind: command, create: [x, "
+      "'{nmae}'], terminate: [x, '{id}']}\n      price_per_hour: 1\n      max_nodes: 1\n");
+  EXPECT_FALSE(farm.StartScheduler());
+  EXPECT_NE(farm.SchedulerLog().find("autoscaler.groups[0].provider.create[1]"), std::string::npos)
+      << farm.SchedulerLog();
+  EXPECT_NE(farm.SchedulerLog().find("{nmae}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing
