@@ -6,6 +6,8 @@
 // notice (cloud.provider) acts like the second SIGTERM.
 // Exit codes: 0 clean stop, 1 rejected (e.g. revoked) or failed at run time, 2 bad config/flags.
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -73,10 +75,19 @@ int main(int argc, char** argv) {
   app.add_option("--pool", flags.pools,
                  "a pool this worker serves (repeat; replaces worker.pools)");
   app.add_option("--tag", flags.tags, "a tag this worker has (repeat; replaces worker.tags)");
+  bool exit_with_parent = false;
+  app.add_flag("--exit-with-parent", exit_with_parent,
+               "drain and leave when the program that started this worker exits (the "
+               "scheduler's local autoscaler nodes)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (exit_with_parent) {
+    // SIGTERM drains, as from an operator; a parent already gone leaves nothing to work for.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() == 1) return 0;
   }
 
   const std::string hostname = tessera::worker::Hostname();

@@ -80,11 +80,17 @@ Status Autoscaler::Start(const std::string& broker_endpoint) {
   {
     std::lock_guard lock(view_mu_);
     for (const store::AutoscalerNodeRecord& r : kept) {
-      if (!FindGroup(r.group)) {
+      const Group* group = FindGroup(r.group);
+      if (!group) {
         spdlog::warn(
             "autoscaler: node {} belongs to group {}, which is no longer configured; "
             "it is left alone",
             NodeKey(r), r.group);
+        continue;
+      }
+      if (group->config.provider.kind == "local") {
+        // Local nodes are this process's children: an earlier scheduler's are gone with it.
+        (void)store_.DeleteAutoscalerNode(r.id);
         continue;
       }
       nodes_[r.id] = {r, false};
@@ -434,8 +440,10 @@ StatusOr<NodeRequest> Autoscaler::MakeRequest(const Group& group, const std::str
 
 void Autoscaler::Terminate(Group& group, Requested& node, const std::string& why) {
   const store::AutoscalerNodeRecord& r = node.record;
-  if (r.provider_id.empty()) {
-    spdlog::warn("autoscaler: node {} in {} has no provider id yet; {} must remove it", NodeKey(r),
+  // A provider that names its nodes takes an empty id as "one node that has not registered"
+  // (kubernetes: one replica fewer; its ReplicaSet removes a pending pod first).
+  if (r.provider_id.empty() && group.provider->NamePrefix().empty()) {
+    spdlog::warn("autoscaler: node {} in {} has no provider id; {} must remove it", NodeKey(r),
                  r.group, group.config.provider.kind);
     return;
   }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "shared/subprocess.h"
 
@@ -27,15 +28,31 @@ class LocalProvider : public Provider {
   explicit LocalProvider(ProviderConfig config) : config_(std::move(config)) {}
 
   ~LocalProvider() override {
-    // The scheduler is going away: its local workers drain and leave with it.
+    // The scheduler is going away: its local workers drain and leave with it. A worker still
+    // rendering after kDrainWait is told again (it hands its task back), then killed.
     std::lock_guard lock(mu_);
     for (pid_t pid : pids_) ::kill(pid, SIGTERM);
+    const auto wait = [this](std::chrono::seconds limit) {
+      const auto until = std::chrono::steady_clock::now() + limit;
+      while (!pids_.empty() && std::chrono::steady_clock::now() < until) {
+        Reap();
+        if (!pids_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    };
+    wait(kDrainWait);
+    for (pid_t pid : pids_) ::kill(pid, SIGTERM);
+    wait(std::chrono::seconds(5));
+    for (pid_t pid : pids_) ::kill(pid, SIGKILL);
     for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
   }
 
   StatusOr<std::string> Create(const NodeRequest& request) override {
-    std::vector<std::string> argv = {config_.worker_binary, "--name", request.worker_name,
-                                     "--data-dir", config_.log_dir + "/" + request.worker_name};
+    std::vector<std::string> argv = {config_.worker_binary,
+                                     "--name",
+                                     request.worker_name,
+                                     "--data-dir",
+                                     config_.log_dir + "/" + request.worker_name,
+                                     "--exit-with-parent"};
     // The scheduler's address, and on a CURVE farm its key and a join token to enrol with.
     for (const auto& [var, flag] :
          {std::pair{"scheduler", "--scheduler"}, std::pair{"public_key", "--public-key"},
@@ -79,6 +96,7 @@ class LocalProvider : public Provider {
     std::erase_if(pids_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == pid; });
   }
 
+  static constexpr std::chrono::seconds kDrainWait{10};
   const ProviderConfig config_;
   std::mutex mu_;
   std::vector<pid_t> pids_;

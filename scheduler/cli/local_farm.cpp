@@ -34,7 +34,8 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr auto kStartupTimeout = std::chrono::seconds(30);
-constexpr auto kStopGrace = std::chrono::seconds(10);
+// The scheduler drains its local workers (at most 15 s) before it exits.
+constexpr auto kStopGrace = std::chrono::seconds(25);
 constexpr auto kPollInterval = milliseconds(100);
 constexpr int kExitInterrupted = 130;
 
@@ -166,7 +167,6 @@ class LocalFarm {
   int WaitUntil(Clock::time_point deadline, const std::string& what, Pred pred);
   void StopGroup(std::vector<Child*> group);
   void StopAll();
-  std::vector<Child*> Workers();
   int ReportDeath(const Child& child);
 
   UpOptions options_;
@@ -195,8 +195,8 @@ StatusOr<pid_t> LocalFarm::Spawn(const std::string& binary, const std::vector<st
     return Status::Internal(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    // Own process group: a terminal Ctrl-C reaches only `up`, which then stops the children in
-    // order (workers first). PDEATHSIG covers `up` itself being killed with SIGKILL.
+    // Own process group: a terminal Ctrl-C reaches only `up`, which then stops the scheduler (it
+    // drains its workers first). PDEATHSIG covers `up` itself being killed with SIGKILL.
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
@@ -256,12 +256,6 @@ int LocalFarm::WaitUntil(Clock::time_point deadline, const std::string& what, Pr
   }
 }
 
-std::vector<Child*> LocalFarm::Workers() {
-  std::vector<Child*> workers;
-  for (size_t i = 1; i < children_.size(); ++i) workers.push_back(&children_[i]);
-  return workers;
-}
-
 void LocalFarm::StopGroup(std::vector<Child*> group) {
   for (Child* c : group) {
     if (!c->exited) kill(c->pid, SIGTERM);
@@ -289,7 +283,6 @@ void LocalFarm::StopGroup(std::vector<Child*> group) {
 void LocalFarm::StopAll() {
   stopping_ = true;
   if (children_.empty()) return;
-  StopGroup(Workers());
   StopGroup({&children_[0]});
 }
 
@@ -307,7 +300,7 @@ int LocalFarm::Run() {
     }
   }
   StatusOr<std::string> scheduler_bin = FindBinary("tessera-scheduler");
-  StatusOr<std::string> worker_bin = FindBinary("tessera-worker");
+  StatusOr<std::string> worker_bin = FindBinary("tessera-worker");  // the scheduler starts them
   for (const auto* bin : {&scheduler_bin, &worker_bin}) {
     if (!bin->ok()) {
       std::cerr << "error: " << bin->status().message() << "\n";
@@ -323,13 +316,31 @@ int LocalFarm::Run() {
   }
   const fs::path info_path = data_dir_ / "scheduler.json";
   fs::remove(info_path, ec);  // stale from an earlier run; only the new scheduler writes it
+  // The workers are the scheduler's: an autoscaler node group of local worker processes held at
+  // n nodes, named local-<id>, logging to logs/<name>.log. They drain and leave with it.
+  const fs::path config_path = data_dir_ / "up-scheduler.yaml";
+  {
+    const nlohmann::json worker_bin_json = *worker_bin, logs_json = (data_dir_ / "logs").string();
+    std::ofstream config(config_path);
+    config << "# Written by `tessera up` at every start.\nautoscaler:\n  interval_s: 1\n"
+           << "  groups:\n    - name: local\n      provider:\n        kind: local\n"
+           << "        worker_binary: " << worker_bin_json.dump() << "\n"
+           << "        worker_args: [--threads, '" << threads << "']\n"
+           << "        log_dir: " << logs_json.dump() << "\n"
+           << "      price_per_hour: 0\n      min_nodes: " << n << "\n      max_nodes: " << n
+           << "\n";
+    if (!config) {
+      std::cerr << "error: --data: cannot write " << config_path.string() << "\n";
+      return 1;
+    }
+  }
 
   const auto deadline = Clock::now() + kStartupTimeout;
   const std::string scheduler_log = (data_dir_ / "logs" / "scheduler.log").string();
   StatusOr<pid_t> pid =
       Spawn(*scheduler_bin,
-            {"--data", data_dir_.string(), "--api", "127.0.0.1:" + std::to_string(options_.port),
-             "--broker", "tcp://127.0.0.1:0",
+            {"--config", config_path.string(), "--data", data_dir_.string(), "--api",
+             "127.0.0.1:" + std::to_string(options_.port), "--broker", "tcp://127.0.0.1:0",
              // A farm on this machine only: workers connect over loopback without CURVE keys,
              // and the API (on 127.0.0.1) takes no tokens.
              "--security", "insecure", "--auth", "none"},
@@ -363,38 +374,17 @@ int LocalFarm::Run() {
   });
   if (rc != 0) return rc;
 
-  for (int i = 1; i <= n; ++i) {
-    const std::string name = "local-" + std::to_string(i);
-    const std::string log =
-        (data_dir_ / "logs" / ("worker-" + std::to_string(i) + ".log")).string();
-    StatusOr<pid_t> wpid =
-        Spawn(*worker_bin,
-              {"--scheduler", broker, "--name", name, "--threads", std::to_string(threads)}, log);
-    if (!wpid.ok()) {
-      std::cerr << "error: cannot start tessera-worker: " << wpid.status().message() << "\n";
-      StopAll();
-      return 1;
-    }
-    children_.push_back({"worker " + name, log, *wpid});
-  }
-
   rc = WaitUntil(deadline, "not all " + std::to_string(n) + " workers registered", [&] {
     StatusOr<json> reply = client.Get("/api/v1/workers");
     if (!reply.ok() || !reply->contains("workers") || !(*reply)["workers"].is_array()) {
       return false;
     }
     int online = 0;
-    for (int i = 1; i <= n; ++i) {
-      const std::string name = "local-" + std::to_string(i);
-      for (const json& w : (*reply)["workers"]) {
-        if (w.value("name", std::string()) == name &&
-            w.value("state", std::string()) != "offline") {
-          ++online;
-          break;
-        }
-      }
+    for (const json& w : (*reply)["workers"]) {
+      online += w.value("node_group", std::string()) == "local" &&
+                w.value("state", std::string()) != "offline";
     }
-    return online == n;
+    return online >= n;
   });
   if (rc != 0) return rc;
 
@@ -408,7 +398,7 @@ int LocalFarm::Run() {
   while (true) {
     int sig = gate_.Wait(std::chrono::seconds(1));
     if (sig != 0) {
-      std::cerr << "tessera up: " << strsignal(sig) << "; stopping workers, then the scheduler\n";
+      std::cerr << "tessera up: " << strsignal(sig) << "; stopping the workers and the scheduler\n";
       StopAll();
       std::cerr << "tessera up: farm stopped\n";
       return 0;

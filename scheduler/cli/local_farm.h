@@ -1,6 +1,7 @@
 #pragma once
-// `tessera up`: a whole farm on this machine — one tessera-scheduler and N tessera-workers as
-// child processes — kept in the foreground until SIGINT/SIGTERM.
+// `tessera up`: a whole farm on this machine — one tessera-scheduler whose autoscaler keeps N
+// local tessera-workers (node group `local`, the local provider) — kept in the foreground until
+// SIGINT/SIGTERM.
 
 #include <string>
 

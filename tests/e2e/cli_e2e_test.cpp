@@ -295,7 +295,7 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   ASSERT_TRUE(code.has_value()) << "tessera up did not exit after SIGINT";
   EXPECT_EQ(*code, 0);
   for (pid_t child : children) EXPECT_FALSE(ProcessAlive(child)) << "pid " << child;
-  for (const char* log : {"scheduler.log", "worker-1.log", "worker-2.log"}) {
+  for (const char* log : {"scheduler.log", "local-1.log", "local-2.log"}) {
     EXPECT_TRUE(fs::exists(fs::path(data) / "logs" / log)) << log;
   }
 }

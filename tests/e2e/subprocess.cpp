@@ -184,16 +184,28 @@ std::optional<int> BackgroundProcess::Wait(std::chrono::milliseconds timeout) {
 }
 
 std::vector<pid_t> BackgroundProcess::Children() {
-  std::vector<pid_t> children;
+  // Every process and its parent, then the tree under pid_ (children, their children...).
+  std::vector<std::pair<pid_t, pid_t>> all;
   DIR* dir = opendir("/proc");
-  if (dir == nullptr) return children;
+  if (dir == nullptr) return {};
   while (dirent* entry = readdir(dir)) {
     char* end = nullptr;
     long pid = std::strtol(entry->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
-    if (ParentOf(static_cast<pid_t>(pid)) == pid_) children.push_back(static_cast<pid_t>(pid));
+    all.emplace_back(static_cast<pid_t>(pid), ParentOf(static_cast<pid_t>(pid)));
   }
   closedir(dir);
+  std::vector<pid_t> children;
+  std::vector<pid_t> parents = {pid_};
+  while (!parents.empty()) {
+    const pid_t parent = parents.back();
+    parents.pop_back();
+    for (const auto& [pid, ppid] : all) {
+      if (ppid != parent) continue;
+      children.push_back(pid);
+      parents.push_back(pid);
+    }
+  }
   for (pid_t c : children) known_children_.push_back(c);
   return children;
 }

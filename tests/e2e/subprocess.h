@@ -38,7 +38,8 @@ class BackgroundProcess {
   std::optional<std::string> ReadLine(std::chrono::milliseconds timeout);
   // Waits for exit; nullopt on timeout. Exit code as in RunResult.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
-  // PIDs whose parent is this process right now (from /proc); remembered for cleanup.
+  // PIDs descending from this process right now (children, theirs...; from /proc); remembered
+  // for cleanup.
   std::vector<pid_t> Children();
 
  private:

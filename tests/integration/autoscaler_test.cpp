@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <csignal>
 #include <set>
 
 #include "shared/image_io.h"
@@ -142,7 +143,8 @@ TEST_F(AutoscalerTest, QueueScalesOutToMaxThenToZeroWithoutStoppingAnyTask) {
   const nlohmann::json final_job = farm_->Get("/api/v1/jobs/" + std::to_string(job))["job"];
   EXPECT_GT(final_job["cost"].get<double>(), 0) << final_job.dump();
   EXPECT_LE(final_job["cost"].get<double>(), summary["cost"]["today"].get<double>() + 1e-9);
-  for (const auto& w : farm_->Get("/api/v1/workers")["workers"]) {
+  const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
+  for (const auto& w : workers) {
     EXPECT_EQ(w["node_group"], "od");
     EXPECT_EQ(w["price_per_hour"], 3.6);
     EXPECT_GT(w["cost"].get<double>(), 0) << w.dump();
@@ -196,7 +198,49 @@ TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
   EXPECT_GE(od, 1);
   const nlohmann::json status = farm_->Get("/api/v1/autoscaler");
   EXPECT_TRUE(Decided(status, "hold", "InsufficientInstanceCapacity")) << status.dump(2);
-  for (const auto& w : farm_->Get("/api/v1/workers")["workers"]) EXPECT_EQ(w["node_group"], "od");
+  const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
+  for (const auto& w : workers) EXPECT_EQ(w["node_group"], "od");
+}
+
+TEST_F(AutoscalerTest, SpotNodeTakenBackBacksOffTheGroupAndOnDemandCovers) {
+  StartFarm("as-reclaim", kFast,
+            std::string("    - name: spot\n") + kLocalProvider +
+                "      price_per_hour: 1\n      market: spot\n      max_nodes: 1\n"
+                "    - name: od\n" +
+                kLocalProvider + "      price_per_hour: 3\n      max_nodes: 1\n");
+  const int64_t job = SubmitSleeps("reclaimed", 30, 0.5);
+  // The cloud takes the spot node back: its worker vanishes mid-task.
+  std::string pid;
+  nlohmann::json seen;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        seen = farm_->Get("/api/v1/autoscaler");
+        for (const auto& g : seen["groups"]) {
+          if (g["name"] != "spot") continue;
+          for (const auto& n : g["nodes"]) {
+            if (n["state"] != "requested") pid = n["provider_id"];
+          }
+        }
+        return !pid.empty();
+      },
+      60s))
+      << seen.dump(2);
+  ASSERT_EQ(::kill(std::stoi(pid), SIGKILL), 0);
+  bool reclaimed = false;
+  const nlohmann::json done = WatchJob(job, 180s, [&](const nlohmann::json& s) {
+    for (const auto& g : s["groups"]) {
+      reclaimed = reclaimed || (g["name"] == "spot" && g["backoff_cause"] == "a spot reclaim");
+    }
+  });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump();
+  EXPECT_TRUE(reclaimed) << farm_->Get("/api/v1/autoscaler").dump(2);
+  EXPECT_TRUE(Decided(farm_->Get("/api/v1/autoscaler"), "give-up", "taken back"));
+  // The lost task was not charged against its retries, and on-demand finished the work.
+  EXPECT_EQ(done["tasks"]["failed"], 0);
+  int on_demand = 0;
+  const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
+  for (const auto& w : workers) on_demand += w["node_group"] == "od";
+  EXPECT_EQ(on_demand, 1);
 }
 
 TEST_F(AutoscalerTest, DeadlineTheForecastWouldMissAddsCapacity) {

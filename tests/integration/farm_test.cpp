@@ -438,7 +438,8 @@ TEST(FarmOpsTest, PoolsAndTagsChooseTheWorkers) {
 
   int64_t anywhere = farm.Submit("name: a\nscene: s\nframes: 1\n", scene, &error);
   EXPECT_EQ(farm.WaitForJob(anywhere, 30s)["state"], "done") << "a job without pools runs anywhere";
-  for (const auto& w : farm.Get("/api/v1/workers")["workers"]) {
+  const nlohmann::json workers = farm.Get("/api/v1/workers")["workers"];
+  for (const auto& w : workers) {
     if (w["name"] == "gpu-box") {
       EXPECT_EQ(w["tags"][0], "cuda12");
     }

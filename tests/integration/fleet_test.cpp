@@ -123,7 +123,8 @@ TEST(FleetTest, EnrolsWithAGoodTokenAndRefusesBadRevokedAndMissingOnes) {
   ASSERT_TRUE(farm.StartWorkerWith("w1", {"--public-key", key, "--data-dir", data}));
   EXPECT_EQ(farm.worker("w1").Wait(20s), 1);
   EXPECT_TRUE(Contains(farm.WorkerLog("w1"), "refused this worker's key"));
-  for (const auto& w : farm.Get("/api/v1/workers")["workers"]) EXPECT_EQ(w["state"], "offline");
+  const nlohmann::json workers = farm.Get("/api/v1/workers")["workers"];
+  for (const auto& w : workers) EXPECT_EQ(w["state"], "offline");
 }
 
 TEST(FleetTest, RefusesPeersWithoutCurveOrWithAnUnknownKey) {
