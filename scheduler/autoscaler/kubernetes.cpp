@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "scheduler/autoscaler/providers.h"
-#include "shared/subprocess.h"
 
 namespace tessera::autoscaler {
 
@@ -74,9 +73,7 @@ class KubernetesProvider : public Provider {
       Status marked = Kubectl({"annotate", "pod", id, kDeletionCost, "--overwrite"}, &output);
       // A pod that is gone (deleted by hand, its node reclaimed) is not scaled away a second time:
       // its ReplicaSet has already replaced it.
-      if (!marked.ok() && std::any_of(output.begin(), output.end(), [](const std::string& line) {
-            return line.find("(NotFound)") != std::string::npos;
-          })) {
+      if (!marked.ok() && marked.message().find("(NotFound)") != std::string::npos) {
         return Status::NotFound("pod " + id + " does not exist: " + marked.message());
       }
       TSR_RETURN_IF_ERROR(marked);
@@ -118,34 +115,12 @@ class KubernetesProvider : public Provider {
   // Runs kubectl with `args` after the namespace and context flags; *output gets the non-empty
   // lines it printed. A failure names kubectl, its exit and its last line.
   Status Kubectl(const std::vector<std::string>& args, std::vector<std::string>* output) {
-    std::optional<std::string> program = subprocess::FindProgram(config_.kubectl, PathVariable());
-    if (!program) return Status::Unavailable(config_.kubectl + ": not found in PATH");
-    std::vector<std::string> argv = {*program, "--namespace", config_.k8s_namespace};
+    std::vector<std::string> argv = {config_.kubectl, "--namespace", config_.k8s_namespace};
     if (!config_.kube_context.empty()) argv.insert(argv.end(), {"--context", config_.kube_context});
     argv.insert(argv.end(), args.begin(), args.end());
     output->clear();
-    const subprocess::ProcessResult r = subprocess::RunProcess(
-        argv, "/", nullptr,
-        std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_s),
-        [&](const std::string& line) {
-          if (!line.empty()) output->push_back(line);
-        });
-    const std::string tail = output->empty() ? "" : ": " + output->back();
-    const std::string what = *program + " " + args.front();
-    if (!r.started) return Status::Unavailable(what + " could not be started" + tail);
-    if (r.timed_out) {
-      return Status::Unavailable(what + " ran longer than " + std::to_string(config_.timeout_s) +
-                                 " s" + tail);
-    }
-    if (r.exit_code != 0) {
-      return Status::Unavailable(what + " failed (exit " + std::to_string(r.exit_code) +
-                                 ", signal " + std::to_string(r.signal) + ")" + tail);
-    }
+    TSR_ASSIGN_OR_RETURN(*output, RunTool(argv, config_.timeout_s, args.front()));
     return Status::Ok();
-  }
-  static std::string PathVariable() {
-    const char* path = std::getenv("PATH");
-    return path ? path : "/usr/local/bin:/usr/bin:/bin";
   }
 
   const ProviderConfig config_;

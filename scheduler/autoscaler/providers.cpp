@@ -131,38 +131,42 @@ class CommandProvider : public Provider {
       TSR_ASSIGN_OR_RETURN(std::string arg, Substitute(t, vars));
       argv.push_back(std::move(arg));
     }
-    std::optional<std::string> program = subprocess::FindProgram(argv[0], PathVariable());
-    if (!program) return Status::Unavailable(argv[0] + ": not found in PATH");
-    argv[0] = *program;
-    std::vector<std::string> output;
-    const subprocess::ProcessResult r = subprocess::RunProcess(
-        argv, "/", nullptr,
-        std::chrono::steady_clock::now() + std::chrono::seconds(config_.timeout_s),
-        [&](const std::string& line) {
-          if (!line.empty()) output.push_back(line);
-        });
-    const std::string tail = output.empty() ? "" : ": " + output.back();
-    if (!r.started) return Status::Unavailable(argv[0] + " could not be started" + tail);
-    if (r.timed_out) {
-      return Status::Unavailable(argv[0] + " ran longer than " + std::to_string(config_.timeout_s) +
-                                 " s" + tail);
-    }
-    if (r.exit_code != 0) {
-      return Status::Unavailable(argv[0] + " failed (exit " + std::to_string(r.exit_code) +
-                                 ", signal " + std::to_string(r.signal) + ")" + tail);
-    }
+    TSR_ASSIGN_OR_RETURN(std::vector<std::string> output, RunTool(argv, config_.timeout_s));
     *last_line = output.empty() ? "" : output.back();
     return Status::Ok();
-  }
-  static std::string PathVariable() {
-    const char* path = std::getenv("PATH");
-    return path ? path : "/usr/local/bin:/usr/bin:/bin";
   }
 
   const ProviderConfig config_;
 };
 
 }  // namespace
+
+StatusOr<std::vector<std::string>> RunTool(std::vector<std::string> argv, int timeout_s,
+                                           const std::string& what) {
+  const char* path = std::getenv("PATH");
+  std::optional<std::string> program =
+      subprocess::FindProgram(argv[0], path ? path : "/usr/local/bin:/usr/bin:/bin");
+  if (!program) return Status::Unavailable(argv[0] + ": not found in PATH");
+  argv[0] = *program;
+  std::vector<std::string> output;
+  const subprocess::ProcessResult r = subprocess::RunProcess(
+      argv, "/", nullptr, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s),
+      [&](const std::string& line) {
+        if (!line.empty()) output.push_back(line);
+      });
+  const std::string tail = output.empty() ? "" : ": " + output.back();
+  const std::string label = *program + (what.empty() ? "" : " " + what);
+  if (!r.started) return Status::Unavailable(label + " could not be started" + tail);
+  if (r.timed_out) {
+    return Status::Unavailable(label + " ran longer than " + std::to_string(timeout_s) + " s" +
+                               tail);
+  }
+  if (r.exit_code != 0) {
+    return Status::Unavailable(label + " failed (exit " + std::to_string(r.exit_code) +
+                               ", signal " + std::to_string(r.signal) + ")" + tail);
+  }
+  return output;
+}
 
 StatusOr<std::string> Substitute(const std::string& text,
                                  const std::map<std::string, std::string>& vars) {

@@ -75,6 +75,12 @@ StatusOr<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& config);
 // The kubernetes provider (kubernetes.cpp); MakeProvider checks the config first.
 std::unique_ptr<Provider> MakeKubernetesProvider(const ProviderConfig& config);
 
+// Runs a provider's command-line tool (argv[0], found in $PATH unless absolute) for at most
+// timeout_s and returns its non-empty output lines. Errors are kUnavailable naming the program
+// (and `what`, e.g. a kubectl subcommand), how it ended and its last line of output.
+StatusOr<std::vector<std::string>> RunTool(std::vector<std::string> argv, int timeout_s,
+                                           const std::string& what = "");
+
 // `text` with every {key} of `vars` replaced by its value; "{{" and "}}" are literal braces.
 // An unknown key is an error naming it, so a typo in a template is caught when the config is
 // read, not at 3 a.m.
