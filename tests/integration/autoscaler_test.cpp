@@ -275,6 +275,58 @@ TEST_F(AutoscalerTest, DeadlineTheForecastWouldMissAddsCapacity) {
       << farm_->Get("/api/v1/autoscaler")["decisions"].dump(2);
 }
 
+TEST_F(AutoscalerTest, CloudNodesSurviveASchedulerRestartAndAreDrainedBeforeTermination) {
+  // A fake cloud CLI whose "instances" are worker processes on this machine.
+  LocalFarm scratch("as-cloud-cli");
+  const std::string cli = scratch.dir() + "/cloud";
+  WriteFile(cli, "#!/bin/sh\ncase \"$1\" in\n  run)\n    setsid '" + Bin("tessera-worker") +
+                     "' --name \"$2\" --scheduler \"$3\" --backend cpu --threads 1 --data-dir '" +
+                     scratch.dir() + "'/\"$2\" >> '" + scratch.dir() +
+                     "'/\"$2\".log 2>&1 < /dev/null &\n"
+                     // Out of the tool's process group (which goes when the tool exits) first.
+                     "    pid=$!\n    sleep 1\n    echo \"i-$pid\" ;;\n"
+                     "  stop)\n    echo \"$2\" >> '" +
+                     scratch.dir() +
+                     "/terminated'\n    kill \"${2#i-}\" 2>/dev/null; true ;;\nesac\n");
+  ::chmod(cli.c_str(), 0755);
+  StartFarm("as-restart", kFast,
+            "    - name: cloud\n      provider: {kind: command, create: ['" + cli +
+                "', run, '{name}', '{scheduler}'], terminate: ['" + cli +
+                "', stop, '{id}']}\n      price_per_hour: 2\n      max_nodes: 1\n");
+  const int64_t job = SubmitSleeps("survives", 12, 1.0);
+  std::string id;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json s = farm_->Get("/api/v1/autoscaler");
+        for (const auto& n : s["groups"][0]["nodes"]) {
+          if (n["state"] == "busy") id = n["provider_id"];
+        }
+        return !id.empty();
+      },
+      60s));
+  ASSERT_EQ(id.rfind("i-", 0), 0u) << id;
+
+  // The scheduler dies and comes back: it still knows its machine and asks for no other.
+  farm_->KillScheduler(SIGKILL);
+  ASSERT_TRUE(farm_->StartScheduler(/*reuse_ports=*/true)) << farm_->SchedulerLog();
+  int most = 0;
+  const nlohmann::json done = WatchJob(
+      job, 120s, [&](const nlohmann::json& s) { most = std::max(most, AllNodes(s, "cloud")); });
+  ASSERT_EQ(done.value("state", ""), "done") << done.dump();
+  EXPECT_EQ(most, 1);
+  const nlohmann::json after = farm_->Get("/api/v1/autoscaler");
+  EXPECT_EQ(after["groups"][0]["nodes"][0]["provider_id"], id) << after.dump(2);
+
+  // Idle past the grace period: drained through the scheduler, then the instance terminated.
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(scratch.dir() + "/terminated") == id + "\n"; }, 60s))
+      << farm_->SchedulerLog();
+  EXPECT_TRUE(
+      WaitFor([&] { return AllNodes(farm_->Get("/api/v1/autoscaler"), "cloud") == 0; }, 30s));
+  EXPECT_NE(farm_->SchedulerLog().find("scaled in by the autoscaler"), std::string::npos);
+  EXPECT_TRUE(WaitFor([&] { return ::kill(std::stoi(id.substr(2)), 0) != 0; }, 30s))
+      << "the drained worker left";
+}
+
 TEST_F(AutoscalerTest, BadGroupConfigIsRefusedNamingTheField) {
   LocalFarm farm("as-badconfig");
   farm.AppendSchedulerConfig(
