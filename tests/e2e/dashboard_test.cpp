@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -276,6 +278,9 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   ASSERT_TRUE(WaitForPage("farm")) << Dom();
   EXPECT_EQ(Count("svg.chart"), 2);
   EXPECT_NE(Text(".cards").find("Throughput"), std::string::npos);
+  // Without autoscaler.groups the farm says so in one line.
+  EXPECT_NE(Text(".no-autoscaler").find("no autoscaler"), std::string::npos) << Text("#view");
+  EXPECT_EQ(Count("table.groups"), 0);
   Snapshot("farm");
 
   // ---- a viewer sees everything and can change nothing ----
@@ -298,6 +303,127 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   EXPECT_NE(Text("#banner").find("Cannot reach the scheduler"), std::string::npos);
   EXPECT_EQ(Count("tr.job-row"), 3);
   Snapshot("unreachable");
+}
+
+// Money as the dashboard shows it: two decimals, four below 1 (0 as 0.00).
+std::string Money(double amount) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), amount >= 1 || amount == 0 ? "%.2f" : "%.4f", amount);
+  return buf;
+}
+
+TEST_F(DashboardTest, CostsAndTheAutoscaler) {
+  LocalFarm farm("dash-autoscaler");
+  // The group's provider runs `false`: the cloud never has capacity, so the group backs off and
+  // the autoscaler says why. Workers outside a group cost the default price.
+  farm.AppendSchedulerConfig(
+      "autoscaler:\n"
+      "  interval_s: 1\n"
+      "  groups:\n"
+      "    - name: spot\n"
+      "      provider: {kind: command, create: ['false', '{name}'], terminate: ['false', "
+      "'{id}']}\n"
+      "      price_per_hour: 1.5\n"
+      "      market: spot\n"
+      "      max_nodes: 2\n"
+      "cost:\n"
+      "  default_price_per_hour: 0.5\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+
+  // Jobs queued with no worker to run them: the autoscaler asks the group for nodes, the cloud
+  // refuses, and the decision says why. One must never run on spot nodes, the other must be done
+  // within two hours.
+  std::string error;
+  const int64_t job = farm.Submit("name: priced\nscene: s\nframes: 1-4\ninterruptible: false\n",
+                                  TinySceneYaml(160, 100, 4), &error);
+  ASSERT_GT(job, 0) << error;
+  const std::time_t in_two_hours = std::time(nullptr) + 7200;
+  std::tm tm{};
+  gmtime_r(&in_two_hours, &tm);
+  char deadline[32];
+  std::strftime(deadline, sizeof(deadline), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const int64_t rush =
+      farm.Submit("name: rush\nscene: s\nframes: 1\ndeadline: '" + std::string(deadline) + "'\n",
+                  TinySceneYaml(), &error);
+  ASSERT_GT(rush, 0) << error;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json as = farm.Get("/api/v1/autoscaler");
+        return as.is_object() && !as.value("decisions", json::array()).empty() &&
+               !as.value("forecasts", json::array()).empty();
+      },
+      30s))
+      << farm.Get("/api/v1/autoscaler").dump() << "\n"
+      << farm.SchedulerLog();
+
+  // ---- farm: cost cards, cost per day, the node group, the deadline and the decisions ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#token=" + farm.token()));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/farm"));
+  ASSERT_TRUE(WaitForPage("farm")) << Dom();
+  ASSERT_TRUE(browser_->WaitFor("document.querySelector('tr.decision td.reason')", 15s)) << Dom();
+  EXPECT_EQ(Count("svg.chart"), 2);
+  EXPECT_EQ(Count(".cost-cards .card"), 3) << Text("#view");
+  const std::string cost = Text(".cost-cards");
+  for (const char* title : {"Cost today", "Cost per hour", "GPU time today"}) {
+    EXPECT_NE(cost.find(title), std::string::npos) << title << "\n" << cost;
+  }
+  EXPECT_EQ(Count("svg.bar-chart .tick"), 14 + 5) << "a bar per day and five grid lines";
+  EXPECT_NE(Text(".cost .chart-title").find("Cost per day"), std::string::npos);
+  EXPECT_EQ(Count(".no-autoscaler"), 0);
+  EXPECT_EQ(Text("table.groups .group-name"), "spot") << Text(".autoscaler");
+  EXPECT_NE(Text("table.groups").find("1.50"), std::string::npos) << Text("table.groups");
+  const std::string rush_link = "table.forecasts a[href='#/jobs/" + std::to_string(rush) + "']";
+  EXPECT_EQ(Count(rush_link), 1) << Text(".autoscaler");
+  // The newest decision on the page is one the scheduler reports.
+  const std::string shown = Text("tr.decision td.reason");
+  ASSERT_FALSE(shown.empty());
+  const json autoscaler = farm.Get("/api/v1/autoscaler");
+  bool known = false;
+  for (const json& d : autoscaler["decisions"]) known |= d["reason"] == shown;
+  EXPECT_TRUE(known) << shown << "\n" << autoscaler.dump();
+  EXPECT_LE(Count("tr.decision"), 15);
+  Snapshot("farm-costs");
+  browser_->Evaluate("document.querySelector('.autoscaler').scrollIntoView()");
+  Snapshot("farm-autoscaler");
+
+  // Then a worker outside the group renders both.
+  ASSERT_TRUE(farm.StartWorker("render-a"));
+  ASSERT_EQ(farm.WaitForJob(job, 60s)["state"], "done") << farm.SchedulerLog();
+  ASSERT_EQ(farm.WaitForJob(rush, 60s)["state"], "done") << farm.SchedulerLog();
+
+  // ---- the job: what it cost ----
+  const json job_view = farm.Get("/api/v1/jobs/" + std::to_string(job))["job"];
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(job)));
+  ASSERT_TRUE(WaitForJobPage("priced")) << Dom();
+  json facts = *browser_->Evaluate(
+      "Object.fromEntries([...document.querySelectorAll('.facts div')].map(d => "
+      "[d.querySelector('dt').textContent, d.querySelector('dd').textContent]))");
+  EXPECT_EQ(facts["Cost"], Money(job_view["cost"].get<double>())) << facts.dump();
+  EXPECT_TRUE(facts.contains("GPU time")) << facts.dump();
+  EXPECT_FALSE(facts.contains("Deadline")) << "the job has no deadline";
+  EXPECT_EQ(facts["Spot"], "never") << facts.dump();
+  Snapshot("job-cost");
+
+  // ---- the job with a deadline, met ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(rush)));
+  ASSERT_TRUE(WaitForJobPage("rush")) << Dom();
+  facts = *browser_->Evaluate(
+      "Object.fromEntries([...document.querySelectorAll('.facts div')].map(d => "
+      "[d.querySelector('dt').textContent, d.querySelector('dd').textContent]))");
+  EXPECT_FALSE(facts.contains("Spot")) << "spot nodes may run it";
+  ASSERT_TRUE(facts.contains("Deadline")) << facts.dump();
+  EXPECT_NE(facts["Deadline"].get<std::string>().find("on time"), std::string::npos)
+      << facts.dump();
+  Snapshot("job-deadline");
+
+  // ---- workers: the price of a worker outside any group ----
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/workers"));
+  ASSERT_TRUE(WaitForPage("workers")) << Dom();
+  const std::string workers = Text("table.workers");
+  EXPECT_NE(workers.find("0.5000 / h"), std::string::npos) << workers;
+  Snapshot("workers-cost");
+  CloseBrowser();
 }
 
 }  // namespace

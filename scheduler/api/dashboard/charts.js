@@ -91,3 +91,67 @@ export function timeChart({title, times, series, note = ''}) {
          `aria-label="${esc(title)}">${parts.join('')}</svg>` +
          (note ? `<p class="chart-foot">${esc(note)}</p>` : '') + '</figure>';
 }
+
+const kBarWidth = 860;
+const kBarHeight = 280;
+const kBarPad = {left: 56, right: 12, top: 16, bottom: 28};
+
+// Axis ticks for amounts that may be small (money): as many digits as the step needs.
+function formatAmount(v) {
+  if (v === 0 || v >= 10) return formatValue(v);
+  return `${parseFloat(v.toPrecision(3))}`;
+}
+
+// One bar per entry, left to right. bars: [{label, value, title, current: bool (drawn in the
+// accent colour)}]; format: a value as text (ticks); legend and note: HTML beside the title and
+// under the chart; empty: the words drawn when every value is zero.
+// Returns an <svg class="bar-chart"> that scales to its container's width.
+export function barChart({title, bars, format = formatAmount, legend = '', note = '',
+                          empty = 'Nothing yet'}) {
+  const w = kBarWidth - kBarPad.left - kBarPad.right;
+  const h = kBarHeight - kBarPad.top - kBarPad.bottom;
+  const top = Math.max(0, ...bars.map((b) => b.value).filter((v) => Number.isFinite(v)));
+  // Four grid steps of a round size above the largest value (at least 0.01 in all).
+  const yMax = 4 * niceStep(Math.max(0.0025, top / 4), false);
+  const y = (v) => kBarPad.top + h - (Math.max(0, v) / yMax) * h;
+  const slot = bars.length ? w / bars.length : w;
+  const barW = Math.max(2, Math.min(44, slot * 0.62));
+
+  const parts = [];
+  for (let i = 0; i <= 4; ++i) {
+    const v = (yMax * i) / 4;
+    const yy = y(v).toFixed(1);
+    parts.push(`<line class="grid" x1="${kBarPad.left}" x2="${kBarPad.left + w}" y1="${yy}" ` +
+               `y2="${yy}"/>`);
+    parts.push(`<text class="tick" x="${kBarPad.left - 8}" y="${yy}" dy="4" text-anchor="end">` +
+               `${esc(format(v))}</text>`);
+  }
+  bars.forEach((b, i) => {
+    const cx = kBarPad.left + slot * (i + 0.5);
+    const v = Number.isFinite(b.value) ? b.value : 0;
+    const yy = y(v);
+    const height = kBarPad.top + h - yy;
+    if (v > 0) {
+      // A bar too small to see still shows as a sliver.
+      const shown = Math.max(2, height);
+      parts.push(`<rect class="bar-day${b.current ? ' current' : ''}" ` +
+                 `x="${(cx - barW / 2).toFixed(1)}" y="${(kBarPad.top + h - shown).toFixed(1)}" ` +
+                 `width="${barW.toFixed(1)}" height="${shown.toFixed(1)}" rx="3"/>`);
+    }
+    // An invisible full-height target carries the tooltip, so a day without a bar has one too.
+    parts.push(`<rect class="bar-hit" x="${(cx - slot / 2).toFixed(1)}" y="${kBarPad.top}" ` +
+               `width="${slot.toFixed(1)}" height="${h}"><title>${esc(b.title ?? '')}</title>` +
+               '</rect>');
+    parts.push(`<text class="tick" x="${cx.toFixed(1)}" y="${kBarHeight - 8}" ` +
+               `text-anchor="middle">${esc(b.label)}</text>`);
+  });
+  if (top === 0) {
+    parts.push(`<text class="chart-note" x="${kBarPad.left + w / 2}" y="${kBarPad.top + h / 2}" ` +
+               `text-anchor="middle">${esc(empty)}</text>`);
+  }
+  return `<figure class="chart-box"><figcaption><span class="chart-title">${esc(title)}</span>` +
+         `<span class="legend">${legend}</span></figcaption>` +
+         `<svg class="bar-chart" viewBox="0 0 ${kBarWidth} ${kBarHeight}" role="img" ` +
+         `aria-label="${esc(title)}">${parts.join('')}</svg>` +
+         (note ? `<p class="chart-foot">${note}</p>` : '') + '</figure>';
+}

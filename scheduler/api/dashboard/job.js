@@ -4,7 +4,8 @@
 
 import {api, ApiError, imageUrl, optional} from './api.js';
 import {taskBar} from './jobs.js';
-import {badge, duration, esc, frameRange, plural, stateCounts, when} from './ui.js';
+import {at, badge, duration, esc, frameRange, gpuTime, money, plural, stateCounts, verdict,
+        when} from './ui.js';
 
 const kMaxCells = 2000;         // frames drawn in the grid
 const kMaxFailures = 50;        // failed tasks listed
@@ -38,6 +39,24 @@ function framesFromTasks(job, tasks) {
   });
 }
 
+// The deadline, and when the job finished or (the autoscaler's forecast) will finish against it.
+function deadlineFacts(job) {
+  if (!job.deadline) return [];
+  const deadline = Date.parse(job.deadline);
+  if (job.finished_at) {
+    const late = Date.parse(job.finished_at) > deadline;
+    return [['Deadline', `${at(job.deadline)} ${verdict(!late, late ? 'Finished after its ' +
+                                                                       'deadline' : '')}`]];
+  }
+  let forecast = '<span class="muted" title="The autoscaler has no forecast: no capacity could ' +
+                 'run it, or the farm has no autoscaler">—</span>';
+  if (job.forecast_finish) {
+    const late = Date.parse(job.forecast_finish) > deadline;
+    forecast = `${at(job.forecast_finish)} ${verdict(!late)}`;
+  }
+  return [['Deadline', at(job.deadline)], ['Forecast finish', forecast]];
+}
+
 function head(job, frames) {
   const started = job.started_at ? Date.parse(job.started_at) : null;
   const end = job.finished_at ? Date.parse(job.finished_at) : Date.now();
@@ -54,6 +73,13 @@ function head(job, frames) {
     ['Run time', started ? duration(end - started) : '—'],
   ];
   if (job.eta_s != null) facts.push(['Time left', `≈ ${duration(job.eta_s * 1000)}`]);
+  if (job.cost != null) facts.push(['Cost', esc(money(job.cost))]);
+  if (job.gpu_seconds != null) facts.push(['GPU time', esc(gpuTime(job.gpu_seconds))]);
+  facts.push(...deadlineFacts(job));
+  if (job.interruptible === false) {
+    facts.push(['Spot', '<span title="Not interruptible: spot nodes never run its tasks">never' +
+                        '</span>']);
+  }
   const callouts = [
     job.error ? `<div class="callout bad"><b>Error</b> ${esc(job.error)}</div>` : '',
     job.notice ? `<div class="callout warn"><b>Waiting</b> ${esc(job.notice)}</div>` : '',

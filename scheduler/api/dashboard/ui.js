@@ -45,6 +45,23 @@ export function when(iso, now) {
   return `<time datetime="${esc(iso)}" title="${esc(exact)}">${esc(ago(iso, now))}</time>`;
 }
 
+// A timestamp that may lie ahead (a deadline, a forecast) as a short local date and time
+// ("Jun 3, 14:05"), the exact local time on hover.
+export function at(iso) {
+  if (!iso) return '<span class="muted">—</span>';
+  const d = new Date(iso);
+  const short = d.toLocaleString([], {month: 'short', day: 'numeric', hour: '2-digit',
+                                      minute: '2-digit'});
+  return `<time datetime="${esc(iso)}" title="${esc(d.toLocaleString())}">${esc(short)}</time>`;
+}
+
+// Whether a deadline holds, as a pill: "on time" or "LATE".
+export function verdict(onTime, title = '') {
+  const hint = title ? ` title="${esc(title)}"` : '';
+  return onTime ? `<span class="badge verdict s-done"${hint}>on time</span>`
+                : `<span class="badge verdict s-failed"${hint}>LATE</span>`;
+}
+
 // A time of day; with seconds when `seconds` (axes spanning a few minutes).
 export function clockTime(ms, seconds = false) {
   const fields = {hour: '2-digit', minute: '2-digit'};
@@ -58,6 +75,20 @@ export function megabytes(mb) {
   if (mb < 1024) return `${mb} MB`;
   const gb = mb / 1024;
   return `${gb >= 100 ? Math.round(gb) : gb.toFixed(1).replace(/\.0$/, '')} GB`;
+}
+
+// Money in the farm's currency (prices are configuration, so no symbol): two decimals, four
+// below 1 so a short task's share does not show as 0.00.
+export function money(amount) {
+  const n = Number(amount) || 0;
+  return n.toFixed(Math.abs(n) >= 1 || n === 0 ? 2 : 4);
+}
+
+// GPU-seconds as a duration: "0 s", "< 1 s", "12 min 3 s", "5 h 2 min".
+export function gpuTime(seconds) {
+  const s = Number(seconds) || 0;
+  if (s > 0 && s < 0.5) return '< 1 s';
+  return duration(s * 1000);
 }
 
 export function duration(ms) {
