@@ -88,7 +88,7 @@ Status WriteExr(const std::string& path, const ImageBuffer& image, bool half) {
   return WriteAtomically(path, spec, OIIO::TypeDesc::FLOAT, image.pixels.data());
 }
 
-Status WritePngPreview(const std::string& path, const ImageBuffer& image) {
+Status WriteSrgb8(const std::string& path, const ImageBuffer& image) {
   TSR_RETURN_IF_ERROR(CheckShape(image, path));
   const int out_channels = std::min(image.channels, 3);
   std::vector<uint8_t> bytes(static_cast<size_t>(image.width) * image.height * out_channels);
@@ -124,7 +124,7 @@ Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  return WritePngPreview(path, thumb);
+  return WriteSrgb8(path, thumb);
 }
 
 float SrgbToLinear(float v) {

@@ -21,8 +21,9 @@ struct ImageBuffer {
 // Linear EXR; half float by default (float when `half` is false). Channels named R,G,B[,A].
 Status WriteExr(const std::string& path, const ImageBuffer& image, bool half = true);
 
-// 8-bit sRGB PNG preview of linear data (clamped to [0,1], alpha dropped).
-Status WritePngPreview(const std::string& path, const ImageBuffer& image);
+// 8-bit sRGB image of linear data (clamped to [0,1], alpha dropped), in the format the file's
+// extension names: png, jpg, tif.
+Status WriteSrgb8(const std::string& path, const ImageBuffer& image);
 // A small sRGB PNG of the beauty channels for the dashboard: scaled down (never up) so its
 // longer side is at most `max_side`; creates the folder.
 Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max_side = 256);

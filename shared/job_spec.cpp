@@ -285,13 +285,16 @@ Status ValidateJob(const JobSpec& job) {
     }
   }
   if (job.output.formats.empty()) {
-    return Status::InvalidArgument("output.formats: must list at least one of exr, png");
+    return Status::InvalidArgument("output.formats: must list at least one of exr, png, jpg, tif");
   }
   for (size_t i = 0; i < job.output.formats.size(); ++i) {
     const std::string& f = job.output.formats[i];
-    if (f != "exr" && f != "png") {
+    if (f != "exr" && f != "png" && f != "jpg" && f != "tif") {
       return Status::InvalidArgument("output.formats[" + std::to_string(i) + "]: '" + f +
-                                     "' is not supported (exr, png)");
+                                     "' is not supported (exr, png, jpg, tif)");
+    }
+    if (std::count(job.output.formats.begin(), job.output.formats.end(), f) > 1) {
+      return Status::InvalidArgument("output.formats: '" + f + "' is listed twice");
     }
   }
   return Status::Ok();
@@ -443,6 +446,12 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     o.Optional("directory", &job.output.directory)
         .Optional("pattern", &job.output.pattern)
         .Optional("formats", &job.output.formats);
+    std::string exr = "half";
+    o.Optional("exr", &exr);
+    if (o.ok() && exr != "half" && exr != "float") {
+      o.Fail(Status::InvalidArgument("output.exr: expected half or float, got '" + exr + "'"));
+    }
+    job.output.exr_float = exr == "float";
     r.Fail(o.Finish());
   }
   TSR_RETURN_IF_ERROR(r.Finish());

@@ -84,9 +84,10 @@ inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
 inline constexpr int kMaxDeadlineDays = 366;
 
 struct OutputSpec {
-  std::string directory;  // relative; empty = "<name>-<job id>"
-  std::string pattern;    // empty = "<name>.####"
-  std::vector<std::string> formats = {"exr", "png"};
+  std::string directory;                              // relative; empty = "<name>-<job id>"
+  std::string pattern;                                // empty = "<name>.####"
+  std::vector<std::string> formats = {"exr", "png"};  // exr (linear), png, jpg, tif (8-bit sRGB)
+  bool exr_float = false;  // `exr: float`: 32-bit float EXR channels instead of half
 };
 
 // What one task of a job needs from the worker that runs it (0: no requirement).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -97,6 +98,24 @@ std::optional<State> StateNamed(const std::string& name, const char* (*name_of)(
     if (name == name_of(s)) return s;
   }
   return std::nullopt;
+}
+
+// The frames a paged request asks for: ?first=F (default: the job's first) and ?count=N (at
+// most kFramesPerPage), clipped to the job's range; [first, last].
+StatusOr<std::pair<int, int>> FramePage(const httplib::Request& req, const store::JobRecord& job) {
+  int first = job.frame_start;
+  int count = kFramesPerPage;
+  for (auto [name, value, min, max] :
+       {std::tuple{"first", &first, spec::kMinFrame, spec::kMaxFrame},
+        std::tuple{"count", &count, 1, kFramesPerPage}}) {
+    if (!req.has_param(name)) continue;
+    TSR_ASSIGN_OR_RETURN(int64_t v, ParseInt(req.get_param_value(name), name, min, max));
+    *value = static_cast<int>(v);
+  }
+  first = std::max(first, job.frame_start);
+  const int last =
+      static_cast<int>(std::min<int64_t>(job.frame_end, static_cast<int64_t>(first) + count - 1));
+  return std::pair{first, last};
 }
 
 StatusOr<int64_t> ParseId(const std::string& text) {
@@ -495,19 +514,9 @@ void HttpApi::Routes() {
          with_id([this](Req req, Res res, const Caller&, int64_t id) {
            auto job = store_.GetJob(id);
            if (!job.ok()) return ReplyError(res, job.status());
-           int first = job->frame_start;
-           int count = kFramesPerPage;
-           for (auto [name, value, min, max] :
-                {std::tuple{"first", &first, spec::kMinFrame, spec::kMaxFrame},
-                 std::tuple{"count", &count, 1, kFramesPerPage}}) {
-             if (!req.has_param(name)) continue;
-             StatusOr<int64_t> v = ParseInt(req.get_param_value(name), name, min, max);
-             if (!v.ok()) return ReplyError(res, v.status());
-             *value = static_cast<int>(*v);
-           }
-           first = std::max(first, job->frame_start);
-           const int last = static_cast<int>(
-               std::min<int64_t>(job->frame_end, static_cast<int64_t>(first) + count - 1));
+           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           if (!page.ok()) return ReplyError(res, page.status());
+           const auto [first, last] = *page;
            // Only the tasks of these frames: task i holds frame chunk i / parts_per_frame (the
            // store numbers tasks chunk by chunk, part by part), so the page is an index range
            // and a job of a million tasks costs no more than a small one.
@@ -521,6 +530,69 @@ void HttpApi::Routes() {
            auto tasks = store_.ListTasks(id, filter);
            if (!tasks.ok()) return ReplyError(res, tasks.status());
            Reply(res, 200, FramesView(*job, *tasks, first, last - first + 1));
+         }));
+  // A job's frame files, for `tessera outputs` and `tessera fetch` (farms without shared
+  // storage get their images back through the API).
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs)", Role::kViewer,
+         with_id([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           if (!page.ok()) return ReplyError(res, page.status());
+           const auto [first, last] = *page;
+           json files = json::array();
+           for (int frame = first; frame <= last; ++frame) {
+             for (const std::string& format : job->output_formats) {
+               const std::string name = spec::OutputFileName(job->output_pattern, frame, format);
+               std::error_code ec;
+               const auto status = fs::symlink_status(fs::path(job->output_dir) / name, ec);
+               if (ec || !fs::is_regular_file(status)) continue;
+               files.push_back({{"frame", frame},
+                                {"name", name},
+                                {"format", format},
+                                {"size", fs::file_size(fs::path(job->output_dir) / name, ec)}});
+             }
+           }
+           json reply = {{"job_id", id}, {"files", std::move(files)}};
+           if (last < job->frame_end) reply["next_first"] = last + 1;
+           Reply(res, 200, reply);
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs/([^/]+))", Role::kViewer,
+         with_id([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           const std::string name = req.matches[2];
+           // Only a frame file the job wrote, by its plain name: never a hidden file, a folder
+           // or a link, so nothing outside the job's output directory can be read.
+           std::error_code ec;
+           const fs::path path = fs::path(job->output_dir) / name;
+           const auto status = fs::symlink_status(path, ec);
+           if (name.empty() || name[0] == '.' || ec || !fs::is_regular_file(status)) {
+             return ReplyError(res, Status::NotFound("job " + std::to_string(id) +
+                                                     " has no output file '" + name + "'"));
+           }
+           const uintmax_t size = fs::file_size(path, ec);
+           auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
+           if (ec || !*in) {
+             return ReplyError(res, Status::Internal("cannot read " + path.string()));
+           }
+           const std::string ext = path.extension().string();
+           const char* type = ext == ".exr"   ? "image/x-exr"
+                              : ext == ".png" ? "image/png"
+                              : ext == ".jpg" ? "image/jpeg"
+                                              : "image/tiff";  // the formats a job can name
+           // Streamed in pieces: a 4K float EXR never sits in memory whole.
+           res.set_content_provider(
+               static_cast<size_t>(size), type,
+               [in](size_t offset, size_t length, httplib::DataSink& sink) {
+                 char buf[64 * 1024];
+                 in->seekg(static_cast<std::streamoff>(offset));
+                 const auto n = static_cast<std::streamsize>(std::min(length, sizeof(buf)));
+                 in->read(buf, n);
+                 if (in->gcount() <= 0) return false;
+                 sink.write(buf, static_cast<size_t>(in->gcount()));
+                 return true;
+               });
          }));
   Handle("GET", R"(/api/v1/jobs/([^/]+)/frames/(-?[0-9]+)/thumbnail)", Role::kViewer,
          with_id([this](Req req, Res res, const Caller&, int64_t id) {

@@ -70,6 +70,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"output_dir", j.output_dir},
           {"output_pattern", j.output_pattern},
           {"output_formats", j.output_formats},
+          {"output_exr", j.exr_float ? "float" : "half"},
           {"submitted_at", IsoTime(j.submitted_at_ms)},
           {"started_at", OptTime(j.started_at_ms)},
           {"finished_at", OptTime(j.finished_at_ms)},

@@ -115,17 +115,17 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
     return done;
   }
   std::error_code ec;
-  std::filesystem::create_directories(job.output_dir, ec);
+  std::filesystem::create_directories(job.output.dir, ec);
   if (ec) {
-    done.status = Status::Internal("cannot create " + job.output_dir + ": " + ec.message());
+    done.status = Status::Internal("cannot create " + job.output.dir + ": " + ec.message());
     return done;
   }
-  for (const std::string& format : job.formats) {
-    std::string path = (std::filesystem::path(job.output_dir) /
-                        spec::OutputFileName(job.pattern, job.frame, format))
+  for (const std::string& format : job.output.formats) {
+    std::string path = (std::filesystem::path(job.output.dir) /
+                        spec::OutputFileName(job.output.pattern, job.frame, format))
                            .string();
-    Status s = format == "exr" ? image::WriteExr(path, job.image)
-                               : image::WritePngPreview(path, job.image);
+    Status s = format == "exr" ? image::WriteExr(path, job.image, !job.output.exr_float)
+                               : image::WriteSrgb8(path, job.image);
     if (!s.ok()) {
       done.status = s;
       return done;
@@ -133,7 +133,7 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
     done.files.push_back(path);
   }
   // Only for people to look at: a frame whose thumbnail cannot be written is still done.
-  const std::string thumb = ThumbnailPath(job.output_dir, job.frame);
+  const std::string thumb = ThumbnailPath(job.output.dir, job.frame);
   if (Status s = image::WriteThumbnail(thumb, job.image, kThumbnailSide); !s.ok()) {
     spdlog::warn("job {} frame {}: no thumbnail: {}", job.job_id, job.frame, s.message());
   }
@@ -289,7 +289,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
                     Status::Ok(),
                     {},
                     FrameWritten::Kind::kAssembled};
-  const std::string dir = PartsDir(job.output_dir, job.frame);
+  const std::string dir = PartsDir(job.output.dir, job.frame);
   done.parts_dir = dir;
   std::vector<pathtracer::RenderedImage> parts;
   std::vector<std::filesystem::path> pixel_tiles;
@@ -320,9 +320,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
   FrameJob out;
   out.job_id = job.job_id;
   out.frame = job.frame;
-  out.output_dir = job.output_dir;
-  out.pattern = job.pattern;
-  out.formats = job.formats;
+  out.output = job.output;
   out.image = std::move(*frame);
   out.accept_bad_pixels = true;  // each part was checked when it arrived
   FrameWritten written = WriteFrame(out);

@@ -35,14 +35,20 @@ namespace tessera::assembler {
 // NaN or infinite values anywhere, or a beauty (first three channels) that is entirely black.
 std::string PixelProblem(const std::vector<float>& pixels, int channels);
 
+// Where and how a job's frames are written.
+struct FrameOutput {
+  std::string dir;
+  std::string pattern;               // "name.####"
+  std::vector<std::string> formats;  // "exr", "png", "jpg", "tif"
+  bool exr_float = false;            // EXR channels as 32-bit float (else half)
+};
+
 struct FrameJob {
   int64_t job_id = 0;
   int64_t task_id = 0;
   int attempt = 0;
   int frame = 0;
-  std::string output_dir;
-  std::string pattern;               // "name.####"
-  std::vector<std::string> formats;  // "exr", "png"
+  FrameOutput output;
   image::ImageBuffer image;
   // Pixels PixelProblem() objects to: refused (kBadPixels), or -- once a task was already sent
   // back for them -- written anyway, with FrameWritten::flag saying why.
@@ -68,9 +74,7 @@ struct AssembleJob {
   int64_t task_id = 0;  // the frame's last part, recorded done once the frame is written (0: none)
   int attempt = 0;
   int frame = 0;
-  std::string output_dir;
-  std::string pattern;
-  std::vector<std::string> formats;
+  FrameOutput output;
   int parts = 0;  // how many parts make the frame
 };
 

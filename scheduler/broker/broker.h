@@ -185,9 +185,7 @@ class Broker {
     int max_retries = 3;
     bool produces_frames = true;  // false: tasks only report done (noop)
     std::string renderer;
-    std::string output_dir;
-    std::string pattern;
-    std::vector<std::string> formats;
+    assembler::FrameOutput output;
     int parts_per_frame = 1;  // tasks that make one frame (tiles x sample parts)
     std::shared_ptr<const std::string> scene_yaml;
     std::string scene_name;                       // renderer plugins: the scene's file name
@@ -320,6 +318,8 @@ class Broker {
   // Hands this pass's events to after_commit_.
   void PublishPending();
 
+  // Where and how the job's frames are written.
+  static assembler::FrameOutput FrameOutputOf(const store::JobRecord& job);
   void DropQueued(int64_t job_id);
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
   // A lease starts (+1) or ends (-1): the job's, its project's and its user's running counts

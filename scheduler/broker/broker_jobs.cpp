@@ -194,6 +194,10 @@ void Broker::DropQueued(int64_t job_id) {
   queue_.erase(first, last);
 }
 
+assembler::FrameOutput Broker::FrameOutputOf(const store::JobRecord& job) {
+  return {job.output_dir, job.output_pattern, job.output_formats, job.exr_float};
+}
+
 void Broker::EnqueueJob(int64_t job_id) {
   for (const auto& [id, task] : tasks_) {
     if (task.job_id == job_id && !task.running()) Enqueue(task);
@@ -244,9 +248,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.max_retries = job.max_retries;
   info.produces_frames = job.produces_frames();
   info.renderer = job.renderer;
-  info.output_dir = job.output_dir;
-  info.pattern = job.output_pattern;
-  info.formats = job.output_formats;
+  info.output = FrameOutputOf(job);
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
   if (job.renderer != spec::kRendererPathTracer && job.renderer != spec::kRendererNoop) {

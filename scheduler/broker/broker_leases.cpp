@@ -130,7 +130,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     out.task_id = task->task_id;
     out.attempt = m->attempt;
     out.frame = m->frame;
-    out.parts_dir = assembler::PartsDir(job.output_dir, m->frame);
+    out.parts_dir = assembler::PartsDir(job.output.dir, m->frame);
     out.assigned = task->part;
     if (exact) {
       out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
@@ -146,9 +146,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.task_id = task->task_id;
   out.attempt = m->attempt;
   out.frame = m->frame;
-  out.output_dir = job.output_dir;
-  out.pattern = job.pattern;
-  out.formats = job.formats;
+  out.output = job.output;
   out.image = float_image();
   out.accept_bad_pixels = task->accept_bad_pixels;
   assembler_->Submit(std::move(out));
@@ -278,9 +276,7 @@ void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
   assemble.task_id = task.task_id;
   assemble.attempt = task.done_attempt;
   assemble.frame = task.frame_start;
-  assemble.output_dir = job.output_dir;
-  assemble.pattern = job.pattern;
-  assemble.formats = job.formats;
+  assemble.output = job.output;
   assemble.parts = job.parts_per_frame;
   assembler_->Assemble(std::move(assemble));
 }
@@ -346,9 +342,7 @@ void Broker::ResumeAssemblies() {
       assembler::AssembleJob assemble;
       assemble.job_id = job.id;
       assemble.frame = frame;
-      assemble.output_dir = job.output_dir;
-      assemble.pattern = job.output_pattern;
-      assemble.formats = job.output_formats;
+      assemble.output = FrameOutputOf(job);
       assemble.parts = job.parts_per_frame;
       assembler_->Assemble(std::move(assemble));
     }

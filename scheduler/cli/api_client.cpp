@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "shared/file_io.h"
 
@@ -149,6 +150,45 @@ StatusOr<json> ApiClient::Get(const std::string& path) {
   httplib::Result result = http_->Get(path);
   if (!result) return Status::Unavailable(TransportReason(result.error()));
   return Decode("GET", path, result->status, result->body);
+}
+
+StatusOr<uint64_t> ApiClient::Download(const std::string& path, const std::string& target) {
+  if (!http_->is_valid()) {
+    return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");
+  }
+  const std::string part = target + ".part";
+  std::ofstream out;
+  std::string error_body;
+  int status = 0;
+  uint64_t bytes = 0;
+  httplib::Result result = http_->Get(
+      path,
+      [&](const httplib::Response& response) {
+        status = response.status;
+        if (status == 200) out.open(part, std::ios::binary | std::ios::trunc);
+        return status != 200 || static_cast<bool>(out);
+      },
+      [&](const char* data, size_t length) {
+        if (status != 200) {
+          error_body.append(data, length);
+          return true;
+        }
+        out.write(data, static_cast<std::streamsize>(length));
+        bytes += length;
+        return static_cast<bool>(out);
+      });
+  out.close();
+  std::error_code ec;
+  if (!result || status != 200 || !out) std::filesystem::remove(part, ec);
+  if (!result) {
+    if (status == 200) return Status::Internal("cannot write " + part);
+    return Status::Unavailable(TransportReason(result.error()));
+  }
+  if (status != 200) return Decode("GET", path, status, error_body).status();
+  if (!out) return Status::Internal("cannot write " + part);
+  std::filesystem::rename(part, target, ec);
+  if (ec) return Status::Internal("cannot write " + target + ": " + ec.message());
+  return bytes;
 }
 
 StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {

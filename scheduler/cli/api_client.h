@@ -59,6 +59,9 @@ class ApiClient {
   StatusOr<json> Get(const std::string& path);
   StatusOr<json> Post(const std::string& path, const json& body);
   StatusOr<json> Delete(const std::string& path);
+  // GETs `path` into the file `target` (through target.part, renamed when whole); returns the
+  // bytes written. An error answer is decoded like Get's.
+  StatusOr<uint64_t> Download(const std::string& path, const std::string& target);
 
  private:
   StatusOr<json> Decode(const std::string& method, const std::string& path, int http_status,

@@ -52,6 +52,10 @@ int RunStatus(const ClientOptions& options, int64_t job_id, bool show_tasks, boo
 // A task's logs, every attempt (or only `attempt` when > 0): GET /api/v1/tasks/{id}/log.
 int RunLogs(const ClientOptions& options, int64_t task_id, int attempt);
 int RunWorkers(const ClientOptions& options);
+// outputs.cpp: a job's frame files (GET /api/v1/jobs/{id}/outputs), and downloading them into
+// `dir` (files already there whole are kept, so an interrupted fetch resumes).
+int RunOutputs(const ClientOptions& options, int64_t job_id);
+int RunFetch(const ClientOptions& options, int64_t job_id, const std::string& dir);
 // capacity.cpp: the farm at a glance (GET /api/v1/summary), its cost per UTC day over the last
 // `days` (GET /api/v1/costs), and the autoscaler with its latest `decisions` decisions.
 int RunFarmStatus(const ClientOptions& options);

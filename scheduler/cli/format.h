@@ -41,6 +41,7 @@ std::string FormatPercent(double fraction);            // 0.583 -> "58%"
 std::string FormatFrames(int64_t start, int64_t end);  // "1-12", or "7" for one frame
 std::string FormatTimestamp(const json& value);  // "2026-12-02T11:00:00Z" -> "2026-12-02 11:00:00"
 std::string FormatMegabytes(int64_t mb);         // 24000 -> "23.4 GiB"
+std::string FormatBytes(uint64_t bytes);         // 1536 -> "1.5 KiB"
 std::string FormatDuration(double seconds);      // 63 -> "1m03s"
 std::string FormatMoney(double amount);          // 12.5 -> "12.50", 0.0042 -> "0.0042"
 

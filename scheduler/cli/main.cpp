@@ -107,6 +107,13 @@ int main(int argc, char** argv) {
   status->add_flag("--watch,-w", watch, "Redraw whenever the job changes, until it ends");
 
   CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
+  CLI::App* outputs = AddClientCommand(app, "outputs", "List a job's frame files", &options, true);
+  outputs->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  std::string fetch_dir;
+  CLI::App* fetch =
+      AddClientCommand(app, "fetch", "Download a job's frame files into DIR", &options, false);
+  fetch->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
+  fetch->add_option("DIR", fetch_dir, "Folder to write them to (created if missing)")->required();
   int cost_days = 30;
   CLI::App* costs =
       AddClientCommand(app, "costs", "What the farm cost per day (UTC)", &options, true);
@@ -300,6 +307,8 @@ int main(int argc, char** argv) {
   if (status->parsed() && job_id == 0) return tessera::cli::RunFarmStatus(options);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);
   if (costs->parsed()) return tessera::cli::RunCosts(options, cost_days);
+  if (outputs->parsed()) return tessera::cli::RunOutputs(options, job_id);
+  if (fetch->parsed()) return tessera::cli::RunFetch(options, job_id, fetch_dir);
   if (autoscaler_status->parsed()) return tessera::cli::RunAutoscalerStatus(options, decisions);
   if (logs->parsed()) return tessera::cli::RunLogs(options, task_id, attempt);
   if (workers->parsed()) return tessera::cli::RunWorkers(options);

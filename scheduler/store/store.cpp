@@ -237,6 +237,10 @@ CREATE TABLE autoscaler_nodes (
   draining      INTEGER NOT NULL DEFAULT 0
 );
 )sql",
+    // 18 -> 19: EXR frames in 32-bit float instead of half, per job.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN exr_float INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -259,7 +263,7 @@ const char* kJobColumns =
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
-    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost";
+    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -299,6 +303,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.deadline_ms = s.OptInt(38);
   j.gpu_seconds = s.Double(39);
   j.cost = s.Double(40);
+  j.exr_float = s.Int(41) != 0;
   return j;
 }
 
@@ -473,9 +478,9 @@ StatusOr<JobRecord> Store::CreateJob(
                       "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
-                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms) VALUES (?, "
-                      "'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float) "
+                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -494,6 +499,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(25, nlohmann::json(spec.frame_depends_on).dump()).Bind(26, spec.fail_after_workers);
     ins.Bind(27, static_cast<int64_t>(parts.size())).Bind(28, spec.interruptible ? 1 : 0);
     if (spec.deadline_ms) ins.Bind(29, *spec.deadline_ms);
+    ins.Bind(30, spec.output.exr_float ? 1 : 0);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

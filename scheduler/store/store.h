@@ -92,6 +92,7 @@ struct JobRecord {
   std::optional<int64_t> deadline_ms;  // must be done by then (the autoscaler plans for it)
   double gpu_seconds = 0;              // of every attempt of its tasks, so far
   double cost = 0;                     // of those attempts, at their workers' prices
+  bool exr_float = false;              // EXR frames in 32-bit float (else half)
 
   bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
@@ -231,7 +232,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 18;
+  static constexpr int kSchemaVersion = 19;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass

@@ -112,9 +112,7 @@ void AddAssemblyCommand(CLI::App& app) {
     assembler::AssembleJob job;
     job.job_id = 1;
     job.frame = 1;
-    job.output_dir = out;
-    job.pattern = "frame.####";
-    job.formats = {"exr", "png"};
+    job.output = {out, "frame.####", {"exr", "png"}};
     job.parts = kTilesX * kTilesY;
     auto start = Clock::now();
     assembler::FrameWritten written = assembler::Assembler::AssembleFrame(job);

@@ -27,7 +27,7 @@ class AutoscalerTest : public ::testing::Test {
     // The task: sleep, then write every frame of the task (a PNG made here).
     const std::string png = farm_->dir() + "/frame.png";
     image::ImageBuffer image{8, 8, 3, std::vector<float>(8 * 8 * 3, 0.5f), {}};
-    ASSERT_TRUE(image::WritePngPreview(png, image).ok());
+    ASSERT_TRUE(image::WriteSrgb8(png, image).ok());
     task_script_ = farm_->dir() + "/task.sh";
     WriteFile(task_script_,
               "#!/bin/sh\nsleep \"$1\"\ni=$3\nwhile [ \"$i\" -le \"$4\" ]; do\n  cp '" + png +

@@ -3,6 +3,7 @@
 
 #include "tests/support/farm.h"
 
+#include <OpenImageIO/imageio.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,6 +99,42 @@ TEST(FarmTest, TwoWorkersRenderFourFrameJobIntoExrAndPng) {
   EXPECT_EQ(summary["jobs"]["done"], 1);
   EXPECT_EQ(summary["tasks"]["done"], 4);
   EXPECT_EQ(summary["workers"]["total"], 2);
+}
+
+TEST(FarmTest, EveryOutputFormatAndFloatOrHalfExr) {
+  LocalFarm farm("formats");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  std::string error;
+  const int64_t full =
+      farm.Submit(JobYaml("full", "1") + "output: {formats: [exr, png, jpg, tif], exr: float}\n",
+                  TinySceneYaml(32, 24, 2), &error);
+  ASSERT_GT(full, 0) << error;
+  const int64_t half = farm.Submit(JobYaml("half", "1"), TinySceneYaml(32, 24, 2), &error);
+  ASSERT_GT(half, 0) << error;
+  const nlohmann::json a = farm.WaitForJob(full, 60s), b = farm.WaitForJob(half, 60s);
+  ASSERT_EQ(a["state"], "done") << a.dump(2);
+  ASSERT_EQ(b["state"], "done") << b.dump(2);
+  EXPECT_EQ(a["output_exr"], "float");
+  EXPECT_EQ(b["output_exr"], "half");
+  // The EXR's channels are stored as asked; the 8-bit formats are what their names say.
+  const auto pixel_type = [](const std::string& path) {
+    auto in = OIIO::ImageInput::open(path);
+    return in ? in->spec().format : OIIO::TypeDesc(OIIO::TypeDesc::UNKNOWN);
+  };
+  const std::string out = a["output_dir"];
+  EXPECT_EQ(pixel_type(out + "/full.0001.exr"), OIIO::TypeDesc::FLOAT);
+  EXPECT_EQ(pixel_type(b["output_dir"].get<std::string>() + "/half.0001.exr"),
+            OIIO::TypeDesc::HALF);
+  for (const char* ext : {"png", "jpg", "tif"}) {
+    EXPECT_EQ(pixel_type(out + "/full.0001." + ext), OIIO::TypeDesc::UINT8) << ext;
+    auto image = image::Read(out + "/full.0001." + ext);
+    ASSERT_TRUE(image.ok()) << ext << ": " << image.status().ToString();
+    EXPECT_EQ(image->width, 32) << ext;
+  }
+  EXPECT_EQ(farm.Submit(JobYaml("bad", "1") + "output: {exr: double}\n", TinySceneYaml(), &error),
+            -1);
+  EXPECT_NE(error.find("output.exr"), std::string::npos) << error;
 }
 
 TEST(FarmTest, KilledWorkerTaskIsRequeuedAndJobCompletes) {
@@ -411,10 +448,12 @@ TEST(FarmOpsTest, NamedLimitCapsConcurrentTasks) {
 TEST(FarmOpsTest, PoolsAndTagsChooseTheWorkers) {
   LocalFarm farm("pools");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  // The real worker first: the fake one heartbeats only while the test waits on it, so it must
+  // not sit idle while a worker process starts on a busy machine.
+  ASSERT_TRUE(farm.StartWorker("cpu-box"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 60s)) << farm.WorkerLog("cpu-box");
   FakeWorker gpu_box(farm.broker_endpoint(), "gpu-box", {"gpu"}, {"cuda12"});
   ASSERT_TRUE(gpu_box.WaitFor(protocol::MessageType::kWelcome, 5s));
-  ASSERT_TRUE(farm.StartWorker("cpu-box"));
-  ASSERT_TRUE(farm.WaitForWorkers(2, 20s));
 
   std::string scene = TinySceneYaml(), error;
   int64_t gpu_job =

@@ -353,6 +353,14 @@ TEST(OpenApiTest, RealResponsesConformToTheDocument) {
   c.Expect(400, "GET", base + "/frames?count=0");
   EXPECT_EQ(c.Expect(200, "GET", base + "/frames?first=100").Json()["frames"].size(), 0u);
   c.Expect(200, "GET", base + "/frames/1/thumbnail");
+  const json outputs = c.Expect(200, "GET", base + "/outputs").Json();
+  ASSERT_FALSE(outputs["files"].empty()) << outputs.dump();
+  c.Expect(200, "GET", base + "/outputs?first=2&count=1");
+  c.Expect(400, "GET", base + "/outputs?count=0");
+  c.Expect(404, "GET", "/api/v1/jobs/999999/outputs");
+  c.Expect(200, "GET", base + "/outputs/" + outputs["files"][0]["name"].get<std::string>());
+  c.Expect(404, "GET", base + "/outputs/.thumbnails");
+  c.Expect(404, "GET", base + "/outputs/nothing.exr");
   c.Expect(400, "GET", base + "/frames/9/thumbnail");
   c.Expect(404, "GET", stuck_base + "/frames/1/thumbnail");
   c.Expect(200, "GET", "/api/v1/tasks/" + task + "/log");

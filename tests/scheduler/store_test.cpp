@@ -336,16 +336,14 @@ TEST_F(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
 TEST(AssemblerTest, WritesEveryRequestedFormatWithPaddedNames) {
   assembler::FrameJob job;
   job.frame = 7;
-  job.output_dir = ::testing::TempDir() + "/assembled/sub";
-  job.pattern = "beauty.####";
-  job.formats = {"exr", "png"};
+  job.output = {::testing::TempDir() + "/assembled/sub", "beauty.####", {"exr", "png"}};
   job.image = {2, 2, 4, std::vector<float>(16, 0.5f)};
   assembler::FrameWritten w = assembler::Assembler::WriteFrame(job);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
   ASSERT_EQ(w.files.size(), 2u);
-  EXPECT_TRUE(fs::exists(job.output_dir + "/beauty.0007.exr"));
-  EXPECT_TRUE(fs::exists(job.output_dir + "/beauty.0007.png"));
-  auto back = image::Read(job.output_dir + "/beauty.0007.exr");
+  EXPECT_TRUE(fs::exists(job.output.dir + "/beauty.0007.exr"));
+  EXPECT_TRUE(fs::exists(job.output.dir + "/beauty.0007.png"));
+  auto back = image::Read(job.output.dir + "/beauty.0007.exr");
   ASSERT_TRUE(back.ok());
   EXPECT_FLOAT_EQ(back->pixels[0], 0.5f);
 }

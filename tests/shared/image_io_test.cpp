@@ -15,7 +15,7 @@ TEST(ImageIoTest, WritesAndReadsExrAndPng) {
   }
   std::string dir = ::testing::TempDir();
   ASSERT_TRUE(WriteExr(dir + "/t.exr", img, /*half=*/false).ok());
-  ASSERT_TRUE(WritePngPreview(dir + "/t.png", img).ok());
+  ASSERT_TRUE(WriteSrgb8(dir + "/t.png", img).ok());
 
   auto exr = Read(dir + "/t.exr");
   ASSERT_TRUE(exr.ok()) << exr.status().ToString();

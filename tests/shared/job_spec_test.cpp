@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 namespace tessera::spec {
 namespace {
 
@@ -78,6 +80,13 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(Parse("output:\n  pattern: nohash\n"), "output.pattern");
   ExpectError(Parse("output:\n  pattern: a##b##\n"), "output.pattern");
   ExpectError(Parse("output:\n  formats: [gif]\n"), "output.formats[0]");
+  ExpectError(Parse("output:\n  formats: [png, png]\n"), "output.formats");
+  ExpectError(Parse("output:\n  exr: double\n"), "output.exr");
+  ExpectError(Parse("deadline: tomorrow\n"), "deadline");
+  ExpectError(Parse("deadline: 2026-12-03T09:00\n"), "deadline");      // no offset
+  ExpectError(Parse("deadline: 2001-01-01T00:00:00Z\n"), "deadline");  // passed
+  ExpectError(Parse("deadline: 2999-01-01T00:00:00Z\n"), "deadline");  // too far
+  ExpectError(Parse("interruptible: maybe\n"), "interruptible");
   ExpectError(Parse("output:\n  bogus: 1\n"), "output.bogus");
   ExpectError(ParseJobYaml("scene: s.yaml\nframes: 1\n"), "name");
   ExpectError(ParseJobYaml("name: a b\nscene: s.yaml\nframes: 1\n"), "name");
@@ -153,6 +162,36 @@ TEST(JobSpecTest, OutputFileNamesPadFrames) {
   EXPECT_EQ(OutputFileName("a.####", 7, "exr"), "a.0007.exr");
   EXPECT_EQ(OutputFileName("a.#", 123, "png"), "a.123.png");
   EXPECT_EQ(OutputFileName("v2_##_final", 3, "exr"), "v2_03_final.exr");
+}
+
+}  // namespace
+}  // namespace tessera::spec
+
+namespace tessera::spec {
+namespace {
+
+TEST(JobSpecTest, DeadlinesAreIsoTimesWithTheirOffset) {
+  EXPECT_EQ(*ParseIsoTime("2026-12-03T09:00:00Z"), int64_t{1796288400} * 1000);
+  EXPECT_EQ(*ParseIsoTime("2026-12-03T17:00+08:00"), int64_t{1796288400} * 1000);
+  EXPECT_EQ(*ParseIsoTime("2026-12-03 04:00:00-05:00"), int64_t{1796288400} * 1000);
+  for (const char* bad : {"2026-12-03", "2026-12-03T09:00", "2026-13-03T09:00Z",
+                          "2026-12-03T25:00Z", "2026-12-03T09:00Zjunk", "nine o'clock"}) {
+    EXPECT_FALSE(ParseIsoTime(bad).ok()) << bad;
+  }
+  // A month from now (deadlines must lie ahead, within a year).
+  const std::time_t later = std::time(nullptr) + 30 * 86400;
+  char iso[32];
+  std::strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&later));
+  auto job = ParseJobYaml(std::string("name: a\nscene: s.yaml\nframes: 1\ninterruptible: false\n") +
+                          "deadline: " + iso + "\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_FALSE(job->interruptible);
+  EXPECT_EQ(job->deadline_ms, int64_t{later} * 1000);
+  auto defaults = ParseJobYaml("name: a\nscene: s.yaml\nframes: 1\n");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->interruptible);
+  EXPECT_FALSE(defaults->deadline_ms.has_value());
+  EXPECT_FALSE(defaults->output.exr_float);
 }
 
 }  // namespace
