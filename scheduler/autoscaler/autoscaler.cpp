@@ -489,9 +489,10 @@ void Autoscaler::Publish(const Plan& plan, const std::vector<int64_t>& job_of_cl
   for (const Group& g : groups_) {
     const NodeGroup& spec = g.config.group;
     nlohmann::json nodes = nlohmann::json::array();
-    int running = 0;
+    int running = 0, planned = 0;  // planned: what the plan left after carrying it out
     for (const auto& [id, node] : nodes_) {
       if (node.record.group != spec.name) continue;
+      planned += !node.record.draining;
       std::string state = "requested";
       for (const Node& n : g.state.nodes) {
         if (n.id != NodeKey(node.record)) continue;
@@ -507,7 +508,6 @@ void Autoscaler::Publish(const Plan& plan, const std::vector<int64_t>& job_of_cl
                        {"requested_at", api::IsoTime(node.record.requested_at_ms)}});
     }
     cost_per_hour += running * spec.price_per_hour;
-    const GroupPlan* p = plan.Find(spec.name);
     nlohmann::json group = {{"name", spec.name},
                             {"provider", g.config.provider.kind},
                             {"instance_type", spec.instance_type},
@@ -522,7 +522,7 @@ void Autoscaler::Publish(const Plan& plan, const std::vector<int64_t>& job_of_cl
                             {"pools", spec.pools},
                             {"tags", spec.tags},
                             {"nodes", std::move(nodes)},
-                            {"planned_nodes", p ? p->nodes_after : 0},
+                            {"planned_nodes", planned},
                             {"backoff_until", nullptr},
                             {"backoff_cause", nullptr}};
     if (g.state.backoff_until && *g.state.backoff_until > now) {
