@@ -529,7 +529,9 @@ void HttpApi::Routes() {
            filter.limit = static_cast<int>((last_chunk - first_chunk + 1) * parts);
            auto tasks = store_.ListTasks(id, filter);
            if (!tasks.ok()) return ReplyError(res, tasks.status());
-           Reply(res, 200, FramesView(*job, *tasks, first, last - first + 1));
+           auto flags = store_.FrameFlags(id, first, last);
+           if (!flags.ok()) return ReplyError(res, flags.status());
+           Reply(res, 200, FramesView(*job, *tasks, *flags, first, last - first + 1));
          }));
   // A job's frame files, for `tessera outputs` and `tessera fetch` (farms without shared
   // storage get their images back through the API).
@@ -540,6 +542,8 @@ void HttpApi::Routes() {
            StatusOr<std::pair<int, int>> page = FramePage(req, *job);
            if (!page.ok()) return ReplyError(res, page.status());
            const auto [first, last] = *page;
+           auto flags = store_.FrameFlags(id, first, last);
+           if (!flags.ok()) return ReplyError(res, flags.status());
            json files = json::array();
            for (int frame = first; frame <= last; ++frame) {
              for (const std::string& format : job->output_formats) {
@@ -551,6 +555,7 @@ void HttpApi::Routes() {
                                 {"name", name},
                                 {"format", format},
                                 {"size", fs::file_size(fs::path(job->output_dir) / name, ec)}});
+               if (flags->count(frame)) files.back()["flag"] = flags->at(frame);
              }
            }
            json reply = {{"job_id", id}, {"files", std::move(files)}};

@@ -178,7 +178,7 @@ nlohmann::json ApiTokenView(const store::ApiTokenRecord& t) {
 }
 
 nlohmann::json FramesView(const store::JobRecord& job, const std::vector<store::TaskRecord>& tasks,
-                          int first, int count) {
+                          const std::map<int, std::string>& flags, int first, int count) {
   // Per frame: how many of its parts (tasks) are in each state.
   struct Parts {
     int total = 0, done = 0, running = 0, failed = 0, canceled = 0;
@@ -207,12 +207,13 @@ nlohmann::json FramesView(const store::JobRecord& job, const std::vector<store::
     const bool thumbnail =
         job.produces_frames() &&
         std::filesystem::exists(assembler::ThumbnailPath(job.output_dir, frame), ec);
-    out.push_back({{"frame", frame},
-                   {"state", state},
-                   {"parts_total", p.total},
-                   {"parts_done", p.done},
-                   {"thumbnail", thumbnail},
-                   {"flag", nullptr}});
+    out.push_back(
+        {{"frame", frame},
+         {"state", state},
+         {"parts_total", p.total},
+         {"parts_done", p.done},
+         {"thumbnail", thumbnail},
+         {"flag", flags.count(frame) ? nlohmann::json(flags.at(frame)) : nlohmann::json(nullptr)}});
   }
   return {{"job_id", job.id},
           {"frame_start", job.frame_start},

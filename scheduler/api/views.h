@@ -2,6 +2,7 @@
 // JSON views of store records, as served by the HTTP API (the shapes are documented in the
 // README's API section; the CLI and dashboard read exactly these).
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/store/store.h"
@@ -15,10 +16,10 @@ nlohmann::json WorkerView(const store::WorkerRecord& worker);
 nlohmann::json SummaryView(const store::FarmSummary& summary);
 nlohmann::json JoinTokenView(const store::JoinTokenRecord& token);
 nlohmann::json ApiTokenView(const store::ApiTokenRecord& token);
-// Frames [first, first + count) of a job with the state of their parts, from its tasks:
-// {"job_id", "frame_start", "frame_end", "frames": [{"frame", "state", "parts_total",
-//  "parts_done", "thumbnail", "flag"}]}.
+// Frames [first, first + count) of a job with the state of their parts, from its tasks, and
+// output validation's flags: {"job_id", "frame_start", "frame_end", "frames": [{"frame",
+// "state", "parts_total", "parts_done", "thumbnail", "flag"}]}.
 nlohmann::json FramesView(const store::JobRecord& job, const std::vector<store::TaskRecord>& tasks,
-                          int first, int count);
+                          const std::map<int, std::string>& flags, int first, int count);
 
 }  // namespace tessera::api

@@ -207,6 +207,7 @@ class Broker {
     std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
     std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
     std::optional<std::string> notice;          // as last written to the store
+    std::set<int> flagged_frames;               // kept with bad pixels (store: frame_flags)
     int64_t tasks_done = 0;                     // since loaded, for the straggler baseline
     double done_seconds = 0;                    // their total render time
   };

@@ -249,6 +249,9 @@ Status Broker::LoadJob(int64_t job_id) {
   info.produces_frames = job.produces_frames();
   info.renderer = job.renderer;
   info.output = FrameOutputOf(job);
+  using Flags = std::map<int, std::string>;
+  TSR_ASSIGN_OR_RETURN(Flags flags, store_.FrameFlags(job_id, spec::kMinFrame, spec::kMaxFrame));
+  for (const auto& [frame, reason] : flags) info.flagged_frames.insert(frame);
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
   if (job.renderer != spec::kRendererPathTracer && job.renderer != spec::kRendererNoop) {

@@ -175,11 +175,17 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
             /*count_failure=*/true);
     return;
   }
+  JobInfo& job = jobs_[task.job_id];
   if (!written.flag.empty()) {
     const std::string message = "frame " + std::to_string(written.frame) + " of task " +
                                 std::to_string(task.task_id) + " kept with " + written.flag;
     spdlog::warn("job {}: {}", task.job_id, message);
     RecordEvent(task.job_id, task.task_id, std::nullopt, "frame_flagged", message);
+    (void)store_.SetFrameFlag(task.job_id, written.frame, written.flag);
+    job.flagged_frames.insert(written.frame);
+  } else if (written.status.ok() && job.flagged_frames.erase(written.frame)) {
+    // Rendered again, and clean this time.
+    (void)store_.ClearFrameFlag(task.job_id, written.frame);
   }
   if (!written.status.ok()) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,

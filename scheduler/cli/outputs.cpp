@@ -41,10 +41,10 @@ int RunOutputs(const ClientOptions& options, int64_t job_id) {
     std::cout << "Job " << job_id << " has no frames written yet.\n";
     return kExitOk;
   }
-  Table table({"FRAME", "FILE", "SIZE"});
+  Table table({"FRAME", "FILE", "SIZE", "FLAG"});
   uint64_t total = 0;
   for (const json& f : *files) {
-    table.AddRow({Str(f, "frame"), Str(f, "name"), FormatBytes(Int(f, "size"))});
+    table.AddRow({Str(f, "frame"), Str(f, "name"), FormatBytes(Int(f, "size")), Str(f, "flag")});
     total += Int(f, "size");
   }
   table.Print(std::cout);

@@ -241,6 +241,17 @@ CREATE TABLE autoscaler_nodes (
     R"sql(
 ALTER TABLE jobs ADD COLUMN exr_float INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 19 -> 20: output validation's flags: a frame kept with bad pixels, and why, until it is
+    // written clean. Deleted with the job.
+    R"sql(
+CREATE TABLE frame_flags (
+  job_id  INTEGER NOT NULL,
+  frame   INTEGER NOT NULL,
+  reason  TEXT    NOT NULL,
+  at      INTEGER NOT NULL,
+  PRIMARY KEY (job_id, frame)
+) WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -686,8 +697,8 @@ Status Store::DeleteJob(int64_t job_id) {
     }
     for (const char* sql :
          {"DELETE FROM events WHERE job_id = ?", "DELETE FROM task_logs WHERE job_id = ?",
-          "DELETE FROM tasks WHERE job_id = ?", "DELETE FROM job_worker_failures WHERE job_id = ?",
-          "DELETE FROM jobs WHERE id = ?"}) {
+          "DELETE FROM frame_flags WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
+          "DELETE FROM job_worker_failures WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
       TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
       TSR_RETURN_IF_ERROR(s.Bind(1, job_id).Run());
     }
@@ -1172,6 +1183,34 @@ Status Store::TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_an
 Status Store::MarkAllWorkersOffline() {
   WriteLock lock(*this);
   return writer_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
+}
+
+Status Store::SetFrameFlag(int64_t job_id, int frame, const std::string& reason) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("INSERT OR REPLACE INTO frame_flags (job_id, "
+                                                "frame, reason, at) VALUES (?, ?, ?, ?)"));
+  return s.Bind(1, job_id).Bind(2, frame).Bind(3, reason).Bind(4, NowMs()).Run();
+}
+
+Status Store::ClearFrameFlag(int64_t job_id, int frame) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       writer_->Prepare("DELETE FROM frame_flags WHERE job_id = ? AND frame = ?"));
+  return s.Bind(1, job_id).Bind(2, frame).Run();
+}
+
+StatusOr<std::map<int, std::string>> Store::FrameFlags(int64_t job_id, int first, int last) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame, reason FROM frame_flags WHERE job_id = ? "
+                                          "AND frame BETWEEN ? AND ?"));
+  s.Bind(1, job_id).Bind(2, first).Bind(3, last);
+  std::map<int, std::string> flags;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    flags[static_cast<int>(s.Int(0))] = s.Text(1);
+  }
+  return flags;
 }
 
 Status Store::SaveTaskLog(const TaskLogRecord& log) {

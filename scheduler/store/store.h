@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -232,7 +233,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 19;
+  static constexpr int kSchemaVersion = 20;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -358,6 +359,12 @@ class Store {
   StatusOr<ApiTokenRecord> CreateApiToken(const ApiTokenRecord& token);
   StatusOr<std::vector<ApiTokenRecord>> ListApiTokens();
   StatusOr<ApiTokenRecord> RevokeApiToken(int64_t token_id);
+
+  // Output validation: a frame kept with bad pixels carries the reason until it is written
+  // clean; the flags of frames [first, last].
+  Status SetFrameFlag(int64_t job_id, int frame, const std::string& reason);
+  Status ClearFrameFlag(int64_t job_id, int frame);
+  StatusOr<std::map<int, std::string>> FrameFlags(int64_t job_id, int first, int last);
 
   // A task attempt's log, as its final message brought it (replaces an earlier copy).
   Status SaveTaskLog(const TaskLogRecord& log);

@@ -189,6 +189,31 @@ TEST(OutputValidationTest, BadPixelsAreRenderedOnceMoreThenKeptAndFlagged) {
   EXPECT_EQ(tasks["tasks"][0]["failures"], 1) << "the first bad frame was charged";
   EXPECT_NE(farm.SchedulerLog().find("kept with 1 NaN or infinite values"), std::string::npos)
       << farm.SchedulerLog();
+  // The frame carries its flag on the job, with the reason, in the frames and outputs lists.
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  const nlohmann::json frames = farm.Get(base + "/frames");
+  EXPECT_EQ(frames["frames"][0]["flag"], "1 NaN or infinite values") << frames.dump(2);
+  const nlohmann::json outputs = farm.Get(base + "/outputs");
+  ASSERT_FALSE(outputs["files"].empty()) << outputs.dump(2);
+  EXPECT_EQ(outputs["files"][0]["flag"], "1 NaN or infinite values") << outputs.dump(2);
+
+  // Rendered again, clean: the flag goes.
+  int status = 0;
+  farm.Post(base + "/rerender", {{"frames", "1"}}, &status);
+  ASSERT_EQ(status, 200);
+  auto again = nan_box.NextAssign(5s);
+  ASSERT_TRUE(again.has_value()) << farm.SchedulerLog();
+  nan_box.running = {{again->task_id, again->attempt}};
+  const float clean[4] = {0.5f, 0.25f, 0.5f, 1.0f};
+  nan_box.SendWithPayload(
+      protocol::MessageType::kFrameResult,
+      protocol::FrameResult{again->task_id, again->attempt, 1, 1, 1, 4, 0.0, "fake", {}},
+      zmq::message_t(clean, sizeof(clean)));
+  nan_box.Done(*again);
+  nan_box.running.clear();
+  EXPECT_TRUE(
+      WaitFor([&] { return farm.Get(base + "/frames")["frames"][0]["flag"].is_null(); }, 20s))
+      << farm.Get(base + "/frames").dump(2);
 }
 
 TEST(SplitTest, SplitsThatDoNotFitAreRefusedNamingTheField) {
