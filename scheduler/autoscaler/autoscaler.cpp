@@ -1,5 +1,6 @@
 #include "scheduler/autoscaler/autoscaler.h"
 
+#include <sodium.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -29,23 +30,10 @@ std::string FlowList(const std::set<std::string>& items) {
 
 // Standard base64 (cloud APIs that take user data inline want it so).
 std::string Base64(const std::string& in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t n =
-        (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
-    for (int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63];
-  }
-  if (i < in.size()) {
-    uint32_t n = uint32_t(uint8_t(in[i])) << 16;
-    if (i + 1 < in.size()) n |= uint32_t(uint8_t(in[i + 1])) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
+  std::string out(sodium_base64_ENCODED_LEN(in.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(in.data()),
+                    in.size(), sodium_base64_VARIANT_ORIGINAL);
+  out.pop_back();  // the terminating NUL
   return out;
 }
 

@@ -172,16 +172,27 @@ TEST_F(AutoscalerTest, BudgetCapHoldsTheFarmBelowItsHourlyBudget) {
 }
 
 TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
-  // The spot group's cloud refuses every request (a fake CLI that fails).
+  // The spot group's cloud refuses every request (a fake CLI that fails), after keeping the
+  // node's rendered cloud-init file and its base64 form.
   LocalFarm scratch("as-spot-cli");
   const std::string cli = scratch.dir() + "/no-capacity";
-  WriteFile(cli, "#!/bin/sh\necho 'InsufficientInstanceCapacity: no spot capacity' >&2\nexit 1\n");
+  WriteFile(cli,
+            "#!/bin/sh\ncp \"$3\" '" + scratch.dir() +
+                "/user-data'\nprintf %s \"$4\" | base64 -d > '" + scratch.dir() +
+                "/decoded'\necho 'InsufficientInstanceCapacity: no spot capacity' >&2\nexit 1\n");
   ::chmod(cli.c_str(), 0755);
+  const std::string cloud_init = scratch.dir() + "/worker.yaml";
+  WriteFile(
+      cloud_init,
+      "#cloud-config\n# name ${TESSERA_WORKER_NAME} pools ${TESSERA_POOLS} tags ${TESSERA_TAGS}\n"
+      "# at ${TESSERA_SCHEDULER_ADDRESS} from ${TESSERA_PACKAGE_URL}\n");
   StartFarm("as-spot", kFast,
             "    - name: spot\n      provider: {kind: command, create: ['" + cli +
-                "', run, '{name}'], terminate: ['" + cli +
-                "', stop, '{id}']}\n      price_per_hour: 1\n      market: spot\n"
-                "      max_nodes: 3\n"
+                "', run, '{name}', '{user_data}', '{user_data_base64}'], terminate: ['" + cli +
+                "', stop, '{id}']}\n      cloud_init: '" + cloud_init +
+                "'\n      vars: {package_url: 'https://example.com/t.tgz'}\n"
+                "      price_per_hour: 1\n      market: spot\n      max_nodes: 3\n"
+                "      tags: [l4]\n"
                 "    - name: od\n" +
                 kLocalProvider + "      price_per_hour: 3\n      max_nodes: 2\n");
   const int64_t job = SubmitSleeps("spot-first", 20, 0.3);
@@ -198,6 +209,11 @@ TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
   EXPECT_GE(od, 1);
   const nlohmann::json status = farm_->Get("/api/v1/autoscaler");
   EXPECT_TRUE(Decided(status, "hold", "InsufficientInstanceCapacity")) << status.dump(2);
+  // The node's cloud-init, every placeholder filled, reached the CLI as a file and as base64.
+  const std::string user_data = ReadFile(scratch.dir() + "/user-data");
+  EXPECT_EQ(user_data, "#cloud-config\n# name spot-1 pools [\"default\"] tags [\"l4\"]\n# at " +
+                           farm_->broker_endpoint() + " from https://example.com/t.tgz\n");
+  EXPECT_EQ(ReadFile(scratch.dir() + "/decoded"), user_data);
   const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
   for (const auto& w : workers) EXPECT_EQ(w["node_group"], "od");
 }
