@@ -170,18 +170,22 @@ TEST(OutputValidationTest, BadPixelsAreRenderedOnceMoreThenKeptAndFlagged) {
   std::string error;
   int64_t id = farm.Submit(SplitJobYaml("nan", "1", ""), TinySceneYaml(), &error);
   ASSERT_GT(id, 0) << error;
-  const float pixel[4] = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.5f, 1.0f};
+  // Renders the assigned one-pixel frame as `pixel` (RGBA) and reports the task done.
+  const auto render = [&](const protocol::Assign& a, const float(&pixel)[4]) {
+    nan_box.running = {{a.task_id, a.attempt}};
+    nan_box.SendWithPayload(
+        protocol::MessageType::kFrameResult,
+        protocol::FrameResult{a.task_id, a.attempt, 1, 1, 1, 4, 0.0, "fake", {}},
+        zmq::message_t(pixel, sizeof(pixel)));
+    nan_box.Done(a);
+    nan_box.running.clear();
+  };
+  const float nan_pixel[4] = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.5f, 1.0f};
   for (int attempt = 1; attempt <= 2; ++attempt) {
     auto a = nan_box.NextAssign(5s);
     ASSERT_TRUE(a.has_value()) << farm.SchedulerLog();
     EXPECT_EQ(a->attempt, attempt);
-    nan_box.running = {{a->task_id, a->attempt}};
-    nan_box.SendWithPayload(
-        protocol::MessageType::kFrameResult,
-        protocol::FrameResult{a->task_id, a->attempt, 1, 1, 1, 4, 0.0, "fake", {}},
-        zmq::message_t(pixel, sizeof(pixel)));
-    nan_box.Done(*a);
-    nan_box.running.clear();
+    render(*a, nan_pixel);
   }
   nlohmann::json job = farm.WaitForJob(id, 20s);
   EXPECT_EQ(job["state"], "done") << job.dump(2) << farm.SchedulerLog();
@@ -203,14 +207,8 @@ TEST(OutputValidationTest, BadPixelsAreRenderedOnceMoreThenKeptAndFlagged) {
   ASSERT_EQ(status, 200);
   auto again = nan_box.NextAssign(5s);
   ASSERT_TRUE(again.has_value()) << farm.SchedulerLog();
-  nan_box.running = {{again->task_id, again->attempt}};
-  const float clean[4] = {0.5f, 0.25f, 0.5f, 1.0f};
-  nan_box.SendWithPayload(
-      protocol::MessageType::kFrameResult,
-      protocol::FrameResult{again->task_id, again->attempt, 1, 1, 1, 4, 0.0, "fake", {}},
-      zmq::message_t(clean, sizeof(clean)));
-  nan_box.Done(*again);
-  nan_box.running.clear();
+  const float clean_pixel[4] = {0.5f, 0.25f, 0.5f, 1.0f};
+  render(*again, clean_pixel);
   EXPECT_TRUE(
       WaitFor([&] { return farm.Get(base + "/frames")["frames"][0]["flag"].is_null(); }, 20s))
       << farm.Get(base + "/frames").dump(2);
