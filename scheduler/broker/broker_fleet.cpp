@@ -211,12 +211,18 @@ StatusOr<CapacityView> Broker::Capacity() {
 void Broker::MeterCosts(const std::string* only) {
   const auto now = Clock::now();
   std::vector<std::pair<int64_t, double>> costs;
-  for (auto& [identity, worker] : workers_) {
-    if (only && identity != *only) continue;
+  const auto meter = [&](WorkerConn& worker) {
     const double hours = std::chrono::duration<double>(now - worker.metered_until).count() / 3600;
     worker.metered_until = now;
-    if (worker.price.per_hour > 0)
+    if (worker.price.per_hour > 0) {
       costs.emplace_back(worker.offer.id, worker.price.per_hour * hours);
+    }
+  };
+  if (only) {
+    // One worker leaving: a lookup, so a mass disconnect stays linear.
+    if (auto it = workers_.find(*only); it != workers_.end()) meter(it->second);
+  } else {
+    for (auto& [identity, worker] : workers_) meter(worker);
   }
   if (Status s = store_.AccrueWorkerCosts(costs); !s.ok()) {
     spdlog::error("cannot record the workers' cost: {}", s.ToString());
