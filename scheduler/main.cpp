@@ -14,6 +14,7 @@
 
 #include "scheduler/api/http_api.h"
 #include "scheduler/autoscaler/autoscaler.h"
+#include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/config.h"
 #include "scheduler/events/event_bus.h"
@@ -166,7 +167,11 @@ int main(int argc, char** argv) {
   auto store = store::Store::Open(data, cfg.synchronous == "full" ? "FULL" : "NORMAL");
   if (!store.ok()) return Fail(store.status());
 
+  blobs::BlobStore blob_store(data + "/blobs");
+  if (Status s = blob_store.Open(); !s.ok()) return Fail(s);
+
   broker::BrokerOptions bopts;
+  bopts.blobs = &blob_store;
   bopts.bind_endpoint = cfg.broker_listen;
   bopts.heartbeat_ms = cfg.heartbeat_ms;
   bopts.liveness = cfg.liveness;
@@ -241,6 +246,7 @@ int main(int argc, char** argv) {
   aopts.events = &event_bus;
   aopts.history_interval_s = cfg.history_interval_s;
   aopts.autoscaler = scaler.get();
+  aopts.blobs = &blob_store;
   api::HttpApi http(**store, broker, api_auth, aopts);
   StatusOr<int> port = http.Start();
   if (!port.ok()) return Fail(port.status());

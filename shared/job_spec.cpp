@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "shared/plugin_catalog.h"
+#include "shared/sha256.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::spec {
@@ -93,6 +94,59 @@ Status ValidateRelativePath(const std::string& path, const std::string& field) {
       }
     }
     pos = next + 1;
+  }
+  return Status::Ok();
+}
+
+Status ValidateAssetPath(const std::string& path, const std::string& field) {
+  if (path.empty() || path.size() > 512) {
+    return Status::InvalidArgument(field + ": must be a path of 1..512 characters");
+  }
+  if (path[0] == '/') {
+    return Status::InvalidArgument(field + ": '" + path +
+                                   "' must be relative to the scene's folder");
+  }
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    const std::string part = path.substr(pos, next - pos);
+    if (part.empty() || part == "." || part == "..") {
+      return Status::InvalidArgument(field + ": '" + path +
+                                     "' has an empty, '.' or '..' part (assets stay inside the "
+                                     "task's folder)");
+    }
+    if (part[0] == '-') {
+      return Status::InvalidArgument(field + ": '" + path + "' has a part starting with '-'");
+    }
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != ' ' && c != '.' && c != '_' &&
+          c != '+' && c != '-') {
+        return Status::InvalidArgument(field + ": '" + path +
+                                       "' may hold only letters, digits, ' ', '.', '_', '+', '-' "
+                                       "and '/'");
+      }
+    }
+    pos = next + 1;
+  }
+  return Status::Ok();
+}
+
+Status SetAssets(const nlohmann::json& assets, JobSpec* job) {
+  if (!assets.is_object()) {
+    return Status::InvalidArgument("assets: expected a map of path -> SHA-256 of an uploaded blob");
+  }
+  if (assets.size() > static_cast<size_t>(kMaxAssets)) {
+    return Status::InvalidArgument("assets: more than " + std::to_string(kMaxAssets) + " files");
+  }
+  job->assets.clear();
+  for (const auto& [path, hash] : assets.items()) {
+    const std::string field = "assets[" + path + "]";
+    TSR_RETURN_IF_ERROR(ValidateAssetPath(path, field));
+    if (!hash.is_string() || !IsSha256Hex(hash.get<std::string>())) {
+      return Status::InvalidArgument(field + ": expected a SHA-256 (64 lowercase hex digits)");
+    }
+    job->assets[path] = hash.get<std::string>();
   }
   return Status::Ok();
 }
@@ -258,6 +312,12 @@ Status ValidateJob(const JobSpec& job) {
   }
   if (rs.cpu_cores < 0) return Status::InvalidArgument("resources.cpu_cores: must be >= 0");
   if (rs.ram_mb < 0) return Status::InvalidArgument("resources.ram_mb: must be >= 0");
+  if (job.asset_files.size() > static_cast<size_t>(kMaxAssets)) {
+    return Status::InvalidArgument("assets: more than " + std::to_string(kMaxAssets) + " files");
+  }
+  for (size_t i = 0; i < job.asset_files.size(); ++i) {
+    TSR_RETURN_IF_ERROR(ValidateAssetPath(job.asset_files[i], "assets[" + std::to_string(i) + "]"));
+  }
   for (size_t i = 0; i < job.limits.size(); ++i) {
     if (job.limits[i].empty() || job.limits[i].size() > kMaxNameLength) {
       return Status::InvalidArgument("limits[" + std::to_string(i) + "]: must be a limit name");
@@ -417,6 +477,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("limits", &job.limits)
       .Optional("pools", &job.pools)
       .Optional("tags", &job.tags)
+      .Optional("assets", &job.asset_files)
       .Optional("interruptible", &job.interruptible);
   std::string deadline;
   r.Optional("deadline", &deadline);

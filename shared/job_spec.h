@@ -48,6 +48,10 @@
 //     compute_capability: 8.0
 //     cpu_cores: 4
 //     ram_mb: 8000
+//   assets: [tex/wood.png]   # [none] files the renderer reads besides the scene, relative to the
+//                            #   scene's folder (POV-Ray includes, textures, .blend libraries);
+//                            #   the CLI uploads them (and every file a path-tracer scene names)
+//                            #   as content-addressed blobs, and workers fetch each once
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -139,6 +143,12 @@ struct JobSpec {
   std::optional<int64_t> deadline_ms;
   // Plugin settings as given: scalar text, or a JSON array of strings for a list.
   std::map<std::string, std::string> settings;
+  // Files the renderer reads besides the scene (meshes, textures, includes, .blend files), by
+  // their path relative to the scene's folder, which is where the worker puts them. The job file
+  // lists extra ones (`asset_files`; the CLI adds the files a path-tracer scene names); the CLI
+  // uploads each as a blob and the scheduler receives `assets`: path -> SHA-256.
+  std::vector<std::string> asset_files;
+  std::map<std::string, std::string> assets;
 
   int64_t frame_count() const { return int64_t{frame_end} - frame_start + 1; }
   bool splits_frames() const { return tiles_x * tiles_y * sample_parts > 1; }
@@ -158,6 +168,14 @@ struct FrameChunk {
 // An ISO 8601 time with its offset ("2026-12-03T09:00:00Z", "2026-12-03T17:00+08:00"; seconds
 // optional) as unix ms. The offset is required: a farm spans time zones.
 StatusOr<int64_t> ParseIsoTime(std::string_view text);
+
+inline constexpr int kMaxAssets = 4096;
+// An asset's path: relative, inside the task's folder ('..', '.', empty parts and absolute paths
+// refused), at most 512 characters of letters, digits, ' ', '.', '_', '+', '-' and '/', no part
+// starting with '-'. Errors name `field`.
+Status ValidateAssetPath(const std::string& path, const std::string& field);
+// Checks an upload's asset map (path -> SHA-256 hex) and puts it in job->assets.
+Status SetAssets(const nlohmann::json& assets, JobSpec* job);
 
 // Parses and validates a job file. Errors name the field ("frames: start 12 is after end 3").
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);

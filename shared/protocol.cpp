@@ -24,6 +24,10 @@ const char* MessageTypeName(MessageType type) {
       return "ENROL";
     case MessageType::kHandback:
       return "HANDBACK";
+    case MessageType::kChunk:
+      return "CHUNK";
+    case MessageType::kBlobRequest:
+      return "BLOB_REQUEST";
     case MessageType::kWelcome:
       return "WELCOME";
     case MessageType::kReject:
@@ -42,6 +46,10 @@ const char* MessageTypeName(MessageType type) {
       return "RESULT_ACK";
     case MessageType::kDrain:
       return "DRAIN";
+    case MessageType::kChunkAck:
+      return "CHUNK_ACK";
+    case MessageType::kBlobData:
+      return "BLOB_DATA";
   }
   return "UNKNOWN_TYPE";
 }
@@ -49,9 +57,9 @@ const char* MessageTypeName(MessageType type) {
 namespace {
 bool IsKnownType(uint8_t t) {
   return (t >= static_cast<uint8_t>(MessageType::kRegister) &&
-          t <= static_cast<uint8_t>(MessageType::kHandback)) ||
+          t <= static_cast<uint8_t>(MessageType::kBlobRequest)) ||
          (t >= static_cast<uint8_t>(MessageType::kWelcome) &&
-          t <= static_cast<uint8_t>(MessageType::kDrain));
+          t <= static_cast<uint8_t>(MessageType::kBlobData));
 }
 }  // namespace
 
@@ -68,7 +76,9 @@ std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
 }
 
 StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
-  if (frames.size() < first + 2 || frames.size() > first + 3) {
+  // 2 or 3 frames; the last piece of a chunked message carries 2 more (the original header and
+  // body).
+  if (frames.size() < first + 2 || frames.size() > first + 5 || frames.size() == first + 4) {
     return Status::InvalidArgument("message has " + std::to_string(frames.size() - first) +
                                    " frames, expected 2 or 3");
   }
@@ -86,6 +96,10 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
   }
   Envelope env;
   env.type = static_cast<MessageType>(h[3]);
+  if (frames.size() == first + 5 && env.type != MessageType::kChunk) {
+    return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
+                                   ": message has 5 frames, expected 2 or 3");
+  }
   const zmq::message_t& body = frames[first + 1];
   const auto* b = static_cast<const uint8_t*>(body.data());
   env.body = nlohmann::json::from_msgpack(b, b + body.size(), /*strict=*/true,
@@ -94,7 +108,8 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
     return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
                                    ": body is not a MessagePack map");
   }
-  if (frames.size() == first + 3) env.payload = std::move(frames[first + 2]);
+  if (frames.size() >= first + 3) env.payload = std::move(frames[first + 2]);
+  for (size_t i = first + 3; i < frames.size(); ++i) env.extra.push_back(std::move(frames[i]));
   return env;
 }
 

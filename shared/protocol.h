@@ -5,7 +5,8 @@
 // Every message is a multipart ZeroMQ message:
 //   frame 0  header: 4 bytes  'T' 'S' <protocol version> <MessageType>
 //   frame 1  body:   MessagePack-encoded map (the typed structs below, via nlohmann::json)
-//   frame 2  payload (optional): raw bytes, used only by kFrameResult (float32 pixels)
+//   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback and resuming kAssign
+//            checkpoints, kChunk pieces, kBlobData pieces)
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
@@ -33,6 +34,11 @@
 //                (e.g. after a scheduler restart, or after it declared the worker dead):
 //                the worker registers again.
 //
+// Bulk bytes (shared/chunked_transfer.h): a worker's message with a payload above kChunkBytes
+// goes as kChunk pieces, each acknowledged with kChunkAck (a window of kChunkWindow in flight).
+// Job assets are content-addressed blobs: a worker asks kBlobRequest(hash, offset, length) for
+// what its cache lacks, a window of pieces at a time, and gets kBlobData pieces back.
+//
 // Fencing: every message about a task carries (task_id, attempt). The scheduler applies a
 // message only when it names the task's current attempt; anything else is logged and ignored.
 //
@@ -52,10 +58,15 @@
 
 namespace tessera::protocol {
 
-inline constexpr uint8_t kVersion = 1;
-// Largest message the scheduler accepts from a worker (ZMQ_MAXMSGSIZE). A 4096x4096 RGBA float
-// frame is 256 MiB; larger images must be split into tiles.
-inline constexpr int64_t kMaxMessageBytes = 268435456 + 65536;
+// 2: large payloads travel in kChunk pieces, job assets as blobs.
+inline constexpr uint8_t kVersion = 2;
+// Largest ZeroMQ message the scheduler accepts from a worker (ZMQ_MAXMSGSIZE; a peer that sends
+// a larger one is disconnected): a 1 MiB chunk plus its header, or a message with a task log.
+inline constexpr int64_t kMaxMessageBytes = 2 << 20;
+// Largest payload a chunked message may reassemble to: a frame result or checkpoint. A
+// 4096x2160 frame with 11 float channels is 371 MiB (its exact accumulation 742 MiB); larger
+// images must be split into tiles.
+inline constexpr int64_t kMaxResultBytes = int64_t{1} << 30;
 // Most channels a frame result may carry (beauty plus AOVs).
 inline constexpr int kMaxChannels = 32;
 
@@ -70,6 +81,8 @@ enum class MessageType : uint8_t {
   kGoodbye = 7,
   kEnrol = 8,
   kHandback = 9,
+  kChunk = 10,
+  kBlobRequest = 11,
   // scheduler -> worker
   kWelcome = 64,
   kReject = 65,
@@ -80,6 +93,8 @@ enum class MessageType : uint8_t {
   kEnrolled = 70,
   kResultAck = 71,
   kDrain = 72,
+  kChunkAck = 73,
+  kBlobData = 74,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -169,6 +184,9 @@ struct Heartbeat {
   // scheduler keeps a cancelled task's slot reserved until it disappears from this list.
   std::vector<TaskRef> running;
   bool draining = false;  // assign it nothing new
+  // Finished attempts whose results are still on their way (a large frame in chunks) or wait
+  // for a kResultAck: their leases are not lost.
+  std::vector<TaskRef> delivering;
 };
 
 // Part of a frame split across tasks: pixels [x0, x1) x [y0, y1) of the whole frame (a tile;
@@ -205,6 +223,9 @@ struct Assign {
   // the message carries a payload it is the checkpoint (the path tracer's accumulation, as in
   // kFrameResult) of resume_frame to continue from. 0: render every frame from the start.
   int resume_frame = 0;
+  // The job's assets: path (relative to the scene's folder) -> SHA-256 of the blob. The worker
+  // fetches those its cache lacks (kBlobRequest) before the render starts.
+  std::map<std::string, std::string> assets;
 };
 
 struct Progress {
@@ -278,11 +299,45 @@ struct ResultAck {
   int attempt = 0;
 };
 
-// A decoded message: type + body (+ payload for kFrameResult, kHandback, a resuming kAssign).
+// One piece of a chunked message (shared/chunked_transfer.h): payload bytes [offset, offset +
+// size) of `total`; the last piece also carries the original header and body frames.
+struct Chunk {
+  uint64_t transfer = 0;  // the sender's id for this message
+  int64_t offset = 0;
+  int64_t total = 0;
+};
+
+struct ChunkAck {
+  uint64_t transfer = 0;
+  int64_t received = 0;    // payload bytes the receiver holds
+  int retry_after_ms = 0;  // > 0: not now (memory budget); start again from 0 after this long
+  std::string error;       // non-empty: refused for good (the sender drops the message)
+};
+
+// A worker asks for bytes [offset, offset + length) of the blob with this SHA-256 (hex).
+struct BlobRequest {
+  std::string hash;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+// The answer: the payload holds the bytes (at most the length asked for). `error` non-empty:
+// the scheduler has no such blob.
+struct BlobData {
+  std::string hash;
+  int64_t offset = 0;
+  int64_t total = 0;  // the blob's size
+  std::string error;
+};
+
+// A decoded message: type + body (+ payload for kFrameResult, kHandback, a resuming kAssign,
+// kChunk, kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   nlohmann::json body;
   zmq::message_t payload;  // empty unless the message carries bulk bytes
+  // kChunk's last piece only: the original message's header and body frames.
+  std::vector<zmq::message_t> extra;
 
   // Converts the body into a typed struct; a missing/mistyped field is kInvalidArgument.
   template <typename T>
@@ -316,11 +371,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrol, name, public_key)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrolled, name)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running, draining)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running, draining, delivering)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
                                                 frame_end, scene_yaml, renderer, gpus, part,
-                                                scene_name, settings, timeout_s, resume_frame)
+                                                scene_name, settings, timeout_s, resume_frame,
+                                                assets)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,
@@ -331,6 +387,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Handback, task_id, attempt, frame, samples_done,
                                                 reason, log)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResultAck, task_id, attempt)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Chunk, transfer, offset, total)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunkAck, transfer, received, retry_after_ms, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BlobRequest, hash, offset, length)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BlobData, hash, offset, total, error)
 
 template <typename T>
 StatusOr<T> Envelope::As() const {

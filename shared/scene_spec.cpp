@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "shared/yaml_util.h"
 
@@ -559,6 +560,17 @@ TransformSpec MeshTransformAt(const MeshSpec& mesh, double frame) {
       (frame - keys[hi - 1].frame) / static_cast<double>(keys[hi].frame - keys[hi - 1].frame);
   return {Lerp(a.translate, b.translate, t), Lerp(a.rotate_deg, b.rotate_deg, t),
           Lerp(a.scale, b.scale, t)};
+}
+
+std::vector<std::string> RelativeAssetFiles(const SceneSpec& scene) {
+  std::set<std::string> files;
+  auto add = [&](const std::string& file) {
+    if (!file.empty() && file[0] != '/') files.insert(file);
+  };
+  add(scene.background.environment);
+  for (const MaterialSpec& m : scene.materials) add(m.texture);
+  for (const MeshSpec& m : scene.meshes) add(m.file);
+  return {files.begin(), files.end()};
 }
 
 std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file) {

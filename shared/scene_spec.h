@@ -201,6 +201,11 @@ StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text, const std::string
 // asset_dir/file.
 std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file);
 
+// The relative asset files the scene names (mesh files, textures, the environment map), sorted
+// and unique: what travels with a job as blobs. Absolute paths are left out (a shared-storage
+// farm's files, read where they are).
+std::vector<std::string> RelativeAssetFiles(const SceneSpec& scene);
+
 // Checks a SceneSpec built or modified in code (e.g. a job overriding the resolution) with the
 // same rules as the parser, and resolves material names to indices.
 Status ValidateScene(SceneSpec* scene);

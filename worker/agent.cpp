@@ -1,5 +1,6 @@
 #include "worker/agent.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -28,25 +29,20 @@ constexpr std::chrono::seconds kLeaveTimeout{20};
 // Drain / leave: how long the agent waits for the scheduler to acknowledge its last results.
 constexpr std::chrono::seconds kDeliverTimeout{30};
 
-bool IsFinalResult(const std::vector<zmq::message_t>& frames) {
-  if (frames.empty() || frames[0].size() != 4) return false;
-  const auto type = static_cast<MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
-  return type == MessageType::kTaskDone || type == MessageType::kTaskFailed ||
-         type == MessageType::kHandback;
-}
-
 std::string RefName(const protocol::TaskRef& ref) {
   return "task " + std::to_string(ref.task_id) + " attempt " + std::to_string(ref.attempt);
 }
 
-// The spool's folder: as configured, else under the data directory, else a temporary one.
-std::string SpoolDir(const AgentOptions& o) {
-  if (!o.spool_dir.empty()) return o.spool_dir;
-  if (!o.render.data_dir.empty()) return o.render.data_dir + "/spool";
+// A folder of the agent's (the result spool, the asset cache): as configured, else under the
+// data directory, else a temporary one.
+std::string AgentDir(const std::string& configured, const AgentOptions& o, const char* name) {
+  if (!configured.empty()) return configured;
+  if (!o.render.data_dir.empty()) return o.render.data_dir + "/" + name;
   static std::atomic<int> count{0};
   std::error_code ec;
   return (std::filesystem::temp_directory_path(ec) /
-          ("tessera-spool-" + std::to_string(::getpid()) + "-" + std::to_string(++count)))
+          ("tessera-" + std::string(name) + "-" + std::to_string(::getpid()) + "-" +
+           std::to_string(++count)))
       .string();
 }
 
@@ -68,7 +64,11 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.scheduler_public_key = config.scheduler_public_key;
   o.join_token = config.join_token;
   o.key_file = config.key_file;
-  o.spool_dir = config.data_dir + "/spool";
+  if (!config.data_dir.empty()) {  // else temporary folders (AgentDir)
+    o.spool_dir = config.data_dir + "/spool";
+    o.cache_dir = config.data_dir + "/cache";
+  }
+  o.cache_bytes = int64_t{config.cache_mb} << 20;
   const bool has_cuda = std::find(hardware.backends.begin(), hardware.backends.end(), "cuda") !=
                         hardware.backends.end();
   if (config.backend == "cpu") {
@@ -113,7 +113,8 @@ Agent::Agent(AgentOptions options)
       heartbeat_ms_(options_.heartbeat_ms),
       liveness_(options_.liveness),
       backoff_(options_.reconnect_min),
-      spool_(SpoolDir(options_)) {}
+      spool_(AgentDir(options_.spool_dir, options_, "spool")),
+      cache_(AgentDir(options_.cache_dir, options_, "cache"), options_.cache_bytes) {}
 
 void Agent::Leave(const std::string& reason) {
   {
@@ -131,6 +132,7 @@ Agent::~Agent() {
 
 Status Agent::Run() {
   TSR_RETURN_IF_ERROR(spool_.Open());
+  TSR_RETURN_IF_ERROR(cache_.Open());
   TSR_RETURN_IF_ERROR(LoadKeys());
   outbox_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
   outbox_->set(zmq::sockopt::linger, 0);
@@ -252,6 +254,8 @@ void Agent::Disconnect(Clock::time_point now, const std::string& reason) {
   }
   CloseDealer();
   pending_.clear();  // the spool re-sends them after the next kWelcome
+  chunks_.Reset();
+  for (auto& [hash, f] : fetches_) f.requested = f.received;  // asked again once welcomed
   state_ = LinkState::kDisconnected;
   reconnect_at_ = now + backoff_;
   backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
@@ -270,12 +274,14 @@ void Agent::OnTimers(Clock::time_point now) {
   if (state_ != LinkState::kReady) return;
   if (now >= next_heartbeat_) SendHeartbeat(now);
   FlushPending();
+  PumpFetches();
   SendProgress(now);
 }
 
 void Agent::SendHeartbeat(Clock::time_point now) {
   protocol::Heartbeat hb;
   for (const Slot& slot : slots_) hb.running.push_back(slot.runner->ref());
+  hb.delivering = spool_.Delivering();
   hb.draining = draining_;
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
   TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
@@ -347,15 +353,29 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
       // Everything not yet acknowledged goes (again), in order; the scheduler's fencing drops
       // what it already has.
       pending_.clear();
+      chunks_.Reset();
       for (std::vector<zmq::message_t>& message : spool_.Replay()) {
         pending_.push_back(std::move(message));
       }
       FlushPending();
+      PumpFetches();
       return;
     }
     case MessageType::kEnrolled:
       OnEnrolled(*env, now);
       return;
+    case MessageType::kBlobData:
+      OnBlobData(*env);
+      return;
+    case MessageType::kChunkAck: {
+      StatusOr<protocol::ChunkAck> ack = env->As<protocol::ChunkAck>();
+      if (!ack.ok()) return;
+      if (std::optional<std::string> refused = chunks_.OnAck(*ack, now)) {
+        spdlog::error("the scheduler refused a result: {}", *refused);
+      }
+      FlushPending();
+      return;
+    }
     case MessageType::kResultAck: {
       StatusOr<protocol::ResultAck> ack = env->As<protocol::ResultAck>();
       if (ack.ok()) spool_.Ack({ack->task_id, ack->attempt});
@@ -401,10 +421,12 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
   const protocol::TaskRef ref{a->task_id, a->attempt};
   auto fail = [&](const std::string& message, bool charge = true) {
     spdlog::info("{} job {}: refused: {}", RefName(ref), a->job_id, message);
-    SendResult(ref,
-               protocol::Encode(MessageType::kTaskFailed,
-                                protocol::TaskFailed{ref.task_id, ref.attempt, message, charge}),
-               /*final=*/true);
+    std::vector<zmq::message_t> frames = protocol::Encode(
+        MessageType::kTaskFailed, protocol::TaskFailed{ref.task_id, ref.attempt, message, charge});
+    if (Status s = spool_.Add(ref, frames, /*final=*/true); !s.ok()) {
+      spdlog::error("{}: {}; sending it without a spool copy", RefName(ref), s.message());
+    }
+    SendResult(std::move(frames));
   };
   if (FindSlot(ref) != nullptr) {
     spdlog::debug("{}: repeated ASSIGN ignored, it is already running", RefName(ref));
@@ -420,10 +442,13 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
   Slot slot;
   std::string checkpoint;
   if (env.payload.size() > 0) checkpoint.assign(env.payload.data<char>(), env.payload.size());
+  RenderSettings render = options_.render;
+  render.spool = &spool_;  // the runner spools its results itself, off this thread
   slot.runner = std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a),
-                                             options_.render, std::move(checkpoint));
+                                             std::move(render), std::move(checkpoint));
   slots_.push_back(std::move(slot));
   running_tasks_.store(static_cast<int>(slots_.size()));
+  StartAssets(slots_.back());
 }
 
 void Agent::HandleCancel(const protocol::Envelope& env) {
@@ -452,24 +477,149 @@ void Agent::HandleOutbox(std::vector<zmq::message_t>& frames) {
   if (!it->cancelled && frames.size() > 1) {
     frames.erase(frames.begin());
     final = IsFinalResult(frames);
-    SendResult(tag->ref, std::move(frames), final);
+    SendResult(std::move(frames));  // the runner spooled it
   }
   if (tag->last) {
     // Ended without an outcome (cancelled): results it spooled before are of no use.
     if (!final) spool_.Ack(tag->ref);
-    slots_.erase(it);  // joins the runner, which only has its socket left to close
-    running_tasks_.store(static_cast<int>(slots_.size()));
+    EraseSlot(it);
   }
 }
 
-void Agent::SendResult(const protocol::TaskRef& ref, std::vector<zmq::message_t> frames,
-                       bool final) {
-  if (Status s = spool_.Add(ref, frames, final); !s.ok()) {
-    spdlog::error("{}: {}; sending it without a spool copy", RefName(ref), s.message());
+void Agent::EraseSlot(std::vector<Slot>::iterator it) {
+  for (const auto& [path, hash] : it->runner->assign().assets) cache_.Release(hash);
+  slots_.erase(it);  // joins the runner, which only has its socket left to close
+  running_tasks_.store(static_cast<int>(slots_.size()));
+}
+
+// ---- assets ----------------------------------------------------------------------------------
+
+void Agent::StartAssets(Slot& slot) {
+  const protocol::Assign& assign = slot.runner->assign();
+  for (const auto& [path, hash] : assign.assets) {
+    cache_.Hold(hash);
+    if (cache_.Lookup(hash)) continue;
+    slot.awaiting.insert(hash);
+    fetches_.try_emplace(hash);
   }
+  if (assign.assets.empty()) return;
+  if (slot.awaiting.empty()) return GiveAssets(slot);
+  spdlog::info("{}: fetching {} of its {} asset(s) from the scheduler", RefName(slot.runner->ref()),
+               slot.awaiting.size(), assign.assets.size());
+  PumpFetches();
+}
+
+void Agent::GiveAssets(Slot& slot) {
+  std::map<std::string, std::string> files;
+  for (const auto& [path, hash] : slot.runner->assign().assets) {
+    std::optional<std::string> file = cache_.Lookup(hash);
+    if (!file) {
+      // Damaged on disk since it arrived: fetch it again.
+      slot.awaiting.insert(hash);
+      fetches_.try_emplace(hash);
+      continue;
+    }
+    files[path] = *file;
+  }
+  if (slot.awaiting.empty()) {
+    slot.runner->ProvideAssets(Status::Ok(), std::move(files));
+  } else {
+    PumpFetches();
+  }
+}
+
+void Agent::PumpFetches() {
+  if (state_ != LinkState::kReady) return;
+  for (auto& [hash, f] : fetches_) {
+    if (f.fd < 0) {
+      f.fd =
+          ::open(cache_.PartPathOf(hash).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (f.fd < 0) {
+        const std::string error = std::strerror(errno);
+        EndFetch(hash, Status::Internal("cannot write the asset cache: " + error));
+        return PumpFetches();  // fetches_ changed under the loop
+      }
+    }
+    // The first piece tells the size; then a window of pieces is kept in flight.
+    const int64_t limit = f.total < 0 ? protocol::kChunkBytes : f.total;
+    while (f.requested < limit &&
+           f.requested - f.received < protocol::kChunkWindow * protocol::kChunkBytes) {
+      const int64_t length = std::min(protocol::kChunkBytes, limit - f.requested);
+      std::vector<zmq::message_t> frames = protocol::Encode(
+          MessageType::kBlobRequest, protocol::BlobRequest{hash, f.requested, length});
+      if (!TrySend(frames)) return;
+      f.requested += length;
+    }
+  }
+}
+
+void Agent::OnBlobData(protocol::Envelope& env) {
+  StatusOr<protocol::BlobData> data = env.As<protocol::BlobData>();
+  if (!data.ok()) return;
+  auto it = fetches_.find(data->hash);
+  if (it == fetches_.end()) return;
+  BlobFetch& f = it->second;
+  if (!data->error.empty()) {
+    return EndFetch(data->hash,
+                    Status::Unavailable("the scheduler cannot serve it: " + data->error));
+  }
+  if (data->offset != f.received || f.fd < 0) return;  // from before a reconnect
+  f.total = data->total;
+  const char* bytes = env.payload.data<char>();
+  size_t left = env.payload.size();
+  int64_t at = data->offset;
+  while (left > 0) {
+    ssize_t n = ::pwrite(f.fd, bytes, left, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string error = std::strerror(errno);
+      return EndFetch(data->hash, Status::Internal("cannot write the asset cache: " + error));
+    }
+    bytes += n;
+    left -= static_cast<size_t>(n);
+    at += n;
+  }
+  f.received += static_cast<int64_t>(env.payload.size());
+  if (f.received < f.total) return PumpFetches();
+  ::close(f.fd);
+  f.fd = -1;
+  Status kept = cache_.Commit(data->hash);
+  if (!kept.ok() && f.attempts < 2) {
+    spdlog::warn("asset {}; fetching it again", kept.message());
+    f = BlobFetch{};
+    f.attempts = 2;
+    return PumpFetches();
+  }
+  EndFetch(data->hash, kept);
+  PumpFetches();
+}
+
+void Agent::EndFetch(const std::string& hash, const Status& status) {
+  auto it = fetches_.find(hash);
+  if (it != fetches_.end()) {
+    if (it->second.fd >= 0) ::close(it->second.fd);
+    fetches_.erase(it);
+  }
+  for (Slot& slot : slots_) {
+    if (!slot.awaiting.erase(hash)) continue;
+    if (!status.ok()) {
+      std::string path = hash;
+      for (const auto& [p, h] : slot.runner->assign().assets) {
+        if (h == hash) path = p;
+      }
+      slot.awaiting.clear();
+      slot.runner->ProvideAssets(Status(status.code(), "asset " + path + ": " + status.message()),
+                                 {});
+    } else if (slot.awaiting.empty()) {
+      GiveAssets(slot);
+    }
+  }
+}
+
+void Agent::SendResult(std::vector<zmq::message_t> frames) {
   if (state_ != LinkState::kReady) return;  // the spool re-sends it after the next kWelcome
-  if (pending_.empty() && TrySend(frames)) return;
   pending_.push_back(std::move(frames));
+  FlushPending();
 }
 
 bool Agent::TrySend(std::vector<zmq::message_t>& frames) {
@@ -489,7 +639,19 @@ bool Agent::TrySend(std::vector<zmq::message_t>& frames) {
 }
 
 void Agent::FlushPending() {
-  while (!pending_.empty() && state_ == LinkState::kReady) {
+  // In order: a large message goes in pieces (at most a window unacknowledged), and what follows
+  // it waits until the scheduler has acknowledged its last piece.
+  while (state_ == LinkState::kReady) {
+    if (chunks_.active()) {
+      chunks_.Pump([this](std::vector<zmq::message_t>& f) { return TrySend(f); }, Clock::now());
+      return;  // the next kChunkAck (or timer tick) goes on
+    }
+    if (pending_.empty()) return;
+    if (protocol::ChunkSender::NeedsChunks(pending_.front())) {
+      chunks_.Start(std::move(pending_.front()));
+      pending_.pop_front();
+      continue;
+    }
     if (!TrySend(pending_.front())) return;
     pending_.pop_front();
   }
@@ -521,6 +683,10 @@ void Agent::Shutdown(bool say_goodbye) {
       waiting_since = Clock::now();
     }
   }
+  for (auto& [hash, f] : fetches_) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  fetches_.clear();
   CloseDealer();
   outbox_.reset();
   state_ = LinkState::kDisconnected;

@@ -40,15 +40,19 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "shared/chunked_transfer.h"
 #include "shared/curve.h"
 #include "shared/protocol.h"
+#include "worker/blob_cache.h"
 #include "worker/hardware_probe.h"
 #include "worker/result_spool.h"
 #include "worker/task_runner.h"
@@ -75,6 +79,8 @@ struct AgentOptions {
   std::string join_token;
   std::string key_file;
   std::string spool_dir;  // the result spool; empty: <render.data_dir>/spool
+  std::string cache_dir;  // the asset cache; empty: <render.data_dir>/cache
+  int64_t cache_bytes = int64_t{20480} << 20;
 };
 
 // Combines the config with the probed hardware. backend: cuda on a machine without a usable GPU
@@ -107,6 +113,7 @@ class Agent {
 
   struct Slot {
     std::unique_ptr<TaskRunner> runner;
+    std::set<std::string> awaiting;  // asset blobs still being fetched for it
     bool cancelled = false;
     double sent_fraction = -1;
     Clock::time_point sent_at{};
@@ -123,9 +130,9 @@ class Agent {
   void HandleAssign(const protocol::Envelope& env);
   void HandleCancel(const protocol::Envelope& env);
   void HandleOutbox(std::vector<zmq::message_t>& frames);
-  // A result message about `ref`: spooled, then sent now when welcomed (re-sent after every
-  // kWelcome until acknowledged).
-  void SendResult(const protocol::TaskRef& ref, std::vector<zmq::message_t> frames, bool final);
+  // A result message, already in the spool: sent now when welcomed, in order behind what is
+  // pending (the spool re-sends it after every kWelcome until acknowledged).
+  void SendResult(std::vector<zmq::message_t> frames);
   bool TrySend(std::vector<zmq::message_t>& frames);
   void FlushPending();
   // CURVE: keys at start-up, the socket monitor's handshake events, enrolment.
@@ -137,6 +144,21 @@ class Agent {
   void SendHeartbeat(Clock::time_point now);
   void Shutdown(bool say_goodbye);
   Slot* FindSlot(const protocol::TaskRef& ref);
+  // Assets: an assignment's blobs come from the cache, or are fetched from the scheduler a
+  // window of kBlobRequest pieces at a time into it; the runner gets them once all are there.
+  struct BlobFetch {
+    int fd = -1;           // the .part file
+    int64_t total = -1;    // the blob's size, once the first piece told it
+    int64_t received = 0;  // bytes written, in order
+    int64_t requested = 0;
+    int attempts = 1;
+  };
+  void StartAssets(Slot& slot);
+  void GiveAssets(Slot& slot);
+  void PumpFetches();
+  void OnBlobData(protocol::Envelope& env);
+  void EndFetch(const std::string& hash, const Status& status);
+  void EraseSlot(std::vector<Slot>::iterator it);
   bool AllowNoisyLog(Clock::time_point now);
 
   const AgentOptions options_;
@@ -150,7 +172,8 @@ class Agent {
   // Result messages that could not leave at once (send queue full) while welcomed; cleared on
   // every reconnect, when the spool is replayed instead.
   std::deque<std::vector<zmq::message_t>> pending_;  // I/O thread only
-  std::optional<curve::KeyPair> own_keys_;           // CURVE: this worker's pair
+  protocol::ChunkSender chunks_;  // the large result being sent in pieces (I/O thread only)
+  std::optional<curve::KeyPair> own_keys_;  // CURVE: this worker's pair
   bool enrolled_ = false;       // own_keys_ are known to the scheduler (else: enrol first)
   bool reenrol_tried_ = false;  // a refused enrolled key is re-enrolled only once per run
   bool draining_ = false;       // I/O thread's view of drain_requested_
@@ -162,7 +185,9 @@ class Agent {
   int heartbeat_ms_;
   int liveness_;
   std::chrono::milliseconds backoff_;
-  ResultSpool spool_;  // I/O thread only
+  ResultSpool spool_;                         // I/O thread only
+  BlobCache cache_;                           // I/O thread only
+  std::map<std::string, BlobFetch> fetches_;  // by hash; I/O thread only
   Clock::time_point heard_at_{};
   Clock::time_point next_heartbeat_{};
   Clock::time_point reconnect_at_{};

@@ -19,6 +19,7 @@
 
 #include "shared/plugin_catalog.h"
 #include "shared/subprocess.h"
+#include "worker/blob_cache.h"
 
 extern char** environ;
 
@@ -208,6 +209,7 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
       if (!std::getenv("TESSERA_KEEP_TASK_DIRS")) fs::remove_all(dir, e);
     }
   } cleanup{task_dir};
+  TSR_RETURN_IF_ERROR(LinkAssets(task_dir, options.assets));
 
   plugin::RunContext ctx;
   ctx.task_dir = task_dir;

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,8 @@ struct PluginTaskOptions {
   std::function<void(double)> on_progress;            // 0..1 over the whole task
   std::function<void(const std::string&)> on_output;  // every line the renderer prints
   std::function<void(int)> on_frame_started;
+  // The job's assets: path in the task folder -> cached file (worker/blob_cache.h).
+  std::map<std::string, std::string> assets;
   // One finished frame (pixels of the task's part); returning an error stops the task.
   std::function<Status(int frame, image::ImageBuffer image, double seconds)> on_frame;
 };

@@ -75,14 +75,26 @@ Status ResultSpool::Open() {
   return Status::Ok();
 }
 
+bool IsFinalResult(const std::vector<zmq::message_t>& frames) {
+  if (frames.empty() || frames[0].size() != 4) return false;
+  const auto type =
+      static_cast<protocol::MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
+  return type == protocol::MessageType::kTaskDone || type == protocol::MessageType::kTaskFailed ||
+         type == protocol::MessageType::kHandback;
+}
+
 Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::message_t>& frames,
                         bool final) {
-  Entry& entry = entries_[{ref.task_id, ref.attempt}];
+  int seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = entries_[{ref.task_id, ref.attempt}].next_seq++;
+  }
   const std::string folder = FolderOf(ref);
   std::error_code ec;
   fs::create_directories(folder, ec);
   char name[32];
-  std::snprintf(name, sizeof(name), "%06d.msg", entry.next_seq);
+  std::snprintf(name, sizeof(name), "%06d.msg", seq);
   const std::string path = folder + "/" + name;
   // The encoded message: a u32 frame count, then each frame as a u64 size and its bytes.
   const uint32_t count = static_cast<uint32_t>(frames.size());
@@ -96,21 +108,28 @@ Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::mes
     pieces.emplace_back(frames[i].data<char>(), frames[i].size());
   }
   TSR_RETURN_IF_ERROR(file_io::WriteAtomically(path, pieces, 0600));
-  ++entry.next_seq;
   if (final) {
     std::ofstream(folder + "/" + kFinalMarker).put('\n');
-    entry.final = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[{ref.task_id, ref.attempt}].final = true;
   }
   return Status::Ok();
 }
 
+bool ResultSpool::empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.empty();
+}
+
 void ResultSpool::Ack(const protocol::TaskRef& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (entries_.erase({ref.task_id, ref.attempt}) == 0) return;
   std::error_code ec;
   fs::remove_all(FolderOf(ref), ec);
 }
 
 std::vector<protocol::TaskRef> ResultSpool::Delivering() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<protocol::TaskRef> refs;
   for (const auto& [key, entry] : entries_) {
     if (entry.final) refs.push_back({key.first, key.second});
@@ -119,6 +138,7 @@ std::vector<protocol::TaskRef> ResultSpool::Delivering() const {
 }
 
 std::vector<std::vector<zmq::message_t>> ResultSpool::Replay() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::vector<zmq::message_t>> messages;
   for (const auto& [key, entry] : entries_) {
     const std::string folder = FolderOf({key.first, key.second});

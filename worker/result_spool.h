@@ -7,11 +7,13 @@
 // result at most once.
 //
 // Layout: DIR/<task_id>-<attempt>/<seq>.msg, one file per message (the encoded ZeroMQ frames:
-// a u32 count, then per frame a u64 size and the bytes), written aside and renamed. I/O thread
-// only.
+// a u32 count, then per frame a u64 size and the bytes), written aside and renamed.
+// Thread-safe: render threads write their own results (a large frame's fsync must not hold up
+// the agent's I/O thread and its heartbeats); the I/O thread acknowledges and replays.
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -33,7 +35,7 @@ class ResultSpool {
   void Ack(const protocol::TaskRef& ref);
   // Attempts whose final message is spooled (they are "delivering": no slot, results pending).
   std::vector<protocol::TaskRef> Delivering() const;
-  bool empty() const { return entries_.empty(); }
+  bool empty() const;
   // Every spooled message, attempt by attempt in order, read back for re-sending. A file that
   // cannot be read is logged and skipped (the scheduler then requeues that attempt).
   std::vector<std::vector<zmq::message_t>> Replay() const;
@@ -46,7 +48,11 @@ class ResultSpool {
   std::string FolderOf(const protocol::TaskRef& ref) const;
 
   std::string dir_;
-  std::map<std::pair<int64_t, int>, Entry> entries_;  // by (task_id, attempt)
+  mutable std::mutex mu_;
+  std::map<std::pair<int64_t, int>, Entry> entries_;  // by (task_id, attempt); guarded by mu_
 };
+
+// Whether an encoded message is an attempt's last (done, failed, hand-back).
+bool IsFinalResult(const std::vector<zmq::message_t>& frames);
 
 }  // namespace tessera::worker

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <zmq_addon.hpp>
 
 #include "plugins/pathtracer/accumulation.h"
+#include "worker/blob_cache.h"
 
 namespace tessera::worker {
 namespace {
@@ -59,6 +61,27 @@ TaskRunner::TaskRunner(zmq::context_t& context, std::string outbox, protocol::As
       current_frame_(std::max(assign_.frame_start, assign_.resume_frame)),
       thread_([this] { Run(); }) {}
 
+void TaskRunner::ProvideAssets(Status status, std::map<std::string, std::string> files) {
+  std::lock_guard<std::mutex> lock(assets_mu_);
+  assets_status_ = std::move(status);
+  asset_files_ = std::move(files);
+  assets_ready_ = true;
+  assets_cv_.notify_all();
+}
+
+Status TaskRunner::WaitForAssets() {
+  if (assign_.assets.empty()) return Status::Ok();
+  std::unique_lock<std::mutex> lock(assets_mu_);
+  while (!assets_ready_) {
+    if (cancel_.load() || handback_.load()) {
+      return Status::Cancelled("stopped while its assets were being fetched");
+    }
+    assets_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  if (assets_status_.ok()) Log(std::to_string(asset_files_.size()) + " asset file(s) ready");
+  return assets_status_;
+}
+
 void TaskRunner::RequestHandback(const std::string& reason) {
   if (handback_.load()) return;
   handback_reason_ = reason;
@@ -84,6 +107,12 @@ void TaskRunner::Log(const std::string& line) {
 }
 
 void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames) {
+  if (settings_.spool != nullptr && !frames.empty()) {
+    if (Status s = settings_.spool->Add(ref_, frames, IsFinalResult(frames)); !s.ok()) {
+      spdlog::error("task {} attempt {}: {}; sending it without a spool copy", ref_.task_id,
+                    ref_.attempt, s.message());
+    }
+  }
   frames.insert(frames.begin(), EncodeOutboxTag({ref_, last}));
   // Blocking send: the agent drains its outbox until it has seen every runner's `last`.
   zmq::send_multipart(out, frames);
@@ -104,13 +133,19 @@ void TaskRunner::Run() {
   int frames_done = 0;
   Status status;
   try {
-    status = RenderAll(out, &frames_done);
+    status = WaitForAssets();
+    if (status.ok()) status = RenderAll(out, &frames_done);
   } catch (const std::exception& e) {
     // The renderer (or an allocation for a huge image) threw: fail the task, keep the worker.
     status = Status::Internal(std::string("render failed: ") + e.what());
   }
 
   if (!status.ok() && handback_.load()) {
+    if (static_cast<int64_t>(checkpoint_.size()) > protocol::kMaxResultBytes) {
+      Log("checkpoint of " + std::to_string(checkpoint_.size()) +
+          " bytes is above the result limit: handed back without it");
+      checkpoint_.clear();
+    }
     protocol::Handback back;
     back.task_id = ref_.task_id;
     back.attempt = ref_.attempt;
@@ -151,7 +186,23 @@ void TaskRunner::Run() {
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (assign_.renderer == spec::kRendererNoop) return Status::Ok();  // nothing to render
   if (assign_.renderer != spec::kRendererPathTracer) return RenderWithPlugin(out, frames_done);
-  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml);
+  // The scene's files (meshes, textures, environment) sit in a task folder, by the paths the
+  // scene gives.
+  std::string asset_dir;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup;
+  if (!asset_files_.empty()) {
+    asset_dir = settings_.data_dir + "/tasks/job" + std::to_string(assign_.job_id) + "-task" +
+                std::to_string(ref_.task_id) + "-a" + std::to_string(ref_.attempt);
+    cleanup.dir = asset_dir;
+    TSR_RETURN_IF_ERROR(LinkAssets(asset_dir, asset_files_));
+  }
+  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml, asset_dir);
   if (!scene.ok()) return scene.status().WithContext("scene");
 
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
@@ -241,11 +292,11 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
                              const std::string& backend) {
   const size_t bytes =
       static_cast<size_t>(width) * height * static_cast<size_t>(channels) * sizeof(float);
-  if (static_cast<int64_t>(bytes) > protocol::kMaxMessageBytes - 65536) {
+  if (static_cast<int64_t>(bytes) > protocol::kMaxResultBytes) {
     return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
-                                     std::to_string(bytes) +
-                                     " bytes exceed the protocol's message limit; split the "
-                                     "job into tiles");
+                                     std::to_string(bytes) + " bytes exceed the result limit of " +
+                                     std::to_string(protocol::kMaxResultBytes) +
+                                     "; split the job into tiles");
   }
   protocol::FrameResult result;
   result.task_id = ref_.task_id;
@@ -270,11 +321,11 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const pathtracer::Ren
   // scheduler's merge is bit-identical to the frame rendered whole.
   StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(image);
   if (!bytes.ok()) return bytes.status().WithContext("frame " + std::to_string(frame));
-  if (static_cast<int64_t>(bytes->size()) > protocol::kMaxMessageBytes - 65536) {
-    return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
-                                     std::to_string(bytes->size()) +
-                                     " bytes exceed the protocol's message limit; split the "
-                                     "job into more tiles");
+  if (static_cast<int64_t>(bytes->size()) > protocol::kMaxResultBytes) {
+    return Status::ResourceExhausted(
+        "frame " + std::to_string(frame) + ": " + std::to_string(bytes->size()) +
+        " bytes exceed the result limit of " + std::to_string(protocol::kMaxResultBytes) +
+        "; split the job into more tiles");
   }
   protocol::FrameResult result;
   result.task_id = ref_.task_id;
@@ -312,6 +363,7 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
   options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
   options.on_output = [this](const std::string& line) { Log(line); };
+  options.assets = asset_files_;
   const std::string backend =
       plugin->spec.name +
       (assign_.gpus.empty() ? ":cpu" : ":gpu" + std::to_string(assign_.gpus[0]));

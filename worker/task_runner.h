@@ -13,9 +13,12 @@
 // throttles) itself.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +28,7 @@
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
 #include "worker/plugin_host.h"
+#include "worker/result_spool.h"
 
 namespace tessera::worker {
 
@@ -47,6 +51,8 @@ struct RenderSettings {
   std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
   std::string data_dir;
   std::string plugin_path;
+  // Where the runner writes each result before handing it to the agent (none: not spooled).
+  ResultSpool* spool = nullptr;
 };
 
 class TaskRunner {
@@ -68,6 +74,9 @@ class TaskRunner {
   // as its last message; other renderers stop at once and hand back without one. Cancel()
   // after this still hands back (without a checkpoint if none was taken yet).
   void RequestHandback(const std::string& reason);
+  // I/O thread: the assignment's assets are here (path in the task folder -> cached file), or
+  // could not be had. The render waits for this when the assignment has assets.
+  void ProvideAssets(Status status, std::map<std::string, std::string> files);
   // Any thread: fraction of the whole task done (0..1) and the frame being rendered.
   double progress() const { return progress_.load(); }
   int current_frame() const { return current_frame_.load(); }
@@ -77,6 +86,7 @@ class TaskRunner {
 
  private:
   void Run();  // the render thread
+  Status WaitForAssets();
   Status RenderAll(zmq::socket_t& out, int* frames_done);
   Status RenderWithPlugin(zmq::socket_t& out, int* frames_done);
   // Sends one frame's pixels (of the task's part) as a kFrameResult.
@@ -100,6 +110,11 @@ class TaskRunner {
   std::atomic<bool> handback_{false};
   std::string handback_reason_;    // written before handback_ is set, read after
   std::string resume_checkpoint_;  // from the assignment
+  std::mutex assets_mu_;
+  std::condition_variable assets_cv_;
+  bool assets_ready_ = false;                       // guarded by assets_mu_
+  Status assets_status_;                            // guarded by assets_mu_
+  std::map<std::string, std::string> asset_files_;  // guarded by assets_mu_ until ready
   // Taken on the render thread by the pass callback once a hand-back is asked for.
   std::string checkpoint_;
   int checkpoint_samples_ = 0;

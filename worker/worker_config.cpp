@@ -103,6 +103,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("data_dir", &c.data_dir)
         .Optional("key_file", &c.key_file)
         .Optional("plugin_path", &c.plugin_path)
+        .Optional("cache_mb", &c.cache_mb)
         .Optional("simulate_gpus", &c.simulate_gpus);
     TSR_RETURN_IF_ERROR(r.Finish());
   }
@@ -143,6 +144,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(CheckRange("worker.threads", c.threads, 0, 4096));
   TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 0, kMaxSlots));
   TSR_RETURN_IF_ERROR(CheckRange("worker.simulate_gpus", c.simulate_gpus, 0, 16));
+  TSR_RETURN_IF_ERROR(CheckRange("worker.cache_mb", c.cache_mb, 64, 16777216));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));
   TSR_RETURN_IF_ERROR(

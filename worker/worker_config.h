@@ -23,6 +23,8 @@
 //     key_file: ""                    # this worker's CURVE key pair, created on enrolment;
 //                                     #   empty: DATA_DIR/worker.key when data_dir is set,
 //                                     #   otherwise kept in memory (enrols at every start)
+//     cache_mb: 20480                 # job assets kept in DATA_DIR/cache (least recently used
+//                                     #   evicted first), 64..16777216
 //     plugin_path: ""                 # colon-separated folders searched for renderer programs
 //                                     #   (povray, blender, a command's program); empty: $PATH
 //     simulate_gpus: 0                # testing only: report N simulated GPUs (their tasks render
@@ -71,6 +73,7 @@ struct WorkerConfig {
   std::string key_file;         // empty: keys in memory only
   std::string plugin_path;      // empty: $PATH
   int simulate_gpus = 0;        // testing: N simulated GPUs rendered on the CPU
+  int cache_mb = 20480;         // the asset cache's bound
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";

@@ -13,6 +13,7 @@
 #include "scheduler/api/metrics.h"
 #include "scheduler/api/views.h"
 #include "scheduler/assembler/assembler.h"
+#include "scheduler/blobs/blob_store.h"
 #include "shared/file_io.h"
 #include "shared/job_spec.h"
 #include "shared/plugin_catalog.h"
@@ -132,11 +133,13 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
         "\"scene_yaml\": ..., \"user\": ...}");
   }
   for (const auto& [key, value] : req.items()) {
-    if (key != "job_yaml" && key != "scene_yaml" && key != "user") {
+    if (key != "job_yaml" && key != "scene_yaml" && key != "user" && key != "assets") {
       return Status::InvalidArgument("body." + key +
-                                     ": unknown field (job_yaml, scene_yaml, user)");
+                                     ": unknown field (job_yaml, scene_yaml, user, assets)");
     }
-    if (!value.is_string()) return Status::InvalidArgument("body." + key + ": expected a string");
+    if (key != "assets" && !value.is_string()) {
+      return Status::InvalidArgument("body." + key + ": expected a string");
+    }
   }
   if (!req.contains("job_yaml")) return Status::InvalidArgument("body.job_yaml: required");
   *job_yaml = req["job_yaml"].get<std::string>();
@@ -150,9 +153,26 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
                                    "'; send the scene's text as scene_yaml (tessera submit does)");
   }
   TSR_RETURN_IF_ERROR(spec::ValidateJob(job));
+  if (req.contains("assets")) TSR_RETURN_IF_ERROR(spec::SetAssets(req["assets"], &job));
+  // Every file the job needs must travel with it.
+  for (size_t i = 0; i < job.asset_files.size(); ++i) {
+    if (!job.assets.count(job.asset_files[i])) {
+      return Status::InvalidArgument("assets[" + std::to_string(i) + "]: '" + job.asset_files[i] +
+                                     "' was not uploaded (tessera submit uploads the files a "
+                                     "job lists)");
+    }
+  }
   if (job.renderer == spec::kRendererPathTracer) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
+    for (const std::string& file : spec::RelativeAssetFiles(*scene)) {
+      if (!job.assets.count(file)) {
+        return Status::InvalidArgument(
+            "scene: the file '" + file +
+            "' it names is not among the job's assets (tessera submit uploads the files a scene "
+            "names; or give an absolute path on shared storage)");
+      }
+    }
     TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples));
   } else {
     TSR_RETURN_IF_ERROR(spec::SplitPluginFrames(&job));
@@ -207,7 +227,8 @@ StatusOr<int> HttpApi::Start() {
   server_->new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
   // An idle keep-alive connection holds a thread until this runs out, and so does shutdown.
   server_->set_keep_alive_timeout(2);
-  server_->set_payload_max_length(2 * spec::kMaxSceneBytes + (1 << 20));
+  server_->set_payload_max_length(
+      std::max<size_t>(2 * spec::kMaxSceneBytes, blobs::kMaxUploadPieceBytes) + (1 << 20));
   Routes();
   int port = options_.port;
   if (port == 0) {
@@ -261,6 +282,8 @@ void HttpApi::Handle(const char* method, const std::string& pattern, security::R
     s.Get(pattern, guarded);
   } else if (m == "POST") {
     s.Post(pattern, guarded);
+  } else if (m == "PUT") {
+    s.Put(pattern, guarded);
   } else {
     s.Delete(pattern, guarded);
   }
@@ -313,6 +336,16 @@ void HttpApi::Routes() {
   Handle("POST", "/api/v1/jobs", Role::kSubmitter, [this](Req req, Res res, const Caller& c) {
     std::string job_yaml;
     StatusOr<spec::JobSpec> job = ParseSubmission(req.body, &job_yaml);
+    if (job.ok()) {
+      for (const auto& [path, hash] : job->assets) {
+        if (options_.blobs == nullptr || !options_.blobs->Size(hash).ok()) {
+          job = Status::InvalidArgument("assets[" + path + "]: blob " + hash +
+                                        " is not stored; upload it first (PUT /api/v1/blobs/" +
+                                        hash + ")");
+          break;
+        }
+      }
+    }
     if (!job.ok()) {
       spdlog::info("rejected submission: {}", job.status().message());
       return ReplyError(res, job.status());
@@ -349,6 +382,42 @@ void HttpApi::Routes() {
                  rec->output_dir);
     Reply(res, 201, {{"job", JobView(*rec)}});
   });
+
+  // ---- blobs: content-addressed job assets, uploaded in resumable pieces ---------------------
+  Handle("GET", "/api/v1/blobs/([0-9a-f]{64})", Role::kSubmitter,
+         [this](Req req, Res res, const Caller&) {
+           if (options_.blobs == nullptr) {
+             return ReplyError(res, Status::Unavailable("this scheduler keeps no blobs"));
+           }
+           const std::string hash = req.matches[1];
+           if (StatusOr<int64_t> size = options_.blobs->Size(hash); size.ok()) {
+             return Reply(res, 200, {{"hash", hash}, {"complete", true}, {"size", *size}});
+           }
+           Reply(
+               res, 200,
+               {{"hash", hash}, {"complete", false}, {"received", options_.blobs->Received(hash)}});
+         });
+  Handle(
+      "PUT", "/api/v1/blobs/([0-9a-f]{64})", Role::kSubmitter,
+      [this](Req req, Res res, const Caller&) {
+        if (options_.blobs == nullptr) {
+          return ReplyError(res, Status::Unavailable("this scheduler keeps no blobs"));
+        }
+        const std::string hash = req.matches[1];
+        std::optional<int64_t> offset = WholeNumber(req.get_param_value("offset"));
+        std::optional<int64_t> total = WholeNumber(req.get_param_value("total"));
+        if (!offset) {
+          return ReplyError(res, Status::InvalidArgument("offset: required, a whole number"));
+        }
+        if (!total) {
+          return ReplyError(res, Status::InvalidArgument("total: required, a whole number"));
+        }
+        StatusOr<blobs::BlobStore::Progress> progress =
+            options_.blobs->Write(hash, *offset, *total, req.body);
+        if (!progress.ok()) return ReplyError(res, progress.status());
+        Reply(res, progress->complete ? 201 : 200,
+              {{"hash", hash}, {"complete", progress->complete}, {"received", progress->received}});
+      });
 
   // Lists page by keyset: a full page says where the next one starts (next_before / next_after).
   Handle("GET", "/api/v1/jobs", Role::kViewer, [this](Req req, Res res, const Caller&) {

@@ -66,6 +66,10 @@ struct Request;
 struct Response;
 }  // namespace httplib
 
+namespace tessera::blobs {
+class BlobStore;
+}
+
 namespace tessera::api {
 
 struct ApiOptions {
@@ -80,6 +84,8 @@ struct ApiOptions {
   int history_interval_s = 10;  // GET /api/v1/history sampling
   // GET /api/v1/autoscaler and jobs' deadline forecasts; none: the farm has no autoscaler.
   const autoscaler::Autoscaler* autoscaler = nullptr;
+  // Job assets: uploads and the check that a submitted job's blobs exist (none: 503).
+  blobs::BlobStore* blobs = nullptr;
 };
 
 // One authenticated endpoint: what the OpenAPI document must describe.

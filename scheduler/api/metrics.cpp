@@ -185,6 +185,12 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker) {
              "Output frames the assembler wrote, whole or merged from their parts.");
   out.Sample("tessera_frames_assembled_total",
              static_cast<double>(counters.assembler.frames_assembled));
+  out.Family("tessera_blob_bytes_served_total", "counter",
+             "Job asset bytes sent to workers that lacked them in their cache.");
+  out.Sample("tessera_blob_bytes_served_total", static_cast<double>(counters.blob_bytes_served));
+  out.Family("tessera_result_bytes_buffered", "gauge",
+             "Bytes of large worker results being received in pieces.");
+  out.Sample("tessera_result_bytes_buffered", static_cast<double>(counters.result_bytes_buffered));
   return out.Take();
 }
 

@@ -352,6 +352,12 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kHandback:
       OnHandback(identity, worker, env);
       break;
+    case MessageType::kChunk:
+      OnChunk(identity, env);
+      break;
+    case MessageType::kBlobRequest:
+      OnBlobRequest(identity, env);
+      break;
     case MessageType::kGoodbye:
       DropWorker(identity, "worker shut down");
       break;
@@ -475,6 +481,7 @@ void Broker::DropWorker(const std::string& identity, const std::string& reason) 
              /*count_failure=*/false, /*cancel=*/false);
   }
   workers_.erase(identity);
+  chunks_.Forget(identity);
   (void)store_.SetWorkerState(worker_id, store::WorkerState::kOffline);
   RecordEvent(std::nullopt, std::nullopt, worker_id, "worker_lost", reason);
   spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", name, worker_id, reason,
@@ -582,6 +589,7 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
                           job.renderer,     std::move(gpus), task.part};
   assign.scene_name = job.scene_name;
   assign.settings = job.settings;
+  if (job.assets) assign.assets = *job.assets;
   assign.timeout_s = job.task_timeout_s;
   zmq::message_t checkpoint;
   if (task.resume_frame > 0) {
@@ -628,6 +636,8 @@ Broker::Counters Broker::counters() const {
   c.tasks_completed = completed_.load(std::memory_order_relaxed);
   c.render_seconds = static_cast<double>(render_ns_.load(std::memory_order_relaxed)) / 1e9;
   c.queue_depth = queue_depth_.load(std::memory_order_relaxed);
+  c.blob_bytes_served = blob_bytes_served_.load(std::memory_order_relaxed);
+  c.result_bytes_buffered = result_bytes_buffered_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(assembler_mu_);
   if (assembler_) c.assembler = assembler_->counters();
   return c;

@@ -43,9 +43,14 @@
 #include "scheduler/policy/policy.h"
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
+#include "shared/chunked_transfer.h"
 #include "shared/curve.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
+
+namespace tessera::blobs {
+class BlobStore;
+}
 
 namespace tessera::broker {
 
@@ -74,6 +79,8 @@ struct BrokerOptions {
   std::optional<curve::KeyPair> curve;
   // Handed-back checkpoints wait here for the task's next attempt.
   std::string checkpoint_dir;
+  // Job assets, served to workers that lack them (none: asset requests get an error).
+  blobs::BlobStore* blobs = nullptr;
   // Where the broker tells the API's live readers what changed (none: it does not). Events go
   // out after the pass that caused them commits.
   events::EventBus* events = nullptr;
@@ -171,10 +178,12 @@ class Broker {
   // Totals since the scheduler started, for /metrics: relaxed atomics the broker thread bumps,
   // so reading them never waits on (or slows) the poll loop.
   struct Counters {
-    uint64_t tasks_dispatched = 0;  // assignments sent, backup copies of stragglers included
-    uint64_t tasks_completed = 0;   // tasks recorded done
-    double render_seconds = 0;      // lease start to done, of the copies that completed them
-    uint64_t queue_depth = 0;       // a gauge: tasks in the dispatch queue after the last pass
+    uint64_t tasks_dispatched = 0;       // assignments sent, backup copies of stragglers included
+    uint64_t tasks_completed = 0;        // tasks recorded done
+    double render_seconds = 0;           // lease start to done, of the copies that completed them
+    uint64_t queue_depth = 0;            // a gauge: tasks in the dispatch queue after the last pass
+    uint64_t blob_bytes_served = 0;      // asset bytes sent to workers
+    uint64_t result_bytes_buffered = 0;  // a gauge: chunked results being reassembled
     assembler::Assembler::Counters assembler;
   };
   Counters counters() const;
@@ -190,6 +199,7 @@ class Broker {
     std::shared_ptr<const std::string> scene_yaml;
     std::string scene_name;                       // renderer plugins: the scene's file name
     std::map<std::string, std::string> settings;  // renderer plugins: resolved settings
+    std::shared_ptr<const std::map<std::string, std::string>> assets;  // path -> blob SHA-256
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
     int progress_timeout_s = 0;
@@ -289,6 +299,8 @@ class Broker {
     std::multimap<int, int64_t> waiters;
   };
   static constexpr int kMessagesPerPass = 2000;  // worker messages per poll pass (one commit)
+  // Chunked results being reassembled, all workers together; beyond it a new one waits.
+  static constexpr int64_t kChunkMemoryBudget = int64_t{4} << 30;
 
   // Queue order: higher priority first, then older job, then frame order.
   using QueueKey = std::tuple<int, int64_t, int, int64_t>;  // (-priority, job, index, task)
@@ -353,6 +365,9 @@ class Broker {
   void OnEnrol(const std::string& identity, const protocol::Envelope& env,
                const std::string& user_id);
   void OnHandback(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
+  // broker_transfer.cpp: large results in pieces, asset blobs served in pieces.
+  void OnChunk(const std::string& identity, protocol::Envelope& env);
+  void OnBlobRequest(const std::string& identity, const protocol::Envelope& env);
   void Ack(const std::string& identity, int64_t task_id, int attempt);
   // Sends the acks a task's finished copies wait for (its outcome is recorded in this pass).
   void SendAcks(LiveTask& task);
@@ -456,6 +471,8 @@ class Broker {
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint64_t> render_ns_{0};
   std::atomic<uint64_t> queue_depth_{0};
+  std::atomic<uint64_t> blob_bytes_served_{0};
+  std::atomic<uint64_t> result_bytes_buffered_{0};
   // Held where the broker thread creates and destroys assembler_, and by counters() to read it.
   mutable std::mutex assembler_mu_;
 
@@ -465,8 +482,10 @@ class Broker {
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<assembler::Assembler> assembler_;
   std::unordered_map<std::string, WorkerConn> workers_;  // by routing identity
-  std::unordered_map<int64_t, LiveTask> tasks_;          // unfinished tasks by id
-  std::unordered_map<int64_t, JobInfo> jobs_;            // jobs with unfinished tasks
+  // Large results arriving in pieces, at most kChunkMemoryBudget bytes buffered in all.
+  protocol::ChunkReceiver chunks_{kChunkMemoryBudget};
+  std::unordered_map<int64_t, LiveTask> tasks_;  // unfinished tasks by id
+  std::unordered_map<int64_t, JobInfo> jobs_;    // jobs with unfinished tasks
   std::set<QueueKey> queue_;
   std::map<std::string, int> limits_in_use_;      // named limit -> running tasks holding it
   policy::FarmShares shares_;                     // fair share: running tasks by project and user

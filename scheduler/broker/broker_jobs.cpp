@@ -279,6 +279,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.name = job.name;
   info.interruptible = job.interruptible;
   info.deadline_ms = job.deadline_ms;
+  info.assets = std::make_shared<const std::map<std::string, std::string>>(job.assets);
   info.needs.limits = job.limits;
   info.needs.pools = job.pools;
   info.needs.tags = job.tags;

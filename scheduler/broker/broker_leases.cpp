@@ -488,10 +488,16 @@ void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
   }
   // An assignment may cross a heartbeat already on its way, hence the grace period.
   const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
+  auto delivering = [&](int64_t task_id, int attempt) {
+    return std::any_of(
+        beat.delivering.begin(), beat.delivering.end(),
+        [&](const protocol::TaskRef& r) { return r.task_id == task_id && r.attempt == attempt; });
+  };
   std::vector<int64_t> lost;
   for (int64_t task_id : worker.tasks) {
     const Lease* lease = tasks_.at(task_id).LeaseOn(identity);
-    if (lease && !listed(task_id, lease->attempt) && Clock::now() - lease->leased_at > grace) {
+    if (lease && !listed(task_id, lease->attempt) && !delivering(task_id, lease->attempt) &&
+        Clock::now() - lease->leased_at > grace) {
       lost.push_back(task_id);
     }
   }

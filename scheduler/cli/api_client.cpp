@@ -200,6 +200,15 @@ StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {
   return Decode("POST", path, result->status, result->body);
 }
 
+StatusOr<json> ApiClient::PutBytes(const std::string& path, const std::string& bytes) {
+  if (!http_->is_valid()) {
+    return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");
+  }
+  httplib::Result result = http_->Put(path, bytes, "application/octet-stream");
+  if (!result) return Status::Unavailable(TransportReason(result.error()));
+  return Decode("PUT", path, result->status, result->body);
+}
+
 StatusOr<json> ApiClient::Delete(const std::string& path) {
   if (!http_->is_valid()) {
     return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");

@@ -59,6 +59,8 @@ class ApiClient {
   StatusOr<json> Get(const std::string& path);
   StatusOr<json> Post(const std::string& path, const json& body);
   StatusOr<json> Delete(const std::string& path);
+  // PUTs raw bytes (application/octet-stream).
+  StatusOr<json> PutBytes(const std::string& path, const std::string& bytes);
   // GETs `path` into the file `target` (through target.part, renamed when whole); returns the
   // bytes written. An error answer is decoded like Get's.
   StatusOr<uint64_t> Download(const std::string& path, const std::string& target);

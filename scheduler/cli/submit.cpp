@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -14,6 +15,7 @@
 #include "scheduler/cli/commands.h"
 #include "shared/job_spec.h"
 #include "shared/scene_spec.h"
+#include "shared/sha256.h"
 
 namespace tessera::cli {
 
@@ -51,6 +53,39 @@ int LocalError(const std::string& where, const std::string& message) {
   return kExitUsage;
 }
 
+// Upload pieces: well under the API's body limit, large enough to keep a fast link busy.
+constexpr size_t kUploadPieceBytes = 8 << 20;
+
+// Uploads one asset file as a content-addressed blob unless the scheduler has it, resuming an
+// upload an earlier run left unfinished. Returns its SHA-256.
+StatusOr<std::string> UploadAsset(ApiClient& client, const fs::path& file) {
+  TSR_ASSIGN_OR_RETURN(std::string hash, Sha256File(file.string()));
+  std::error_code ec;
+  const auto total = static_cast<int64_t>(fs::file_size(file, ec));
+  if (ec) return Status::NotFound("cannot read its size: " + ec.message());
+  TSR_ASSIGN_OR_RETURN(json state, client.Get("/api/v1/blobs/" + hash));
+  if (state.value("complete", false)) return hash;
+  int64_t offset = state.value("received", int64_t{0});
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open the file for reading");
+  std::string piece;
+  do {
+    in.seekg(offset);
+    piece.resize(static_cast<size_t>(std::min<int64_t>(kUploadPieceBytes, total - offset)));
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    if (in.gcount() != static_cast<std::streamsize>(piece.size())) {
+      return Status::Internal("the file changed while it was uploaded");
+    }
+    TSR_ASSIGN_OR_RETURN(
+        json sent, client.PutBytes("/api/v1/blobs/" + hash + "?offset=" + std::to_string(offset) +
+                                       "&total=" + std::to_string(total),
+                                   piece));
+    offset = sent.value("received", offset + static_cast<int64_t>(piece.size()));
+    if (sent.value("complete", false)) return hash;
+  } while (offset < total);
+  return Status::Internal("the scheduler did not confirm the upload");
+}
+
 }  // namespace
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file) {
@@ -85,8 +120,46 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
     if (!scene.ok()) return LocalError(job_file, "scene: " + scene.status().message());
   }
 
+  // The files the renderer reads besides the scene: the job's own list, and for the path tracer
+  // the files its scene names. Paths are relative to the scene's folder.
+  std::set<std::string> asset_files(job->asset_files.begin(), job->asset_files.end());
+  if (job->renderer == spec::kRendererPathTracer && !scene_text.empty()) {
+    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+    if (scene.ok()) {
+      for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);
+    }
+  }
+  fs::path scene_dir = fs::path(job_file).parent_path();
+  if (!job->scene_path.empty()) {
+    fs::path scene_path = job->scene_path;
+    if (scene_path.is_relative()) scene_path = scene_dir / scene_path;
+    scene_dir = scene_path.parent_path();
+  }
+
   ApiClient client(options.connection);
   json body = {{"job_yaml", *job_text}, {"scene_yaml", scene_text}};
+  if (!asset_files.empty()) {
+    json assets = json::object();
+    for (const std::string& file : asset_files) {
+      if (Status s = spec::ValidateAssetPath(file, "assets"); !s.ok()) {
+        return LocalError(job_file, s.message());
+      }
+      const fs::path path = scene_dir / file;
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec)) {
+        return LocalError(job_file, "asset '" + file + "': no such file " + path.string());
+      }
+      StatusOr<std::string> hash = UploadAsset(client, path);
+      if (!hash.ok()) {
+        if (hash.status().code() == StatusCode::kUnavailable) {
+          return ReportError(client.server_url(), hash.status());
+        }
+        return LocalError(path.string(), "upload failed: " + hash.status().message());
+      }
+      assets[file] = *hash;
+    }
+    body["assets"] = std::move(assets);
+  }
   // Fair share counts jobs per user; a job file may name its user itself.
   if (const char* user = std::getenv("USER"); user && *user) {
     std::string name = std::string(user).substr(0, spec::kMaxNameLength);

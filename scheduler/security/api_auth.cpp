@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "shared/file_io.h"
+#include "shared/sha256.h"
 
 namespace tessera::security {
 namespace {
@@ -57,12 +58,7 @@ ApiAuth::ApiAuth(store::Store& store, bool enabled) : store_(store), enabled_(en
   TSR_CHECK(sodium_init() >= 0);  // thread-safe and idempotent; fails only without entropy
 }
 
-std::string ApiAuth::Hash(std::string_view token) {
-  std::array<unsigned char, crypto_hash_sha256_BYTES> digest{};
-  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(token.data()),
-                     token.size());
-  return Hex(digest.data(), digest.size());
-}
+std::string ApiAuth::Hash(std::string_view token) { return Sha256Hex(token); }
 
 Status ApiAuth::Load() {
   TSR_ASSIGN_OR_RETURN(std::vector<store::ApiTokenRecord> tokens, store_.ListApiTokens());

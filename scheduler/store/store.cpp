@@ -252,6 +252,10 @@ CREATE TABLE frame_flags (
   PRIMARY KEY (job_id, frame)
 ) WITHOUT ROWID;
 )sql",
+    // 20 -> 21: a job's assets: path -> SHA-256 of a blob in the blob store (JSON map).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN assets TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -274,7 +278,7 @@ const char* kJobColumns =
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
-    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float";
+    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -315,6 +319,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.gpu_seconds = s.Double(39);
   j.cost = s.Double(40);
   j.exr_float = s.Int(41) != 0;
+  j.assets = nlohmann::json::parse(s.Text(42)).get<std::map<std::string, std::string>>();
   return j;
 }
 
@@ -489,9 +494,10 @@ StatusOr<JobRecord> Store::CreateJob(
                       "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
-                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float) "
+                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float, "
+                      "assets) "
                       "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -511,6 +517,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(27, static_cast<int64_t>(parts.size())).Bind(28, spec.interruptible ? 1 : 0);
     if (spec.deadline_ms) ins.Bind(29, *spec.deadline_ms);
     ins.Bind(30, spec.output.exr_float ? 1 : 0);
+    ins.Bind(31, nlohmann::json(spec.assets).dump());
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

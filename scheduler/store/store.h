@@ -88,12 +88,13 @@ struct JobRecord {
   // Set by the scheduler when something the job cannot fix by waiting holds it, e.g. no
   // connected worker can ever run its tasks; cleared when that passes.
   std::optional<std::string> notice;
-  int parts_per_frame = 1;             // tasks (tiles x sample parts) that make one frame
-  bool interruptible = true;           // spot nodes may run it
-  std::optional<int64_t> deadline_ms;  // must be done by then (the autoscaler plans for it)
-  double gpu_seconds = 0;              // of every attempt of its tasks, so far
-  double cost = 0;                     // of those attempts, at their workers' prices
-  bool exr_float = false;              // EXR frames in 32-bit float (else half)
+  int parts_per_frame = 1;                    // tasks (tiles x sample parts) that make one frame
+  bool interruptible = true;                  // spot nodes may run it
+  std::optional<int64_t> deadline_ms;         // must be done by then (the autoscaler plans for it)
+  double gpu_seconds = 0;                     // of every attempt of its tasks, so far
+  double cost = 0;                            // of those attempts, at their workers' prices
+  bool exr_float = false;                     // EXR frames in 32-bit float (else half)
+  std::map<std::string, std::string> assets;  // path -> blob SHA-256, fetched by workers
 
   bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
@@ -233,7 +234,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 20;
+  static constexpr int kSchemaVersion = 21;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass

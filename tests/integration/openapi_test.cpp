@@ -18,6 +18,7 @@
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/job_spec.h"
+#include "shared/sha256.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {
@@ -247,11 +248,15 @@ class Checker {
     cli.set_read_timeout(30);
     httplib::Headers headers;
     if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-    const std::string text = body ? body->dump() : "";
-    httplib::Result res = method == "GET" ? cli.Get(target.c_str(), headers)
-                          : method == "POST"
-                              ? cli.Post(target.c_str(), headers, text, "application/json")
-                              : cli.Delete(target.c_str(), headers);
+    // A PUT sends raw bytes: the body's string as it is.
+    const std::string text =
+        !body ? ""
+              : (method == "PUT" && body->is_string() ? body->get<std::string>() : body->dump());
+    httplib::Result res =
+        method == "GET"    ? cli.Get(target.c_str(), headers)
+        : method == "POST" ? cli.Post(target.c_str(), headers, text, "application/json")
+        : method == "PUT"  ? cli.Put(target.c_str(), headers, text, "application/octet-stream")
+                           : cli.Delete(target.c_str(), headers);
     Reply reply;
     if (!res) return reply;
     reply.status = res->status;
@@ -330,6 +335,15 @@ TEST(OpenApiTest, RealResponsesConformToTheDocument) {
   const std::string base = "/api/v1/jobs/" + std::to_string(job);
   const std::string stuck_base = "/api/v1/jobs/" + std::to_string(stuck);
   c.Expect(200, "GET", "/api/v1/whoami");
+  // Blobs: an upload in two pieces, a piece at the wrong offset, a missing parameter.
+  const std::string blob_hash = Sha256Hex("asset bytes");
+  const std::string blob = "/api/v1/blobs/" + blob_hash;
+  c.Expect(200, "GET", blob);
+  c.Expect(200, "PUT", blob + "?offset=0&total=11", json("asset"));
+  c.Expect(409, "PUT", blob + "?offset=0&total=11", json(" bytes"));
+  c.Expect(400, "PUT", blob + "?total=11", json(" bytes"));
+  c.Expect(201, "PUT", blob + "?offset=5&total=11", json(" bytes"));
+  c.Expect(200, "GET", blob);
   c.Expect(200, "GET", "/api/v1/jobs");
   c.Expect(200, "GET", "/api/v1/jobs?state=done&limit=5");
   c.Expect(200, "GET", "/api/v1/jobs?state=paused");
