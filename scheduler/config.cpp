@@ -16,7 +16,15 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
   yaml::MapReader storage(top.Child("storage"), "storage");
   storage.Optional("data_dir", &c.data_dir)
       .Optional("output_root", &c.output_root)
+      .Optional("shared_roots", &c.shared_roots)
       .Optional("synchronous", &c.synchronous);
+  for (size_t i = 0; i < c.shared_roots.size(); ++i) {
+    if (c.shared_roots[i].empty() || c.shared_roots[i][0] != '/') {
+      return Status::InvalidArgument("storage.shared_roots[" + std::to_string(i) +
+                                     "]: must be an absolute path, got '" + c.shared_roots[i] +
+                                     "'");
+    }
+  }
   yaml::MapReader api(top.Child("api"), "api");
   api.Optional("listen", &c.api_listen)
       .Optional("threads", &c.api_threads)

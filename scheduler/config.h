@@ -14,7 +14,10 @@ namespace tessera::scheduler {
 struct SchedulerConfig {
   // storage:
   std::string data_dir = "./tessera-data";
-  std::string output_root;             // empty: <data_dir>/outputs
+  std::string output_root;  // empty: <data_dir>/outputs
+  // Shared storage the scheduler and the workers mount (absolute, as the scheduler sees it):
+  // a job's output.shared_dir must lie inside one. Empty: no job may write to shared storage.
+  std::vector<std::string> shared_roots;
   std::string synchronous = "normal";  // SQLite synchronous: normal (crash-safe) or full
   // api:
   std::string api_listen = "127.0.0.1:8470";

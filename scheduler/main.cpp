@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
     return Fail(s);
   }
   aopts.output_root = output_root;
+  aopts.shared_roots = cfg.shared_roots;
   aopts.threads = cfg.api_threads;
   aopts.tls_cert_file = cfg.tls_cert_file;
   aopts.tls_key_file = cfg.tls_key_file;

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "shared/job_spec.h"
+
 namespace tessera::image {
 
 namespace OIIO = OIIO_NAMESPACE;
@@ -153,6 +155,22 @@ StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels) {
   }
   in->close();
   return image;
+}
+
+Status WriteFrameFiles(const std::string& dir, const std::string& pattern, int frame,
+                       const std::vector<std::string>& formats, bool exr_float,
+                       const ImageBuffer& image, std::vector<std::string>* files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Internal("cannot create " + dir + ": " + ec.message());
+  for (const std::string& format : formats) {
+    const std::string path =
+        (std::filesystem::path(dir) / spec::OutputFileName(pattern, frame, format)).string();
+    TSR_RETURN_IF_ERROR(format == "exr" ? WriteExr(path, image, !exr_float)
+                                        : WriteSrgb8(path, image));
+    files->push_back(path);
+  }
+  return Status::Ok();
 }
 
 }  // namespace tessera::image

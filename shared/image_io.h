@@ -28,6 +28,12 @@ Status WriteSrgb8(const std::string& path, const ImageBuffer& image);
 // longer side is at most `max_side`; creates the folder.
 Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max_side = 256);
 
+// Writes one output frame as every format in `formats` (exr, png, jpg, tif) under `dir` (created)
+// with the job's file name pattern; appends the paths written to *files.
+Status WriteFrameFiles(const std::string& dir, const std::string& pattern, int frame,
+                       const std::vector<std::string>& formats, bool exr_float,
+                       const ImageBuffer& image, std::vector<std::string>* files);
+
 // Reads any image OpenImageIO understands as float pixels. *integer_pixels (when given) tells
 // whether the file stores integer pixels (8/16-bit: usually sRGB-encoded) rather than floats.
 StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels = nullptr);

@@ -344,6 +344,19 @@ Status ValidateJob(const JobSpec& job) {
       return Status::InvalidArgument("output.pattern: only one run of '#' is allowed");
     }
   }
+  if (!job.output.shared_dir.empty()) {
+    const std::string& dir = job.output.shared_dir;
+    if (dir[0] != '/' || dir.size() > 1024 || dir.find("/../") != std::string::npos ||
+        dir.ends_with("/..") || dir.find('\0') != std::string::npos) {
+      return Status::InvalidArgument(
+          "output.shared_dir: must be an absolute path without '..', got '" + dir + "'");
+    }
+    if (!job.output.directory.empty()) {
+      return Status::InvalidArgument(
+          "output.directory: give either directory (under the scheduler's output root) or "
+          "shared_dir, not both");
+    }
+  }
   if (job.output.formats.empty()) {
     return Status::InvalidArgument("output.formats: must list at least one of exr, png, jpg, tif");
   }
@@ -506,7 +519,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     yaml::MapReader o(output, "output");
     o.Optional("directory", &job.output.directory)
         .Optional("pattern", &job.output.pattern)
-        .Optional("formats", &job.output.formats);
+        .Optional("formats", &job.output.formats)
+        .Optional("shared_dir", &job.output.shared_dir);
     std::string exr = "half";
     o.Optional("exr", &exr);
     if (o.ok() && exr != "half" && exr != "float") {

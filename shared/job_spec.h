@@ -56,6 +56,9 @@
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
 //     formats: [exr, png]    # [exr, png] linear EXR and/or an sRGB PNG preview
+//     shared_dir: /mnt/projects/sh010  # [none] shared-storage farms: workers write the frames
+//                            #   straight into this folder (absolute, inside one of the
+//                            #   scheduler's storage.shared_roots; instead of `directory`)
 //
 // Limits: at most kMaxFramesPerJob frames and kMaxTasksPerJob tasks per job, frame numbers within
 // [kMinFrame, kMaxFrame].
@@ -92,6 +95,11 @@ struct OutputSpec {
   std::string pattern;                                // empty = "<name>.####"
   std::vector<std::string> formats = {"exr", "png"};  // exr (linear), png, jpg, tif (8-bit sRGB)
   bool exr_float = false;  // `exr: float`: 32-bit float EXR channels instead of half
+  // Shared-storage farms: an absolute folder on storage the scheduler and the workers both
+  // mount (inside one of the scheduler's storage.shared_roots). Workers write whole frames
+  // there themselves (each through its worker.path_map) instead of sending the pixels back;
+  // split frames are assembled there by the scheduler. Empty: outputs go through the scheduler.
+  std::string shared_dir;
 };
 
 // What one task of a job needs from the worker that runs it (0: no requirement).

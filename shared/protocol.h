@@ -203,6 +203,13 @@ struct FramePart {
   bool whole() const { return whole_region() && sample_begin == 0 && sample_end < 0; }
 };
 
+struct SharedOutput {
+  std::string dir;
+  std::string pattern;  // "name.####"
+  std::vector<std::string> formats;
+  bool exr_float = false;
+};
+
 struct Assign {
   int64_t task_id = 0;
   int attempt = 0;
@@ -226,6 +233,10 @@ struct Assign {
   // The job's assets: path (relative to the scene's folder) -> SHA-256 of the blob. The worker
   // fetches those its cache lacks (kBlobRequest) before the render starts.
   std::map<std::string, std::string> assets;
+  // Shared-storage jobs (whole frames only): the worker writes each frame's files into `dir`
+  // (the scheduler's path, through the worker's path_map) and reports kFrameResult with
+  // encoding kEncodingWritten and no pixels. Empty dir: send the pixels.
+  SharedOutput output;
 };
 
 struct Progress {
@@ -255,6 +266,8 @@ struct FrameResult {
 };
 
 inline constexpr const char* kEncodingAccumulation = "accumulation";
+// The worker wrote the frame's files to shared storage itself (Assign::output); no payload.
+inline constexpr const char* kEncodingWritten = "written";
 
 // A task's log: what the worker and the renderer said while it ran, its last kMaxTaskLogBytes
 // (sent with the attempt's final message; kept by the scheduler for `tessera logs`).
@@ -373,10 +386,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running, draining, delivering)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SharedOutput, dir, pattern, formats, exr_float)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
                                                 frame_end, scene_yaml, renderer, gpus, part,
                                                 scene_name, settings, timeout_s, resume_frame,
-                                                assets)
+                                                assets, output)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,

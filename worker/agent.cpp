@@ -61,6 +61,7 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.render.cpu_threads = config.threads;
   o.render.data_dir = config.data_dir;
   o.render.plugin_path = config.plugin_path;
+  o.render.path_map = config.path_map;
   o.scheduler_public_key = config.scheduler_public_key;
   o.join_token = config.join_token;
   o.key_file = config.key_file;

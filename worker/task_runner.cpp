@@ -286,12 +286,51 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   return Status::Ok();
 }
 
+std::string MapSharedPath(const std::map<std::string, std::string>& path_map,
+                          const std::string& path) {
+  const std::pair<const std::string, std::string>* best = nullptr;
+  for (const auto& entry : path_map) {
+    const std::string& from = entry.first;
+    const bool under =
+        path.compare(0, from.size(), from) == 0 &&
+        (path.size() == from.size() || path[from.size()] == '/' || from.ends_with('/'));
+    if (under && (best == nullptr || from.size() > best->first.size())) best = &entry;
+  }
+  return best == nullptr ? path : best->second + path.substr(best->first.size());
+}
+
 Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width,
                              int height, int channels,
                              const std::vector<std::string>& channel_names, double seconds,
                              const std::string& backend) {
   const size_t bytes =
       static_cast<size_t>(width) * height * static_cast<size_t>(channels) * sizeof(float);
+  if (!assign_.output.dir.empty() && assign_.part.whole()) {
+    // Shared storage: the files go straight there; the scheduler gets only the news.
+    image::ImageBuffer image{width, height, channels,
+                             std::vector<float>(pixels, pixels + bytes / sizeof(float)),
+                             channel_names};
+    const std::string dir = MapSharedPath(settings_.path_map, assign_.output.dir);
+    std::vector<std::string> files;
+    TSR_RETURN_IF_ERROR(image::WriteFrameFiles(dir, assign_.output.pattern, frame,
+                                               assign_.output.formats, assign_.output.exr_float,
+                                               image, &files)
+                            .WithContext("frame " + std::to_string(frame) + ": shared storage"));
+    Log("frame " + std::to_string(frame) + " written to " + dir);
+    protocol::FrameResult result;
+    result.task_id = ref_.task_id;
+    result.attempt = ref_.attempt;
+    result.frame = frame;
+    result.width = width;
+    result.height = height;
+    result.channels = channels;
+    result.render_seconds = seconds;
+    result.backend = backend;
+    result.part = assign_.part;
+    result.encoding = protocol::kEncodingWritten;
+    Send(out, false, protocol::Encode(protocol::MessageType::kFrameResult, result));
+    return Status::Ok();
+  }
   if (static_cast<int64_t>(bytes) > protocol::kMaxResultBytes) {
     return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
                                      std::to_string(bytes) + " bytes exceed the result limit of " +

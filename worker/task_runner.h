@@ -41,6 +41,11 @@ struct OutboxTag {
   bool last = false;
 };
 zmq::message_t EncodeOutboxTag(const OutboxTag& tag);
+
+// A shared-storage path as this machine mounts it: the longest `path_map` prefix (whole path
+// components) replaced; unchanged when none matches.
+std::string MapSharedPath(const std::map<std::string, std::string>& path_map,
+                          const std::string& path);
 std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 
 struct RenderSettings {
@@ -51,6 +56,8 @@ struct RenderSettings {
   std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
   std::string data_dir;
   std::string plugin_path;
+  // Shared storage mounted elsewhere on this machine: scheduler path prefix -> local prefix.
+  std::map<std::string, std::string> path_map;
   // Where the runner writes each result before handing it to the agent (none: not spooled).
   ResultSpool* spool = nullptr;
 };

@@ -105,6 +105,25 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("plugin_path", &c.plugin_path)
         .Optional("cache_mb", &c.cache_mb)
         .Optional("simulate_gpus", &c.simulate_gpus);
+    YAML::Node map = r.Child("path_map");
+    if (r.ok() && map.IsDefined() && !map.IsNull()) {
+      if (!map.IsMap()) {
+        r.Fail(
+            Status::InvalidArgument("worker.path_map: expected a map of scheduler path -> "
+                                    "this machine's path, got " +
+                                    yaml::KindName(map)));
+      } else {
+        for (const auto& entry : map) {
+          const std::string from = entry.first.as<std::string>("");
+          const std::string to = entry.second.IsScalar() ? entry.second.as<std::string>("") : "";
+          if (from.empty() || from[0] != '/' || to.empty() || to[0] != '/') {
+            r.Fail(Status::InvalidArgument("worker.path_map[" + from +
+                                           "]: both paths must be absolute"));
+          }
+          c.path_map[from] = to;
+        }
+      }
+    }
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {

@@ -25,6 +25,9 @@
 //                                     #   otherwise kept in memory (enrols at every start)
 //     cache_mb: 20480                 # job assets kept in DATA_DIR/cache (least recently used
 //                                     #   evicted first), 64..16777216
+//     path_map: {}                    # shared storage mounted elsewhere here: scheduler path
+//                                     #   prefix -> this machine's, e.g. {/mnt/projects:
+//                                     #   /Volumes/projects}; the longest matching prefix wins
 //     plugin_path: ""                 # colon-separated folders searched for renderer programs
 //                                     #   (povray, blender, a command's program); empty: $PATH
 //     simulate_gpus: 0                # testing only: report N simulated GPUs (their tasks render
@@ -47,6 +50,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,12 +72,13 @@ struct WorkerConfig {
   int slots = 0;  // 0: one per GPU, 1 without GPUs
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
-  std::string data_dir;         // empty: <temp dir>/tessera-worker-<name>-<pid>
-  bool data_dir_given = false;  // false: data_dir is the temporary default
-  std::string key_file;         // empty: keys in memory only
-  std::string plugin_path;      // empty: $PATH
-  int simulate_gpus = 0;        // testing: N simulated GPUs rendered on the CPU
-  int cache_mb = 20480;         // the asset cache's bound
+  std::string data_dir;                         // empty: <temp dir>/tessera-worker-<name>-<pid>
+  bool data_dir_given = false;                  // false: data_dir is the temporary default
+  std::string key_file;                         // empty: keys in memory only
+  std::string plugin_path;                      // empty: $PATH
+  int simulate_gpus = 0;                        // testing: N simulated GPUs rendered on the CPU
+  int cache_mb = 20480;                         // the asset cache's bound
+  std::map<std::string, std::string> path_map;  // shared storage: scheduler prefix -> local
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";

@@ -208,6 +208,24 @@ StatusOr<std::string> HttpApi::OutputDirFor(const std::string& relative, const s
   return real.string();
 }
 
+StatusOr<std::string> HttpApi::SharedDirFor(const std::string& dir) const {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::path real = fs::canonical(dir, ec);
+  if (ec) {
+    return Status::InvalidArgument("output.shared_dir: cannot create '" + dir +
+                                   "' on the scheduler: " + ec.message());
+  }
+  for (const std::string& root_text : options_.shared_roots) {
+    fs::path root = fs::weakly_canonical(root_text, ec);
+    auto [root_end, unused] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+    if (root_end == root.end()) return real.string();
+  }
+  return Status::InvalidArgument(
+      "output.shared_dir: '" + dir + "' is not inside any of this farm's storage.shared_roots" +
+      (options_.shared_roots.empty() ? std::string(" (none are configured)") : std::string()));
+}
+
 StatusOr<int> HttpApi::Start() {
   if (!options_.tls_cert_file.empty()) {
     auto tls = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
@@ -372,7 +390,13 @@ void HttpApi::Routes() {
                                          std::to_string(job->depends_on[i]) + " does not exist"));
       }
     }
+    if (!job->output.shared_dir.empty()) {
+      StatusOr<std::string> shared = SharedDirFor(job->output.shared_dir);
+      if (!shared.ok()) return ReplyError(res, shared.status());
+      job->output.shared_dir = *shared;
+    }
     StatusOr<store::JobRecord> rec = store_.CreateJob(*job, job_yaml, [&](int64_t id) {
+      if (!job->output.shared_dir.empty()) return StatusOr<std::string>(job->output.shared_dir);
       return OutputDirFor(job->output.directory, job->name, id);
     });
     if (!rec.ok()) return ReplyError(res, rec.status());

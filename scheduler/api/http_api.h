@@ -74,8 +74,9 @@ namespace tessera::api {
 
 struct ApiOptions {
   std::string host = "127.0.0.1";
-  int port = 8470;          // 0 picks a free port
-  std::string output_root;  // absolute; every job's output directory lies inside it
+  int port = 8470;                        // 0 picks a free port
+  std::string output_root;                // absolute; every job's output directory lies inside it
+  std::vector<std::string> shared_roots;  // where output.shared_dir may point (config)
   int threads = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (TLS 1.2 or later)
   std::string tls_key_file;
@@ -118,6 +119,8 @@ class HttpApi {
   // OK when the caller may change job `job_id`: an operator, or the job's own submitter.
   Status MayOperateOn(const security::Caller& caller, int64_t job_id) const;
   // Resolves (and creates) a job's output directory inside the output root.
+  // A shared-storage job's folder: inside one of the shared roots, links resolved.
+  StatusOr<std::string> SharedDirFor(const std::string& dir) const;
   StatusOr<std::string> OutputDirFor(const std::string& relative, const std::string& name,
                                      int64_t job_id) const;
 

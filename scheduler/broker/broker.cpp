@@ -590,6 +590,9 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   assign.scene_name = job.scene_name;
   assign.settings = job.settings;
   if (job.assets) assign.assets = *job.assets;
+  if (job.output_shared && task.part.whole()) {
+    assign.output = {job.output.dir, job.output.pattern, job.output.formats, job.output.exr_float};
+  }
   assign.timeout_s = job.task_timeout_s;
   zmq::message_t checkpoint;
   if (task.resume_frame > 0) {

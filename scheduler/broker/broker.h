@@ -200,7 +200,8 @@ class Broker {
     std::string scene_name;                       // renderer plugins: the scene's file name
     std::map<std::string, std::string> settings;  // renderer plugins: resolved settings
     std::shared_ptr<const std::map<std::string, std::string>> assets;  // path -> blob SHA-256
-    bool paused = false;  // its queued tasks stay out of queue_ until resumed
+    bool output_shared = false;  // workers write whole frames into output.dir themselves
+    bool paused = false;         // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
     int progress_timeout_s = 0;
     int blocklist_after = 3;
@@ -367,6 +368,9 @@ class Broker {
   void OnHandback(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   // broker_transfer.cpp: large results in pieces, asset blobs served in pieces.
   void OnChunk(const std::string& identity, protocol::Envelope& env);
+  // A shared-storage job's whole frame, written by the worker itself.
+  void OnFrameWrittenByWorker(const std::string& identity, WorkerConn& worker, LiveTask& task,
+                              const protocol::FrameResult& m);
   void OnBlobRequest(const std::string& identity, const protocol::Envelope& env);
   void Ack(const std::string& identity, int64_t task_id, int attempt);
   // Sends the acks a task's finished copies wait for (its outcome is recorded in this pass).

@@ -280,6 +280,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.interruptible = job.interruptible;
   info.deadline_ms = job.deadline_ms;
   info.assets = std::make_shared<const std::map<std::string, std::string>>(job.assets);
+  info.output_shared = job.output_shared;
   info.needs.limits = job.limits;
   info.needs.pools = job.pools;
   info.needs.tags = job.tags;

@@ -71,6 +71,8 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   // against the task's part); a whole frame is width x height x channels floats.
   // A tile from a plugin renderer is float pixels like a whole frame.
   const bool part = !task->part.whole();
+  if (m->encoding == protocol::kEncodingWritten)
+    return OnFrameWrittenByWorker(identity, worker, *task, *m);
   const bool exact = part && job.renderer == spec::kRendererPathTracer;
   const size_t expected =
       static_cast<size_t>(std::max(0, m->width)) * static_cast<size_t>(std::max(0, m->height)) *
@@ -150,6 +152,52 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.image = float_image();
   out.accept_bad_pixels = task->accept_bad_pixels;
   assembler_->Submit(std::move(out));
+}
+
+void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& worker, LiveTask& task,
+                                    const protocol::FrameResult& m) {
+  const JobInfo& job = jobs_[task.job_id];
+  std::string problem;
+  if (!job.output_shared || !task.part.whole()) {
+    problem = "the worker wrote the frame itself, but this job's frames come to the scheduler";
+  } else if (m.frame < task.frame_start || m.frame > task.frame_end) {
+    problem = "frame " + std::to_string(m.frame) + " is not part of the task";
+  } else if (task.frames_written.count(m.frame) || task.frames_in_flight.count(m.frame)) {
+    return;  // duplicate delivery, or the other copy delivered this frame first
+  }
+  if (!problem.empty()) {
+    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task.task_id, m.attempt,
+                 worker.offer.name, problem);
+    ChargeWorker(task, worker);
+    EndLease(task, identity, "bad frame result: " + problem, /*count_failure=*/true,
+             /*cancel=*/true);
+    return;
+  }
+  task.LeaseOn(identity)->last_progress = Clock::now();
+  // The files must be there as the scheduler sees the shared storage: a worker whose path_map
+  // is wrong wrote them somewhere else.
+  assembler::FrameWritten written;
+  written.job_id = task.job_id;
+  written.task_id = task.task_id;
+  written.attempt = m.attempt;
+  written.frame = m.frame;
+  for (const std::string& format : job.output.formats) {
+    const std::string path =
+        job.output.dir + "/" + spec::OutputFileName(job.output.pattern, m.frame, format);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      written.status =
+          Status::NotFound("worker " + worker.offer.name + " reported writing " + path +
+                           ", but it is not there on the scheduler's side of "
+                           "the shared storage (check the worker's path_map)");
+      break;
+    }
+    written.files.push_back(path);
+  }
+  spdlog::debug("task {} attempt {}: frame {} written to shared storage by {}", task.task_id,
+                m.attempt, m.frame, worker.offer.name);
+  task.frames_in_flight[m.frame] = m.attempt;
+  OnFrameWritten(written);
 }
 
 void Broker::OnFrameWritten(const assembler::FrameWritten& written) {

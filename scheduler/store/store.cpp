@@ -256,6 +256,10 @@ CREATE TABLE frame_flags (
     R"sql(
 ALTER TABLE jobs ADD COLUMN assets TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 21 -> 22: outputs on shared storage, written by the workers themselves.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN output_shared INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -278,7 +282,8 @@ const char* kJobColumns =
     "tasks_failed, tasks_canceled, error, submitted_at, started_at, finished_at, paused, "
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
-    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets";
+    "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets, "
+    "output_shared";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -320,6 +325,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.cost = s.Double(40);
   j.exr_float = s.Int(41) != 0;
   j.assets = nlohmann::json::parse(s.Text(42)).get<std::map<std::string, std::string>>();
+  j.output_shared = s.Int(43) != 0;
   return j;
 }
 
@@ -495,9 +501,9 @@ StatusOr<JobRecord> Store::CreateJob(
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
                       "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float, "
-                      "assets) "
+                      "assets, output_shared) "
                       "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -518,6 +524,7 @@ StatusOr<JobRecord> Store::CreateJob(
     if (spec.deadline_ms) ins.Bind(29, *spec.deadline_ms);
     ins.Bind(30, spec.output.exr_float ? 1 : 0);
     ins.Bind(31, nlohmann::json(spec.assets).dump());
+    ins.Bind(32, spec.output.shared_dir.empty() ? 0 : 1);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

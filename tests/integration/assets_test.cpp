@@ -274,3 +274,74 @@ objects:
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A shared-storage farm: the scheduler sees the storage at share/, the worker mounts it at mnt/
+// (a link here) and maps one to the other with worker.path_map.
+TEST(SharedStorageTest, WorkersWriteFramesThroughTheirPathMap) {
+  LocalFarm farm("shared-storage");
+  const std::string share = farm.dir() + "/share";
+  const std::string mnt = farm.dir() + "/mnt";
+  fs::create_directories(share);
+  fs::create_directory_symlink(share, mnt);
+  farm.AppendSchedulerConfig("storage:\n  shared_roots: [" + share + "]\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  WriteFile(farm.dir() + "/worker.yaml", "worker:\n  path_map: {" + share + ": " + mnt + "}\n");
+  ASSERT_TRUE(farm.StartWorkerWith("w1", {"--config", farm.dir() + "/worker.yaml"}));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 20s));
+
+  // Whole frames: written by the worker, at its own path.
+  std::string error;
+  const int64_t whole = farm.Submit(
+      "name: whole\nscene: scene.yaml\nframes: 1-3\n"
+      "output: {shared_dir: " +
+          share + "/shot1, formats: [exr, png]}\n",
+      TinySceneYaml(), &error);
+  ASSERT_GT(whole, 0) << error;
+  nlohmann::json job = farm.WaitForJob(whole, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  EXPECT_EQ(job["output_dir"], fs::canonical(share).string() + "/shot1");
+  for (int f = 1; f <= 3; ++f) {
+    for (const char* ext : {"exr", "png"}) {
+      const std::string file = share + "/shot1/whole.000" + std::to_string(f) + "." + ext;
+      EXPECT_TRUE(fs::exists(file)) << file;
+    }
+  }
+  // The task's log says where the worker wrote (its own mount point).
+  nlohmann::json tasks = farm.Get("/api/v1/jobs/" + std::to_string(whole) + "/tasks");
+  ASSERT_FALSE(tasks["tasks"].empty());
+  const std::string log =
+      farm.Get("/api/v1/tasks/" + std::to_string(tasks["tasks"][0]["id"].get<int64_t>()) + "/log")
+          .dump();
+  EXPECT_NE(log.find("written to " + mnt + "/shot1"), std::string::npos) << log;
+  StatusOr<image::ImageBuffer> frame = image::Read(share + "/shot1/whole.0002.exr");
+  ASSERT_TRUE(frame.ok()) << frame.status().message();
+  EXPECT_EQ(frame->width, 64);
+
+  // Split frames: the tiles come back and the scheduler assembles into the shared folder.
+  const int64_t tiled = farm.Submit(
+      "name: tiled\nscene: scene.yaml\nframes: 1\ntiles: 2x1\n"
+      "output: {shared_dir: " +
+          share + "/shot2}\n",
+      TinySceneYaml(), &error);
+  ASSERT_GT(tiled, 0) << error;
+  ASSERT_EQ(farm.WaitForJob(tiled, 60s)["state"], "done");
+  EXPECT_TRUE(fs::exists(share + "/shot2/tiled.0001.exr"));
+
+  // Outside every shared root: refused, naming the field.
+  int status = 0;
+  nlohmann::json reply = farm.Post(
+      "/api/v1/jobs",
+      {{"job_yaml", "name: out\nscene: s.yaml\nframes: 1\noutput: {shared_dir: " + farm.dir() +
+                        "/elsewhere}\n"},
+       {"scene_yaml", TinySceneYaml()}},
+      &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(reply.dump().find("output.shared_dir"), std::string::npos) << reply.dump();
+  EXPECT_FALSE(fs::exists(farm.dir() + "/elsewhere/out.0001.exr"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -96,6 +96,32 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(ParseJobYaml("name: [unclosed"), "job");
 }
 
+TEST(JobSpecTest, AssetsAndSharedOutputsAreCheckedNamingTheField) {
+  auto job = Parse("assets: [tex/wood.png, 'includes/colors v2.inc']\n"
+                   "output: {shared_dir: /mnt/projects/sh010}\n");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->asset_files.size(), 2u);
+  EXPECT_EQ(job->output.shared_dir, "/mnt/projects/sh010");
+  auto error = [](const std::string& extra) { return Parse(extra).status().message(); };
+  EXPECT_NE(error("assets: [../secret]\n").find("assets[0]"), std::string::npos);
+  EXPECT_NE(error("assets: [a, /etc/passwd]\n").find("assets[1]"), std::string::npos);
+  EXPECT_NE(error("assets: ['a;rm -rf x']\n").find("assets[0]"), std::string::npos);
+  EXPECT_NE(error("assets: [-rf]\n").find("starting with '-'"), std::string::npos);
+  EXPECT_NE(error("output: {shared_dir: relative/dir}\n").find("output.shared_dir"),
+            std::string::npos);
+  EXPECT_NE(error("output: {shared_dir: /mnt/../etc}\n").find("output.shared_dir"),
+            std::string::npos);
+  EXPECT_NE(error("output: {shared_dir: /mnt/a, directory: b}\n").find("output.directory"),
+            std::string::npos);
+  // The scheduler's side of an upload: path -> SHA-256.
+  JobSpec spec;
+  EXPECT_TRUE(SetAssets({{"tex/wood.png", std::string(64, 'a')}}, &spec).ok());
+  EXPECT_NE(SetAssets({{"tex/wood.png", "abc"}}, &spec).message().find("assets[tex/wood.png]"),
+            std::string::npos);
+  EXPECT_NE(SetAssets(nlohmann::json::array(), &spec).message().find("assets:"),
+            std::string::npos);
+}
+
 TEST(JobSpecTest, SplitsFramesIntoTilesAndSamplePartsCoveringEachPixelAndSampleOnce) {
   auto job = Parse("tiles: 3x2\nsample_parts: 2\n");
   ASSERT_TRUE(job.ok()) << job.status().ToString();

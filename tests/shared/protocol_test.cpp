@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/chunked_transfer.h"
+
 namespace tessera::protocol {
 namespace {
 
@@ -108,6 +110,113 @@ TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
   auto env = Decode(frames);
   ASSERT_TRUE(env.ok());
   EXPECT_FALSE(env->As<TaskDone>().ok());
+}
+
+// ---- chunked transfer -------------------------------------------------------------------------
+
+std::vector<zmq::message_t> BigResult(size_t bytes) {
+  std::string payload(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) payload[i] = static_cast<char>(i * 31 + 7);
+  FrameResult r;
+  r.task_id = 9;
+  r.attempt = 2;
+  r.frame = 5;
+  return Encode(MessageType::kFrameResult, r, zmq::message_t(payload.data(), payload.size()));
+}
+
+// Delivers every piece `sender` offers to `receiver`, acking each, until the message is whole.
+std::optional<std::vector<zmq::message_t>> Deliver(ChunkSender& sender, ChunkReceiver& receiver,
+                                                   int* max_in_flight) {
+  std::optional<std::vector<zmq::message_t>> whole;
+  std::vector<std::vector<zmq::message_t>> wire;
+  const auto now = std::chrono::steady_clock::now();
+  for (int round = 0; round < 1000 && sender.active(); ++round) {
+    sender.Pump(
+        [&](std::vector<zmq::message_t>& f) {
+          wire.push_back(std::move(f));
+          return true;
+        },
+        now);
+    *max_in_flight = std::max(*max_in_flight, static_cast<int>(wire.size()));
+    if (wire.empty()) break;
+    std::vector<zmq::message_t> frames = std::move(wire.front());
+    wire.erase(wire.begin());
+    StatusOr<Envelope> env = Decode(frames);
+    EXPECT_TRUE(env.ok()) << env.status().message();
+    ChunkReceiver::Outcome out =
+        receiver.Add("peer", *env->As<Chunk>(), std::move(env->payload), std::move(env->extra));
+    if (out.message) whole = std::move(out.message);
+    EXPECT_EQ(sender.OnAck(out.ack, now), std::nullopt);
+  }
+  return whole;
+}
+
+TEST(ChunkedTransferTest, LargeMessageArrivesWholeWithABoundedWindow) {
+  std::vector<zmq::message_t> original = BigResult(3 * kChunkBytes + 12345);
+  ASSERT_TRUE(ChunkSender::NeedsChunks(original));
+  EXPECT_FALSE(ChunkSender::NeedsChunks(BigResult(kChunkBytes)));
+  const std::string payload = original[2].to_string();
+  ChunkSender sender;
+  sender.Start(std::move(original));
+  ChunkReceiver receiver(int64_t{1} << 30);
+  int max_in_flight = 0;
+  std::optional<std::vector<zmq::message_t>> whole = Deliver(sender, receiver, &max_in_flight);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_FALSE(sender.active());
+  EXPECT_LE(max_in_flight, kChunkWindow);
+  EXPECT_EQ(receiver.buffered_bytes(), 0);
+  StatusOr<Envelope> env = Decode(*whole);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->type, MessageType::kFrameResult);
+  EXPECT_EQ(env->As<FrameResult>()->frame, 5);
+  EXPECT_EQ(env->payload.to_string(), payload);
+}
+
+TEST(ChunkedTransferTest, ReceiverRefusesOversizeAndRestartsWhatItLost) {
+  ChunkReceiver receiver(4 * kChunkBytes);
+  std::string piece(1000, 'x');
+  // Above the result limit: refused for good.
+  auto out =
+      receiver.Add("a", Chunk{1, 0, kMaxResultBytes + 1}, zmq::message_t(piece.data(), 1000), {});
+  EXPECT_NE(out.ack.error.find("result limit"), std::string::npos) << out.ack.error;
+  // A piece of a transfer it does not hold: start again.
+  out = receiver.Add("a", Chunk{2, 5000, 10000}, zmq::message_t(piece.data(), 1000), {});
+  EXPECT_TRUE(out.ack.error.empty());
+  EXPECT_GT(out.ack.retry_after_ms, 0);
+  // Memory budget: a second large transfer waits while the first is buffered.
+  out = receiver.Add("a", Chunk{3, 0, 3 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  EXPECT_EQ(out.ack.received, 1000);
+  out = receiver.Add("b", Chunk{1, 0, 2 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  EXPECT_GT(out.ack.retry_after_ms, 0);
+  EXPECT_EQ(receiver.buffered_bytes(), 3 * kChunkBytes);
+  receiver.Forget("a");  // peer a left
+  EXPECT_EQ(receiver.buffered_bytes(), 0);
+  out = receiver.Add("b", Chunk{2, 0, 2 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  EXPECT_EQ(out.ack.received, 1000);
+}
+
+TEST(ChunkedTransferTest, SenderStartsAgainUnderANewIdWhenAskedToRetry) {
+  ChunkSender sender;
+  sender.Start(BigResult(2 * kChunkBytes + 1));
+  std::vector<Chunk> sent;
+  auto capture = [&](std::vector<zmq::message_t>& f) {
+    sent.push_back(*Decode(f)->As<Chunk>());
+    return true;
+  };
+  const auto now = std::chrono::steady_clock::now();
+  sender.Pump(capture, now);
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sender.OnAck(ChunkAck{sent[0].transfer, 0, 50, ""}, now), std::nullopt);
+  sent.clear();
+  sender.Pump(capture, now);  // waiting out the retry delay
+  EXPECT_TRUE(sent.empty());
+  sender.Pump(capture, now + std::chrono::milliseconds(60));
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].offset, 0);
+  EXPECT_NE(sent[0].transfer, 1u);  // pieces of the old one still in flight are told apart
+  // A refusal ends the transfer with the receiver's reason.
+  EXPECT_EQ(sender.OnAck(ChunkAck{sent[0].transfer, 0, 0, "too big"}, now), "too big");
+  EXPECT_FALSE(sender.active());
 }
 
 }  // namespace
