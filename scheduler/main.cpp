@@ -180,7 +180,6 @@ int main(int argc, char** argv) {
   bopts.projects = cfg.projects;
   bopts.backup_factor = cfg.backup_factor;
   bopts.backup_min_seconds = cfg.backup_min_seconds;
-  bopts.checkpoint_dir = data + "/checkpoints";
   events::EventBus event_bus;  // the broker publishes, the API's event streams read
   bopts.events = &event_bus;
   // The autoscaler (made once the broker exists) names the node groups that price workers.

@@ -5,8 +5,8 @@
 // Every message is a multipart ZeroMQ message:
 //   frame 0  header: 4 bytes  'T' 'S' <protocol version> <MessageType>
 //   frame 1  body:   MessagePack-encoded map (the typed structs below, via nlohmann::json)
-//   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback and resuming kAssign
-//            checkpoints, kChunk pieces, kBlobData pieces)
+//   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback checkpoints, kChunk
+//            pieces, kBlobData pieces)
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
@@ -226,10 +226,12 @@ struct Assign {
   std::string scene_name;
   std::map<std::string, std::string> settings;
   int timeout_s = 0;
-  // Resuming a handed-back attempt: frames before resume_frame are already delivered, and when
-  // the message carries a payload it is the checkpoint (the path tracer's accumulation, as in
-  // kFrameResult) of resume_frame to continue from. 0: render every frame from the start.
+  // Resuming a handed-back attempt: frames before resume_frame are already delivered, and
+  // resume_checkpoint, when set, is the SHA-256 of the blob holding the checkpoint (the path
+  // tracer's accumulation, as in kFrameResult) of resume_frame to continue from, fetched like an
+  // asset. 0: render every frame from the start.
   int resume_frame = 0;
+  std::string resume_checkpoint;
   // The job's assets: path (relative to the scene's folder) -> SHA-256 of the blob. The worker
   // fetches those its cache lacks (kBlobRequest) before the render starts.
   std::map<std::string, std::string> assets;
@@ -343,8 +345,7 @@ struct BlobData {
   std::string error;
 };
 
-// A decoded message: type + body (+ payload for kFrameResult, kHandback, a resuming kAssign,
-// kChunk, kBlobData).
+// A decoded message: type + body (+ payload for kFrameResult, kHandback, kChunk, kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   nlohmann::json body;
@@ -390,7 +391,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SharedOutput, dir, pattern, form
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
                                                 frame_end, scene_yaml, renderer, gpus, part,
                                                 scene_name, settings, timeout_s, resume_frame,
-                                                assets, output)
+                                                assets, output, resume_checkpoint)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
                                                 channels, render_seconds, backend, channel_names,

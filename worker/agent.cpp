@@ -441,12 +441,10 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
                 std::to_string(a->frame_end));
   }
   Slot slot;
-  std::string checkpoint;
-  if (env.payload.size() > 0) checkpoint.assign(env.payload.data<char>(), env.payload.size());
   RenderSettings render = options_.render;
   render.spool = &spool_;  // the runner spools its results itself, off this thread
-  slot.runner = std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a),
-                                             std::move(render), std::move(checkpoint));
+  slot.runner =
+      std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a), std::move(render));
   slots_.push_back(std::move(slot));
   running_tasks_.store(static_cast<int>(slots_.size()));
   StartAssets(slots_.back());
@@ -488,31 +486,37 @@ void Agent::HandleOutbox(std::vector<zmq::message_t>& frames) {
 }
 
 void Agent::EraseSlot(std::vector<Slot>::iterator it) {
-  for (const auto& [path, hash] : it->runner->assign().assets) cache_.Release(hash);
+  for (const auto& [path, hash] : BlobsOf(it->runner->assign())) cache_.Release(hash);
   slots_.erase(it);  // joins the runner, which only has its socket left to close
   running_tasks_.store(static_cast<int>(slots_.size()));
 }
 
 // ---- assets ----------------------------------------------------------------------------------
 
+std::map<std::string, std::string> Agent::BlobsOf(const protocol::Assign& assign) {
+  std::map<std::string, std::string> blobs = assign.assets;
+  if (!assign.resume_checkpoint.empty()) blobs[kCheckpointBlob] = assign.resume_checkpoint;
+  return blobs;
+}
+
 void Agent::StartAssets(Slot& slot) {
-  const protocol::Assign& assign = slot.runner->assign();
-  for (const auto& [path, hash] : assign.assets) {
+  const std::map<std::string, std::string> blobs = BlobsOf(slot.runner->assign());
+  for (const auto& [path, hash] : blobs) {
     cache_.Hold(hash);
     if (cache_.Lookup(hash)) continue;
     slot.awaiting.insert(hash);
     fetches_.try_emplace(hash);
   }
-  if (assign.assets.empty()) return;
+  if (blobs.empty()) return;
   if (slot.awaiting.empty()) return GiveAssets(slot);
   spdlog::info("{}: fetching {} of its {} asset(s) from the scheduler", RefName(slot.runner->ref()),
-               slot.awaiting.size(), assign.assets.size());
+               slot.awaiting.size(), blobs.size());
   PumpFetches();
 }
 
 void Agent::GiveAssets(Slot& slot) {
   std::map<std::string, std::string> files;
-  for (const auto& [path, hash] : slot.runner->assign().assets) {
+  for (const auto& [path, hash] : BlobsOf(slot.runner->assign())) {
     std::optional<std::string> file = cache_.Lookup(hash);
     if (!file) {
       // Damaged on disk since it arrived: fetch it again.
@@ -605,8 +609,8 @@ void Agent::EndFetch(const std::string& hash, const Status& status) {
     if (!slot.awaiting.erase(hash)) continue;
     if (!status.ok()) {
       std::string path = hash;
-      for (const auto& [p, h] : slot.runner->assign().assets) {
-        if (h == hash) path = p;
+      for (const auto& [p, h] : BlobsOf(slot.runner->assign())) {
+        if (h == hash) path = p == kCheckpointBlob ? "checkpoint" : p;
       }
       slot.awaiting.clear();
       slot.runner->ProvideAssets(Status(status.code(), "asset " + path + ": " + status.message()),

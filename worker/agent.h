@@ -153,6 +153,9 @@ class Agent {
     int64_t requested = 0;
     int attempts = 1;
   };
+  // The blobs an assignment needs: its assets by path, and a resumed attempt's checkpoint under
+  // kCheckpointBlob.
+  static std::map<std::string, std::string> BlobsOf(const protocol::Assign& assign);
   void StartAssets(Slot& slot);
   void GiveAssets(Slot& slot);
   void PumpFetches();

@@ -10,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "plugins/pathtracer/accumulation.h"
+#include "shared/file_io.h"
 #include "worker/blob_cache.h"
 
 namespace tessera::worker {
@@ -51,13 +52,12 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame) {
 }
 
 TaskRunner::TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
-                       RenderSettings settings, std::string checkpoint)
+                       RenderSettings settings)
     : context_(context),
       outbox_(std::move(outbox)),
       assign_(std::move(assign)),
       ref_{assign_.task_id, assign_.attempt},
       settings_(std::move(settings)),
-      resume_checkpoint_(std::move(checkpoint)),
       current_frame_(std::max(assign_.frame_start, assign_.resume_frame)),
       thread_([this] { Run(); }) {}
 
@@ -70,7 +70,7 @@ void TaskRunner::ProvideAssets(Status status, std::map<std::string, std::string>
 }
 
 Status TaskRunner::WaitForAssets() {
-  if (assign_.assets.empty()) return Status::Ok();
+  if (assign_.assets.empty() && assign_.resume_checkpoint.empty()) return Status::Ok();
   std::unique_lock<std::mutex> lock(assets_mu_);
   while (!assets_ready_) {
     if (cancel_.load() || handback_.load()) {
@@ -78,8 +78,14 @@ Status TaskRunner::WaitForAssets() {
     }
     assets_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  if (assets_status_.ok()) Log(std::to_string(asset_files_.size()) + " asset file(s) ready");
-  return assets_status_;
+  if (!assets_status_.ok()) return assets_status_;
+  if (auto it = asset_files_.find(kCheckpointBlob); it != asset_files_.end()) {
+    StatusOr<std::string> bytes = file_io::ReadAll(it->second);
+    if (bytes.ok()) resume_checkpoint_ = std::move(*bytes);  // else: the frame starts over
+    asset_files_.erase(it);
+  }
+  if (!asset_files_.empty()) Log(std::to_string(asset_files_.size()) + " asset file(s) ready");
+  return Status::Ok();
 }
 
 void TaskRunner::RequestHandback(const std::string& reason) {

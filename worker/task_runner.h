@@ -48,6 +48,10 @@ std::string MapSharedPath(const std::map<std::string, std::string>& path_map,
                           const std::string& path);
 std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 
+// Among the files TaskRunner::ProvideAssets gets: the checkpoint a resumed attempt continues
+// from (not an asset path: those are never empty).
+inline constexpr const char* kCheckpointBlob = "";
+
 struct RenderSettings {
   pathtracer::Backend backend = pathtracer::Backend::kAuto;
   int cpu_threads = 0;
@@ -66,10 +70,8 @@ class TaskRunner {
  public:
   // Starts the render thread at once. `context` must outlive the runner; `outbox` is the inproc
   // endpoint the agent has bound its PULL to.
-  // `checkpoint`: the assignment's payload when it resumes a handed-back attempt (the path
-  // tracer's accumulation of frame assign.resume_frame), else empty.
   TaskRunner(zmq::context_t& context, std::string outbox, protocol::Assign assign,
-             RenderSettings settings, std::string checkpoint = {});
+             RenderSettings settings);
   ~TaskRunner();  // joins the render thread
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
@@ -81,8 +83,9 @@ class TaskRunner {
   // as its last message; other renderers stop at once and hand back without one. Cancel()
   // after this still hands back (without a checkpoint if none was taken yet).
   void RequestHandback(const std::string& reason);
-  // I/O thread: the assignment's assets are here (path in the task folder -> cached file), or
-  // could not be had. The render waits for this when the assignment has assets.
+  // I/O thread: the assignment's assets are here (path in the task folder -> cached file; a
+  // resumed attempt's checkpoint under kCheckpointBlob), or could not be had. The render waits
+  // for this when the assignment has assets or a checkpoint.
   void ProvideAssets(Status status, std::map<std::string, std::string> files);
   // Any thread: fraction of the whole task done (0..1) and the frame being rendered.
   double progress() const { return progress_.load(); }
@@ -116,7 +119,7 @@ class TaskRunner {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> handback_{false};
   std::string handback_reason_;    // written before handback_ is set, read after
-  std::string resume_checkpoint_;  // from the assignment
+  std::string resume_checkpoint_;  // read from the checkpoint blob before the render
   std::mutex assets_mu_;
   std::condition_variable assets_cv_;
   bool assets_ready_ = false;                       // guarded by assets_mu_

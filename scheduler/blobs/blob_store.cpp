@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shared/file_io.h"
 #include "shared/sha256.h"
 
 namespace tessera::blobs {
@@ -123,6 +124,20 @@ StatusOr<BlobStore::Progress> BlobStore::Write(const std::string& hash, int64_t 
   fs::rename(part, PathOf(hash), ec);
   if (ec) return Status::Internal("cannot store blob " + hash + ": " + ec.message());
   return Progress{total, true};
+}
+
+StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
+  const std::string hash = Sha256Hex(bytes);
+  if (Size(hash).ok()) return hash;
+  std::error_code ec;
+  fs::create_directories(fs::path(PathOf(hash)).parent_path(), ec);
+  TSR_RETURN_IF_ERROR(file_io::WriteAtomically(PathOf(hash), {bytes}, 0644));
+  return hash;
+}
+
+void BlobStore::Remove(const std::string& hash) {
+  std::error_code ec;
+  fs::remove(PathOf(hash), ec);
 }
 
 StatusOr<std::string> BlobStore::Read(const std::string& hash, int64_t offset,

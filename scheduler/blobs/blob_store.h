@@ -50,6 +50,9 @@ class BlobStore {
   // Bytes [offset, offset + length) of a complete blob (fewer at its end).
   StatusOr<std::string> Read(const std::string& hash, int64_t offset, int64_t length) const;
   std::string PathOf(const std::string& hash) const;
+  // Stores bytes the scheduler itself has (a handed-back checkpoint); returns their hash.
+  StatusOr<std::string> Put(std::string_view bytes);
+  void Remove(const std::string& hash);
 
  private:
   std::string UploadPathOf(const std::string& hash) const;

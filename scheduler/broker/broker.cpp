@@ -9,8 +9,6 @@
 #include <cstring>
 #include <zmq_addon.hpp>
 
-#include "shared/file_io.h"
-
 namespace tessera::broker {
 
 using protocol::MessageType;
@@ -594,21 +592,12 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
     assign.output = {job.output.dir, job.output.pattern, job.output.formats, job.output.exr_float};
   }
   assign.timeout_s = job.task_timeout_s;
-  zmq::message_t checkpoint;
   if (task.resume_frame > 0) {
-    // A handed-back task resumes where its last copy stopped.
+    // A handed-back task resumes where its last copy stopped (the worker fetches the checkpoint).
     assign.resume_frame = task.resume_frame;
-    if (!task.checkpoint_path.empty()) {
-      StatusOr<std::string> bytes = file_io::ReadAll(task.checkpoint_path);
-      if (bytes.ok()) {
-        checkpoint = zmq::message_t(bytes->data(), bytes->size());
-      } else {
-        spdlog::warn("task {}: {}; frame {} starts over", task.task_id, bytes.status().message(),
-                     task.resume_frame);
-      }
-    }
+    assign.resume_checkpoint = task.checkpoint_hash;
   }
-  Send(identity, protocol::Encode(MessageType::kAssign, assign, std::move(checkpoint)));
+  Send(identity, protocol::Encode(MessageType::kAssign, assign));
   // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
   spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
                 task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,

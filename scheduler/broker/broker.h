@@ -77,9 +77,8 @@ struct BrokerOptions {
   // peer (local farms on loopback only: the config refuses it anywhere else). With it, only the
   // keys the KeyRing (loaded from the store at Start) admits get in.
   std::optional<curve::KeyPair> curve;
-  // Handed-back checkpoints wait here for the task's next attempt.
-  std::string checkpoint_dir;
-  // Job assets, served to workers that lack them (none: asset requests get an error).
+  // Job assets, and handed-back checkpoints waiting for the task's next attempt, served to
+  // workers that lack them (none: asset requests get an error, checkpoints are not kept).
   blobs::BlobStore* blobs = nullptr;
   // Where the broker tells the API's live readers what changed (none: it does not). Events go
   // out after the pass that caused them commits.
@@ -251,10 +250,10 @@ class Broker {
     // Copies whose final report (done, failed) arrived: each gets a kResultAck once the
     // outcome is durable, so the worker can drop its spooled results. (identity, attempt)
     std::vector<std::pair<std::string, int>> acks;
-    // A handed-back attempt: the next one starts at resume_frame, from the checkpoint file if
-    // there is one (0 / empty: from the start).
+    // A handed-back attempt: the next one starts at resume_frame, from the checkpoint if there
+    // is one (0 / empty: from the start).
     int resume_frame = 0;
-    std::string checkpoint_path;
+    std::string checkpoint_hash;  // the checkpoint's blob; empty: none
 
     bool running() const { return !leases.empty(); }
     const Lease* LeaseOn(const std::string& identity) const {

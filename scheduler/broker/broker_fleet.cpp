@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "plugins/pathtracer/accumulation.h"
+#include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "shared/file_io.h"
 
 namespace tessera::broker {
 
@@ -283,11 +283,10 @@ void Broker::SendAcks(LiveTask& task) {
 }
 
 void Broker::ClearResume(LiveTask& task) {
-  if (!task.checkpoint_path.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(task.checkpoint_path, ec);
+  if (!task.checkpoint_hash.empty() && options_.blobs != nullptr) {
+    options_.blobs->Remove(task.checkpoint_hash);
   }
-  task.checkpoint_path.clear();
+  task.checkpoint_hash.clear();
   task.resume_frame = 0;
 }
 
@@ -322,16 +321,14 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
                  checkpoint->height != task->part.y1 - task->part.y0))) {
       problem = "it is not of the task's frame, region and samples";
     }
+    if (problem.empty() && options_.blobs == nullptr) problem = "this scheduler keeps no blobs";
     if (problem.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(options_.checkpoint_dir, ec);
-      const std::string path =
-          options_.checkpoint_dir + "/task-" + std::to_string(task->task_id) + ".acc";
+      // Kept as a blob: the next attempt's worker fetches it in pieces, like an asset.
       const std::string_view bytes(env.payload.data<char>(), env.payload.size());
-      if (Status s = file_io::WriteAtomically(path, {bytes}, 0644); s.ok()) {
-        task->checkpoint_path = path;
+      if (StatusOr<std::string> hash = options_.blobs->Put(bytes); hash.ok()) {
+        task->checkpoint_hash = *hash;
       } else {
-        problem = s.message();
+        problem = hash.status().message();
       }
     }
     if (!problem.empty()) {
@@ -341,7 +338,7 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
   }
   spdlog::info("job {} task {} attempt {} handed back by {} at frame {}{} ({})", task->job_id,
                task->task_id, m->attempt, worker.offer.name, frame,
-               task->checkpoint_path.empty()
+               task->checkpoint_hash.empty()
                    ? ""
                    : ", checkpoint after " + std::to_string(m->samples_done) + " samples",
                m->reason);
