@@ -219,6 +219,10 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     StatusOr<pathtracer::RenderedImage> parsed = pathtracer::ParseAccumulation(resume_checkpoint_);
     if (parsed.ok() && parsed->frame == first) {
       resume = std::move(*parsed);
+      Log("resuming frame " + std::to_string(first) + " from a checkpoint of " +
+          std::to_string(resume->sample_count) + " samples");
+      spdlog::info("task {} attempt {}: resuming frame {} from a checkpoint of {} samples",
+                   ref_.task_id, ref_.attempt, first, resume->sample_count);
     } else {
       spdlog::warn("task {} attempt {}: checkpoint ignored ({}); frame {} starts over",
                    ref_.task_id, ref_.attempt,

@@ -294,6 +294,11 @@ TEST(FleetTest, SpotNoticeHandsBackACheckpointAndAnotherWorkerResumesToTheSameIm
   EXPECT_EQ(task["attempt"], 2);
   EXPECT_EQ(task["failures"], 0) << "a hand-back is not the task's fault";
   EXPECT_TRUE(Contains(farm.WorkerLog("steady"), "done, 1 frame(s)")) << farm.WorkerLog("steady");
+  // It fetched the checkpoint (a blob, like an asset) and continued from it.
+  EXPECT_TRUE(Contains(farm.WorkerLog("steady"), "fetching 1 of its 1 asset(s)"))
+      << farm.WorkerLog("steady");
+  EXPECT_TRUE(Contains(farm.WorkerLog("steady"), "from a checkpoint of"))
+      << farm.WorkerLog("steady");
 
   // The same frame rendered without interruption is bit-identical.
   int64_t whole = farm.Submit(JobYaml("whole", "1"), SlowScene(), &error);
