@@ -309,6 +309,21 @@ std::string MapSharedPath(const std::map<std::string, std::string>& path_map,
   return best == nullptr ? path : best->second + path.substr(best->first.size());
 }
 
+protocol::FrameResult TaskRunner::ResultOf(int frame, int width, int height, int channels,
+                                           double seconds, const std::string& backend) const {
+  protocol::FrameResult result;
+  result.task_id = ref_.task_id;
+  result.attempt = ref_.attempt;
+  result.frame = frame;
+  result.width = width;
+  result.height = height;
+  result.channels = channels;
+  result.render_seconds = seconds;
+  result.backend = backend;
+  result.part = assign_.part;
+  return result;
+}
+
 Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width,
                              int height, int channels,
                              const std::vector<std::string>& channel_names, double seconds,
@@ -327,16 +342,7 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
                                                image, &files)
                             .WithContext("frame " + std::to_string(frame) + ": shared storage"));
     Log("frame " + std::to_string(frame) + " written to " + dir);
-    protocol::FrameResult result;
-    result.task_id = ref_.task_id;
-    result.attempt = ref_.attempt;
-    result.frame = frame;
-    result.width = width;
-    result.height = height;
-    result.channels = channels;
-    result.render_seconds = seconds;
-    result.backend = backend;
-    result.part = assign_.part;
+    protocol::FrameResult result = ResultOf(frame, width, height, channels, seconds, backend);
     result.encoding = protocol::kEncodingWritten;
     Send(out, false, protocol::Encode(protocol::MessageType::kFrameResult, result));
     return Status::Ok();
@@ -347,17 +353,8 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
                                      std::to_string(protocol::kMaxResultBytes) +
                                      "; split the job into tiles");
   }
-  protocol::FrameResult result;
-  result.task_id = ref_.task_id;
-  result.attempt = ref_.attempt;
-  result.frame = frame;
-  result.width = width;
-  result.height = height;
-  result.channels = channels;
-  result.render_seconds = seconds;
-  result.backend = backend;
+  protocol::FrameResult result = ResultOf(frame, width, height, channels, seconds, backend);
   result.channel_names = channel_names;
-  result.part = assign_.part;
   zmq::message_t payload(pixels, bytes);
   Send(out, false,
        protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
@@ -376,17 +373,9 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const pathtracer::Ren
         " bytes exceed the result limit of " + std::to_string(protocol::kMaxResultBytes) +
         "; split the job into more tiles");
   }
-  protocol::FrameResult result;
-  result.task_id = ref_.task_id;
-  result.attempt = ref_.attempt;
-  result.frame = frame;
-  result.width = image.width;
-  result.height = image.height;
-  result.channels = image.channels;
-  result.render_seconds = seconds;
-  result.backend = image.backend;
+  protocol::FrameResult result =
+      ResultOf(frame, image.width, image.height, image.channels, seconds, image.backend);
   result.channel_names = image.channel_names;
-  result.part = assign_.part;
   result.encoding = protocol::kEncodingAccumulation;
   zmq::message_t payload(bytes->data(), bytes->size());
   Send(out, false,

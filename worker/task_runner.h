@@ -107,6 +107,9 @@ class TaskRunner {
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
   void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
+  // A kFrameResult header for one frame of this attempt's part.
+  protocol::FrameResult ResultOf(int frame, int width, int height, int channels, double seconds,
+                                 const std::string& backend) const;
   // Appends a line to the task's log (render thread only), keeping its last
   // protocol::kMaxTaskLogBytes.
   void Log(const std::string& line);
