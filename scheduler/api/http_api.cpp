@@ -31,6 +31,8 @@ namespace {
 constexpr int64_t kDefaultJoinTokenTtlS = 24 * 3600;
 constexpr int kFramesPerPage = 5000;
 constexpr int kTasksPerPage = 10000;
+// A deleted job's assets stay while a job naming them may be being submitted.
+constexpr std::chrono::seconds kBlobGrace{600};
 // An idle event stream sends a comment this often, so proxies keep it open and a reader that
 // went away is noticed.
 constexpr std::chrono::seconds kEventKeepAlive{15};
@@ -356,6 +358,7 @@ void HttpApi::Routes() {
     StatusOr<spec::JobSpec> job = ParseSubmission(req.body, &job_yaml);
     if (job.ok()) {
       for (const auto& [path, hash] : job->assets) {
+        if (options_.blobs != nullptr) options_.blobs->Touch(hash);
         if (options_.blobs == nullptr || !options_.blobs->Size(hash).ok()) {
           job = Status::InvalidArgument("assets[" + path + "]: blob " + hash +
                                         " is not stored; upload it first (PUT /api/v1/blobs/" +
@@ -598,8 +601,18 @@ void HttpApi::Routes() {
   Handle("DELETE", R"(/api/v1/jobs/([^/]+))", Role::kSubmitter,
          with_id([this](Req, Res res, const Caller& c, int64_t id) {
            if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
+           StatusOr<store::JobRecord> job = store_.GetJob(id);
            if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
            spdlog::info("job {} deleted by {}", id, c.user);
+           // Its assets go too, unless another job uses them (or one was just submitted with
+           // them: the grace period).
+           for (const auto& [path, hash] : job.ok() ? job->assets : decltype(job->assets){}) {
+             StatusOr<bool> used = store_.BlobInUse(hash);
+             if (options_.blobs && used.ok() && !*used &&
+                 options_.blobs->RemoveIfIdle(hash, kBlobGrace)) {
+               spdlog::info("blob {} ({}) removed with job {}", hash, path, id);
+             }
+           }
            Reply(res, 200, {{"deleted", id}});
          }));
 

@@ -140,6 +140,18 @@ void BlobStore::Remove(const std::string& hash) {
   fs::remove(PathOf(hash), ec);
 }
 
+bool BlobStore::RemoveIfIdle(const std::string& hash, std::chrono::seconds grace) {
+  std::error_code ec;
+  const auto mtime = fs::last_write_time(PathOf(hash), ec);
+  if (ec || fs::file_time_type::clock::now() - mtime < grace) return false;
+  return fs::remove(PathOf(hash), ec);
+}
+
+void BlobStore::Touch(const std::string& hash) {
+  std::error_code ec;
+  fs::last_write_time(PathOf(hash), fs::file_time_type::clock::now(), ec);
+}
+
 StatusOr<std::string> BlobStore::Read(const std::string& hash, int64_t offset,
                                       int64_t length) const {
   const std::string path = PathOf(hash);

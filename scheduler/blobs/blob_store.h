@@ -11,6 +11,7 @@
 //
 // Limits: a blob is at most kMaxBlobBytes; one upload piece at most kMaxUploadPieceBytes.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +54,11 @@ class BlobStore {
   // Stores bytes the scheduler itself has (a handed-back checkpoint); returns their hash.
   StatusOr<std::string> Put(std::string_view bytes);
   void Remove(const std::string& hash);
+  // Removes the blob unless it was stored or marked in use (Touch) within `grace`: a job being
+  // submitted may have just found it. Returns whether it was removed.
+  bool RemoveIfIdle(const std::string& hash, std::chrono::seconds grace);
+  // Marks the blob as in use now (a job naming it was submitted).
+  void Touch(const std::string& hash);
 
  private:
   std::string UploadPathOf(const std::string& hash) const;

@@ -1227,6 +1227,13 @@ StatusOr<std::map<int, std::string>> Store::FrameFlags(int64_t job_id, int first
   return flags;
 }
 
+StatusOr<bool> Store::BlobInUse(const std::string& hash) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT 1 FROM jobs WHERE instr(assets, ?) > 0 LIMIT 1"));
+  s.Bind(1, hash);
+  return s.Step();
+}
+
 Status Store::SaveTaskLog(const TaskLogRecord& log) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(

@@ -367,6 +367,8 @@ class Store {
   Status SetFrameFlag(int64_t job_id, int frame, const std::string& reason);
   Status ClearFrameFlag(int64_t job_id, int frame);
   StatusOr<std::map<int, std::string>> FrameFlags(int64_t job_id, int first, int last);
+  // Whether any stored job lists the blob `hash` among its assets.
+  StatusOr<bool> BlobInUse(const std::string& hash);
 
   // A task attempt's log, as its final message brought it (replaces an earlier copy).
   Status SaveTaskLog(const TaskLogRecord& log);

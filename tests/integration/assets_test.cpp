@@ -119,6 +119,23 @@ TEST_F(AssetsTest, SceneFilesTravelAsBlobsFetchedOncePerWorker) {
   EXPECT_LT(mid[2], 0.1f * mid[0]);
 }
 
+TEST_F(AssetsTest, DeletingTheLastJobThatUsesABlobRemovesIt) {
+  ASSERT_TRUE(farm_.StartWorker("w1"));
+  ASSERT_TRUE(farm_.WaitForWorkers(1, 20s));
+  const int64_t a = Submit("a", "frames: 1\n");
+  const int64_t b = Submit("b", "frames: 1\n");
+  ASSERT_EQ(farm_.WaitForJob(a, 60s)["state"], "done");
+  ASSERT_EQ(farm_.WaitForJob(b, 60s)["state"], "done");
+  const std::string stored =
+      farm_.dir() + "/data/blobs/" + texture_hash_.substr(0, 2) + "/" + texture_hash_;
+  // Past the grace period that protects a blob a submission has just named.
+  fs::last_write_time(stored, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  EXPECT_EQ(farm_.Delete("/api/v1/jobs/" + std::to_string(a)), 200);
+  EXPECT_TRUE(fs::exists(stored)) << "job b still uses it";
+  EXPECT_EQ(farm_.Delete("/api/v1/jobs/" + std::to_string(b)), 200);
+  EXPECT_FALSE(fs::exists(stored));
+}
+
 TEST_F(AssetsTest, DamagedCachedCopyIsFetchedAgain) {
   const std::string data = farm_.dir() + "/w1-data";
   ASSERT_TRUE(farm_.StartWorkerWith("w1", {"--data-dir", data}));
