@@ -97,8 +97,9 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
 }
 
 TEST(JobSpecTest, AssetsAndSharedOutputsAreCheckedNamingTheField) {
-  auto job = Parse("assets: [tex/wood.png, 'includes/colors v2.inc']\n"
-                   "output: {shared_dir: /mnt/projects/sh010}\n");
+  auto job = Parse(
+      "assets: [tex/wood.png, 'includes/colors v2.inc']\n"
+      "output: {shared_dir: /mnt/projects/sh010}\n");
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_EQ(job->asset_files.size(), 2u);
   EXPECT_EQ(job->output.shared_dir, "/mnt/projects/sh010");
@@ -118,8 +119,7 @@ TEST(JobSpecTest, AssetsAndSharedOutputsAreCheckedNamingTheField) {
   EXPECT_TRUE(SetAssets({{"tex/wood.png", std::string(64, 'a')}}, &spec).ok());
   EXPECT_NE(SetAssets({{"tex/wood.png", "abc"}}, &spec).message().find("assets[tex/wood.png]"),
             std::string::npos);
-  EXPECT_NE(SetAssets(nlohmann::json::array(), &spec).message().find("assets:"),
-            std::string::npos);
+  EXPECT_NE(SetAssets(nlohmann::json::array(), &spec).message().find("assets:"), std::string::npos);
 }
 
 TEST(JobSpecTest, SplitsFramesIntoTilesAndSamplePartsCoveringEachPixelAndSampleOnce) {
