@@ -10,6 +10,9 @@
 
 namespace tessera::bench {
 
+// bench_split.cpp; declared here rather than in bench.h only to keep that header unchanged.
+void AddSplitCommand(CLI::App& app);
+
 void PrintFigures(const Figures& figures) {
   std::string line;
   for (const auto& [key, value] : figures) line += (line.empty() ? "" : " ") + key + "=" + value;
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddFleetCommand(app);
   tessera::bench::AddMakespanCommand(app);
   tessera::bench::AddAssemblyCommand(app);
+  tessera::bench::AddSplitCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
