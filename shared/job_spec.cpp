@@ -161,12 +161,13 @@ Status ValidateJob(const JobSpec& job) {
     return Status::InvalidArgument("name: '" + job.name +
                                    "' may only contain letters, digits, '.', '_' and '-'");
   }
-  const plugin::PluginSpec* plugin = nullptr;
+  std::shared_ptr<const plugin::PluginSpec> plugin;
   if (job.uses_plugin()) {
-    plugin = plugin::FindBuiltinPlugin(job.renderer);
+    plugin = plugin::FindPlugin(job.renderer);
     if (plugin == nullptr) {
       std::string known = "pathtracer, noop";
       for (const plugin::PluginSpec& p : plugin::BuiltinPlugins()) known += ", " + p.name;
+      for (const plugin::PluginSpec& p : plugin::RegisteredNativePlugins()) known += ", " + p.name;
       return Status::InvalidArgument("renderer: '" + job.renderer +
                                      "' is not a renderer this farm has (" + known + ")");
     }
@@ -230,11 +231,11 @@ Status ValidateJob(const JobSpec& job) {
   if (job.splits_frames()) {
     const char* field = job.tiles_x * job.tiles_y > 1 ? "tiles" : "sample_parts";
     // The path tracer splits both ways; a plugin renderer only into tiles, when it says it can.
-    const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
-    if (job.sample_parts > 1 && job.renderer != kRendererPathTracer) {
-      return Status::InvalidArgument("sample_parts: only the " + std::string(kRendererPathTracer) +
-                                     " renderer splits samples (this job uses " + job.renderer +
-                                     ")");
+    if (job.sample_parts > 1 && job.renderer != kRendererPathTracer &&
+        (plugin == nullptr || !plugin->sample_parts)) {
+      return Status::InvalidArgument("sample_parts: the " + job.renderer +
+                                     " renderer does not split samples (the " +
+                                     std::string(kRendererPathTracer) + " does)");
     }
     if (job.renderer != kRendererPathTracer && (plugin == nullptr || !plugin->tiles)) {
       return Status::InvalidArgument(std::string(field) + ": the " + job.renderer +
@@ -535,7 +536,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
 }
 
 StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job) {
-  const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
+  std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job.renderer);
   if (plugin == nullptr) return std::map<std::string, std::string>();
   return plugin::ResolveSettings(*plugin, job.settings);
 }
@@ -559,7 +560,7 @@ Status SplitPluginFrames(JobSpec* job) {
 }
 
 StatusOr<std::string> SceneFileName(const JobSpec& job) {
-  const plugin::PluginSpec* plugin = plugin::FindBuiltinPlugin(job.renderer);
+  std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job.renderer);
   if (plugin == nullptr) return std::string();
   return plugin::CheckSceneName(*plugin, job.scene_path);
 }

@@ -2,6 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <mutex>
+
+#include "shared/job_spec.h"
+
 namespace tessera::plugin {
 
 const std::vector<PluginSpec>& BuiltinPlugins() {
@@ -26,6 +31,48 @@ const PluginSpec* FindBuiltinPlugin(std::string_view name) {
     if (p.name == name) return &p;
   }
   return nullptr;
+}
+
+namespace {
+struct NativeRegistry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<const PluginSpec>, std::less<>> plugins;
+};
+NativeRegistry& Natives() {
+  static NativeRegistry registry;
+  return registry;
+}
+}  // namespace
+
+Status RegisterNativePlugin(PluginSpec spec) {
+  if (FindBuiltinPlugin(spec.name) != nullptr || spec.name == spec::kRendererPathTracer ||
+      spec.name == spec::kRendererNoop) {
+    return Status::AlreadyExists("plugin " + spec.name + ": a built-in renderer has that name");
+  }
+  spec.native = true;
+  NativeRegistry& r = Natives();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const std::string name = spec.name;
+  r.plugins[name] = std::make_shared<const PluginSpec>(std::move(spec));
+  return Status::Ok();
+}
+
+std::vector<PluginSpec> RegisteredNativePlugins() {
+  NativeRegistry& r = Natives();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<PluginSpec> out;
+  for (const auto& [name, spec] : r.plugins) out.push_back(*spec);
+  return out;
+}
+
+std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name) {
+  if (const PluginSpec* builtin = FindBuiltinPlugin(name)) {
+    return std::shared_ptr<const PluginSpec>(std::shared_ptr<const PluginSpec>(), builtin);
+  }
+  NativeRegistry& r = Natives();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.plugins.find(name);
+  return it == r.plugins.end() ? nullptr : it->second;
 }
 
 }  // namespace tessera::plugin

@@ -219,9 +219,10 @@ Status ReadArgs(const YAML::Node& node, const std::string& field, std::vector<Ar
         }
         item.insert_settings = true;
       } else if (item.when != "tile" && item.when != "whole" && item.when != "gpu" &&
-                 item.when != "cpu") {
-        return Status::InvalidArgument(f + ".when: expected tile, whole, gpu or cpu, got '" +
-                                       item.when + "'");
+                 item.when != "cpu" &&
+                 !(item.when.rfind("scene=.", 0) == 0 && item.when.size() > 7)) {
+        return Status::InvalidArgument(
+            f + ".when: expected tile, whole, gpu, cpu or scene=.EXT, got '" + item.when + "'");
       }
     } else {
       return Status::InvalidArgument(f + ": expected a word or a {when, args} group");
@@ -416,11 +417,41 @@ StatusOr<std::vector<std::string>> ListValue(const std::string& json_text) {
   return out;
 }
 
+StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string& description,
+                                      bool tiles, bool sample_parts,
+                                      std::string_view declaration_yaml) {
+  YAML::Node root;
+  if (!declaration_yaml.empty()) {
+    TSR_ASSIGN_OR_RETURN(root, yaml::Parse(declaration_yaml, "plugin " + name + " declaration"));
+    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      return Status::InvalidArgument("plugin " + name + " declaration: expected a map");
+    }
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar();
+      if (key != "scene" && key != "settings") {
+        return Status::InvalidArgument("plugin " + name + " declaration: " + key +
+                                       ": only scene and settings may be declared");
+      }
+    }
+  }
+  root["name"] = name;
+  root["description"] = description;
+  root["native"] = true;
+  root["tiles"] = tiles;
+  YAML::Emitter out;
+  out << root;
+  TSR_ASSIGN_OR_RETURN(PluginSpec spec, ParsePluginYaml(out.c_str(), "plugin " + name));
+  spec.sample_parts = sample_parts;
+  spec.declaration = std::string(declaration_yaml);
+  return spec;
+}
+
 StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what) {
   TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, what));
   PluginSpec p;
   yaml::MapReader r(root, "");
-  r.Required("name", &p.name).Optional("description", &p.description);
+  r.Required("name", &p.name).Optional("description", &p.description).Optional("native", &p.native);
   {
     yaml::MapReader e(r.Child("executable"), "executable");
     e.Optional("names", &p.executable_names).Optional("from_setting", &p.executable_setting);
@@ -433,13 +464,25 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   }
   {
     yaml::MapReader s(r.Child("scene"), "scene");
-    s.Optional("extensions", &p.scene_extensions).Optional("required", &p.scene_required);
+    s.Optional("extensions", &p.scene_extensions)
+        .Optional("binary", &p.binary_scene_extensions)
+        .Optional("required", &p.scene_required);
     r.Fail(s.Finish());
   }
   std::string runs = "frame";
   r.Optional("runs", &runs);
   YAML::Node args = r.Child("args");
-  {
+  if (p.native) {
+    // A C++ plugin (plugins/api/renderer_api.h) declares only what a job may give it.
+    for (const char* key : {"executable", "version", "runs", "args", "output", "progress", "errors",
+                            "success_exit_codes"}) {
+      if (static_cast<const YAML::Node&>(root)[key].IsDefined()) {
+        return Status::InvalidArgument(std::string(key) +
+                                       ": a native plugin renders in-process; it has no " + key);
+      }
+    }
+  }
+  if (!p.native) {
     yaml::MapReader o(r.Child("output"), "output");
     std::string color = "srgb";
     o.Required("file", &p.output).Optional("color", &color);
@@ -470,7 +513,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
     return Status::InvalidArgument("name: '" + p.name +
                                    "' must be lower-case letters, digits and '_'");
   }
-  if (p.executable_names.empty() == p.executable_setting.empty()) {
+  if (!p.native && p.executable_names.empty() == p.executable_setting.empty()) {
     return Status::InvalidArgument(
         "executable: give either names (programs to find) or from_setting (a job setting)");
   }
@@ -495,10 +538,17 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
                                      "]: expected an extension like .pov");
     }
   }
-  if (!args.IsDefined() || args.IsNull()) {
+  for (size_t i = 0; i < p.binary_scene_extensions.size(); ++i) {
+    if (std::find(p.scene_extensions.begin(), p.scene_extensions.end(),
+                  p.binary_scene_extensions[i]) == p.scene_extensions.end()) {
+      return Status::InvalidArgument("scene.binary[" + std::to_string(i) +
+                                     "]: not among scene.extensions");
+    }
+  }
+  if (!p.native && (!args.IsDefined() || args.IsNull())) {
     return Status::InvalidArgument("args: required field is missing");
   }
-  TSR_RETURN_IF_ERROR(ReadArgs(args, "args", &p.args));
+  if (!p.native) TSR_RETURN_IF_ERROR(ReadArgs(args, "args", &p.args));
 
   unsigned groups = 0;
   if (!p.version_regex.empty()) {
@@ -610,6 +660,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
           sv, s.args[k], "settings." + s.name + ".args[" + std::to_string(k) + "]", &sink));
     }
   }
+  if (p.native) return p;  // no files: it hands its pixels over in memory
   Lookup out_lookup = [&](const std::string& n) -> StatusOr<std::optional<std::string>> {
     if (n != "frame") return Status::InvalidArgument("only {frame} may appear in output.file");
     return std::optional<std::string>("1");
@@ -646,6 +697,26 @@ StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& giv
   return out;
 }
 
+namespace {
+// The scene file's extension, lower-case (".blend"); empty when it has none.
+std::string SceneExtension(const std::string& path) {
+  const size_t slash = path.find_last_of("/\\");
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  std::string ext = path.substr(dot);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+}  // namespace
+
+bool IsBinaryScene(const PluginSpec& plugin, const std::string& scene_path) {
+  const std::string ext = SceneExtension(scene_path);
+  return !ext.empty() &&
+         std::find(plugin.binary_scene_extensions.begin(), plugin.binary_scene_extensions.end(),
+                   ext) != plugin.binary_scene_extensions.end();
+}
+
 StatusOr<std::string> CheckSceneName(const PluginSpec& plugin, const std::string& scene_path) {
   if (scene_path.empty()) {
     if (plugin.scene_required) {
@@ -661,18 +732,7 @@ StatusOr<std::string> CheckSceneName(const PluginSpec& plugin, const std::string
       name.size() > 255) {
     return Status::InvalidArgument("scene: '" + scene_path + "' is not a usable file name");
   }
-  std::string ext;
-  if (size_t dot = name.find_last_of('.'); dot != std::string::npos) ext = name.substr(dot);
-  std::string lower = ext;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (lower == ".blend") {
-    return Status::InvalidArgument(
-        "scene: '" + scene_path +
-        "' is a binary .blend file; scenes travel as text for now (binary scenes need the "
-        "content-addressed asset store, not there yet): give a Python script that builds the "
-        "scene");
-  }
+  const std::string lower = SceneExtension(name);
   if (!plugin.scene_extensions.empty() &&
       std::find(plugin.scene_extensions.begin(), plugin.scene_extensions.end(), lower) ==
           plugin.scene_extensions.end()) {
@@ -724,8 +784,10 @@ StatusOr<std::vector<std::string>> BuildArgv(const PluginSpec& plugin, const Run
       TSR_RETURN_IF_ERROR(AppendWord(vars, a.word, f, &argv));
       continue;
     }
-    const bool on = (a.when == "tile" && tile) || (a.when == "whole" && !tile) ||
-                    (a.when == "gpu" && gpu) || (a.when == "cpu" && !gpu);
+    const bool on =
+        (a.when == "tile" && tile) || (a.when == "whole" && !tile) || (a.when == "gpu" && gpu) ||
+        (a.when == "cpu" && !gpu) ||
+        (a.when.rfind("scene=", 0) == 0 && a.when.substr(6) == SceneExtension(ctx.scene));
     if (!on) continue;
     if (a.when == "tile" && !vars.builtin.count("border_min_x")) {
       for (const std::string& w : a.words) {

@@ -51,10 +51,11 @@ struct SettingSpec {
 };
 
 // One item of a plugin's argv template: a word, or a group of words used only `when` the task
-// is a tile / the whole frame / pinned to a GPU / on the CPU, or the place for settings' args.
+// is a tile / the whole frame / pinned to a GPU / on the CPU / its scene file has extension EXT,
+// or the place for settings' args.
 struct ArgItem {
   std::string word;                // a plain word when `when` and `insert_settings` are unset
-  std::string when;                // "", "tile", "whole", "gpu", "cpu"
+  std::string when;                // "", "tile", "whole", "gpu", "cpu", "scene=.EXT"
   std::vector<std::string> words;  // the group's words
   bool insert_settings = false;
 };
@@ -67,6 +68,9 @@ struct PluginSpec {
   std::vector<std::string> version_args;
   std::string version_regex;  // group 1 is the version
   std::vector<std::string> scene_extensions;
+  // Of those, the binary formats (.blend): the scene travels as an asset (a blob in the
+  // scheduler's store) instead of as text, and reaches the task folder like other assets.
+  std::vector<std::string> binary_scene_extensions;
   bool scene_required = true;
   bool per_frame = true;  // one run per frame; false: one run per task (its frame range)
   std::vector<ArgItem> args;
@@ -81,12 +85,24 @@ struct PluginSpec {
   std::vector<std::string> error_regexes;
   std::vector<int> success_exit_codes = {0};
   std::vector<SettingSpec> settings;
+  // A C++ plugin (plugins/api/renderer_api.h): no program, argv, output or patterns; only the
+  // scene and settings a job may give it, and whether it renders tiles.
+  bool native = false;
+  // A C++ plugin that renders sample ranges and returns exact accumulations (TSR_CAP_SAMPLE_PARTS).
+  bool sample_parts = false;
+  std::string declaration;  // native: the `scene:`/`settings:` YAML it was built from
 
   const SettingSpec* FindSetting(std::string_view name) const;
 };
 
 // Parses plugin.yaml; errors name the field ("args[3]: unknown placeholder {fram}").
 StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what);
+// The spec of a C++ plugin from what its table declares (TsrRendererPlugin): its name,
+// description, whether it renders tiles and sample parts, and its `scene:`/`settings:` declaration
+// in plugin.yaml syntax (empty: none).
+StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string& description,
+                                      bool tiles, bool sample_parts,
+                                      std::string_view declaration_yaml);
 
 // A job's settings as given (scalar text, or a JSON array for lists).
 using Settings = std::map<std::string, std::string>;
@@ -98,6 +114,8 @@ StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& giv
 // Checks the scene file name a job gives the plugin ("shot.pov"); returns the name the worker
 // writes it under (the last path component).
 StatusOr<std::string> CheckSceneName(const PluginSpec& plugin, const std::string& scene_path);
+// Whether the scene file is one of the plugin's binary scene formats (it travels as an asset).
+bool IsBinaryScene(const PluginSpec& plugin, const std::string& scene_path);
 
 // Everything one run of the renderer needs to build its argv.
 struct RunContext {

@@ -125,11 +125,19 @@ struct TaskRef {
   bool operator==(const TaskRef&) const = default;
 };
 
-// A renderer plugin a worker can run: its program was found and its version detected.
+// A renderer plugin a worker can run: its program was found and its version detected, or it is
+// a C++ plugin the worker loaded (plugins/api/renderer_api.h).
 struct PluginOffer {
   std::string name;  // the plugin's name, what jobs give as `renderer:`
   std::string version;
-  std::string executable;  // where the worker found it
+  std::string executable;  // where the worker found it (a C++ plugin: its library)
+  // C++ plugins loaded from outside the build also say what a job may give them, so the
+  // scheduler can validate jobs naming them: plugin.yaml's `scene:`/`settings:` keys, a line
+  // of description and their capabilities ("tiles", "sample_parts", "checkpoint").
+  bool native = false;
+  std::string description;
+  std::vector<std::string> capabilities;
+  std::string declaration;
 };
 
 struct Register {
@@ -377,7 +385,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CloudInfo, provider, region, zone, instance_type,
                                                 lifecycle)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PluginOffer, name, version, executable)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PluginOffer, name, version, executable, native,
+                                                description, capabilities, declaration)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
                                                 ram_mb, gpus, backends, slots, pools, tags, running,
                                                 plugins, delivering, draining, os, cpu_model, cloud)

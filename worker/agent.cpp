@@ -239,6 +239,15 @@ void Agent::Connect(Clock::time_point now) {
   for (const AvailablePlugin& p : *options_.render.plugins) {
     reg.plugins.push_back({p.spec.name, p.version, p.executable});
   }
+  for (const auto& p : *options_.render.native) {
+    if (p->path().empty()) continue;  // compiled in: every scheduler knows it
+    protocol::PluginOffer offer{p->name(), p->version(), p->path()};
+    offer.native = true;
+    offer.description = p->description();
+    offer.capabilities = p->CapabilityNames();
+    offer.declaration = p->declaration_yaml();
+    reg.plugins.push_back(std::move(offer));
+  }
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kRegister, reg);
   TrySend(frames);  // queued by ZeroMQ until the TCP connection is up
   state_ = LinkState::kRegistering;

@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
   }
   options->render.plugins = std::make_shared<tessera::worker::PluginList>(
       tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path)));
+  options->render.native = std::make_shared<const tessera::worker::NativePluginList>(
+      tessera::worker::LoadNativePlugins(config->native_plugins));
   spdlog::info(
       "tessera-worker {} on {}: {} cores, {} MiB RAM, {} GPU(s), backends [{}], {} slot(s)",
       TESSERA_VERSION, hardware.hostname, hardware.cpu_cores, hardware.ram_mb,

@@ -227,9 +227,14 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
                                      "' must not contain folders");
     }
     ctx.scene = task_dir + "/" + name;
-    std::ofstream out(ctx.scene, std::ios::binary);
-    out << assign.scene_yaml;
-    if (!out) return Status::Internal("cannot write the scene to " + ctx.scene);
+    // A binary scene (.blend) is already there among the assets; a text scene is written,
+    // never through a link to a cached asset of the same name.
+    if (!options.assets.count(name)) {
+      fs::remove(ctx.scene, ec);
+      std::ofstream out(ctx.scene, std::ios::binary);
+      out << assign.scene_yaml;
+      if (!out) return Status::Internal("cannot write the scene to " + ctx.scene);
+    }
   } else if (spec.scene_required) {
     return Status::InvalidArgument("scene: renderer " + spec.name + " needs a scene file");
   }

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <zmq_addon.hpp>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "shared/file_io.h"
 #include "worker/blob_cache.h"
 
@@ -24,8 +24,6 @@ double SecondsSince(Clock::time_point start) {
 
 // 8 bytes task_id, 4 bytes attempt, 1 byte last; host byte order (it never leaves the process).
 constexpr size_t kTagSize = 13;
-// The path tracer renders each frame in this many passes: a hand-back waits at most one pass.
-constexpr int kPassesPerFrame = 16;
 
 }  // namespace
 
@@ -92,8 +90,9 @@ void TaskRunner::RequestHandback(const std::string& reason) {
   if (handback_.load()) return;
   handback_reason_ = reason;
   handback_.store(true);
-  // Only the path tracer checkpoints (at its next pass); anything else stops now.
-  if (assign_.renderer != spec::kRendererPathTracer) cancel_.store(true);
+  // A plugin that checkpoints stops at its next safe point; anything else stops now.
+  const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer);
+  if (native == nullptr || !native->Can(TSR_CAP_CHECKPOINT)) cancel_.store(true);
 }
 
 TaskRunner::~TaskRunner() {
@@ -101,6 +100,7 @@ TaskRunner::~TaskRunner() {
 }
 
 void TaskRunner::Log(const std::string& line) {
+  std::lock_guard<std::mutex> lock(log_mu_);
   log_ += line;
   log_ += '\n';
   // Trim at a line start, in slack-sized steps so long logs are not copied on every line.
@@ -191,10 +191,15 @@ void TaskRunner::Run() {
 
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (assign_.renderer == spec::kRendererNoop) return Status::Ok();  // nothing to render
-  if (assign_.renderer != spec::kRendererPathTracer) return RenderWithPlugin(out, frames_done);
-  // The scene's files (meshes, textures, environment) sit in a task folder, by the paths the
-  // scene gives.
-  std::string asset_dir;
+  if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
+    return RenderNative(*native, out, frames_done);
+  }
+  return RenderWithPlugin(out, frames_done);
+}
+
+Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done) {
+  // The job's files (meshes, textures, caches) sit in a task folder, by the paths it gives.
+  std::string scene_dir;
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -203,95 +208,75 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
     }
   } cleanup;
   if (!asset_files_.empty()) {
-    asset_dir = settings_.data_dir + "/tasks/job" + std::to_string(assign_.job_id) + "-task" +
+    scene_dir = settings_.data_dir + "/tasks/job" + std::to_string(assign_.job_id) + "-task" +
                 std::to_string(ref_.task_id) + "-a" + std::to_string(ref_.attempt);
-    cleanup.dir = asset_dir;
-    TSR_RETURN_IF_ERROR(LinkAssets(asset_dir, asset_files_));
+    cleanup.dir = scene_dir;
+    TSR_RETURN_IF_ERROR(LinkAssets(scene_dir, asset_files_));
   }
-  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(assign_.scene_yaml, asset_dir);
-  if (!scene.ok()) return scene.status().WithContext("scene");
+  nlohmann::json settings = nlohmann::json::object();
+  for (const auto& [name, value] : assign_.settings) settings[name] = value;
+
+  NativePlugin::Request request;
+  request.part = assign_.part;
+  request.threads = settings_.cpu_threads > 0
+                        ? settings_.cpu_threads
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // The scheduler pins each task to its own GPU(s); a plugin renders on the first.
+  request.gpu_index = assign_.gpus.empty() ? -1 : assign_.gpus.front();
+  request.device = settings_.backend == pathtracer::Backend::kCpu    ? "cpu"
+                   : settings_.backend == pathtracer::Backend::kCuda ? "cuda"
+                                                                     : "auto";
+  request.scene = assign_.scene_yaml;
+  request.scene_dir = scene_dir;
+  request.settings_json = settings.dump();
+  // A part of a split frame travels as its exact accumulation when the plugin has one, so the
+  // scheduler's merge is bit-identical to the frame rendered whole.
+  request.want_accumulation = !assign_.part.whole() && plugin.Can(TSR_CAP_SAMPLE_PARTS);
+  request.cancel = &cancel_;
+  request.handback = &handback_;
+  request.on_log = [this, &plugin](const std::string& line) {
+    spdlog::info("task {} attempt {}: {}: {}", ref_.task_id, ref_.attempt, plugin.name(), line);
+    Log(line);
+  };
+  request.on_checkpoint = [this](std::string checkpoint, int samples) {
+    checkpoint_ = std::move(checkpoint);
+    checkpoint_samples_ = samples;
+  };
 
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
   // A resumed attempt: the frames before resume_frame were delivered by the one before.
   const int first = std::max(assign_.frame_start, assign_.resume_frame);
-  std::optional<pathtracer::RenderedImage> resume;
-  if (!resume_checkpoint_.empty()) {
-    StatusOr<pathtracer::RenderedImage> parsed = pathtracer::ParseAccumulation(resume_checkpoint_);
-    if (parsed.ok() && parsed->frame == first) {
-      resume = std::move(*parsed);
-      Log("resuming frame " + std::to_string(first) + " from a checkpoint of " +
-          std::to_string(resume->sample_count) + " samples");
-      spdlog::info("task {} attempt {}: resuming frame {} from a checkpoint of {} samples",
-                   ref_.task_id, ref_.attempt, first, resume->sample_count);
-    } else {
-      spdlog::warn("task {} attempt {}: checkpoint ignored ({}); frame {} starts over",
-                   ref_.task_id, ref_.attempt,
-                   parsed.ok() ? "it is of another frame" : parsed.status().message(), first);
-    }
-  }
   for (int frame = first; frame <= assign_.frame_end; ++frame) {
     if (cancel_.load() || handback_.load()) return Status::Cancelled("cancelled");
     const int index = frame - assign_.frame_start;
     current_frame_.store(frame);
-
-    pathtracer::RenderRequest request;
     request.frame = frame;
-    request.backend = settings_.backend;
-    // The scheduler pins each task to its own GPU(s); the built-in renderer uses the first.
-    if (!assign_.gpus.empty()) request.gpu_index = assign_.gpus.front();
-    request.cpu_threads = settings_.cpu_threads;
-    request.cancel = &cancel_;
+    request.resume = frame == first ? std::string_view(resume_checkpoint_) : std::string_view();
     request.on_progress = [this, index, frame_count](double fraction) {
-      progress_.store((index + std::clamp(fraction, 0.0, 1.0)) / frame_count);
-    };
-    const protocol::FramePart& part = assign_.part;
-    if (!part.whole_region())
-      request.region = pathtracer::PixelRegion{part.x0, part.y0, part.x1, part.y1};
-    request.sample_begin = part.sample_begin;
-    request.sample_end = part.sample_end;
-    if (resume && frame == first) request.resume = &*resume;
-    // Progressive passes, so a hand-back can take a checkpoint at the next pass boundary
-    // (pass sizes never change the pixels).
-    request.pass_samples = std::max(1, scene->samples / kPassesPerFrame);
-    request.on_pass = [this](const pathtracer::RenderedImage& so_far) {
-      if (!handback_.load() || !checkpoint_.empty()) return;
-      StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(so_far);
-      if (bytes.ok()) {
-        checkpoint_ = std::move(*bytes);
-        checkpoint_samples_ = so_far.sample_count;
-      }
-      cancel_.store(true);  // the render stops; Run() hands back
+      progress_.store((index + fraction) / frame_count);
     };
 
     const auto frame_start = Clock::now();
-    StatusOr<pathtracer::RenderedImage> image = settings_.render(*scene, request);
-    if (!image.ok()) return image.status().WithContext("frame " + std::to_string(frame));
+    StatusOr<NativePlugin::Result> result = plugin.Render(request);
+    if (!result.ok()) return result.status().WithContext("frame " + std::to_string(frame));
     const double seconds = SecondsSince(frame_start);
-
-    const size_t expected =
-        static_cast<size_t>(image->width) * image->height * static_cast<size_t>(image->channels);
-    if (image->width <= 0 || image->height <= 0 || image->channels <= 0 ||
-        image->pixels.size() != expected) {
-      return Status::Internal("frame " + std::to_string(frame) + ": renderer returned " +
-                              std::to_string(image->pixels.size()) + " floats for a " +
-                              std::to_string(image->width) + "x" + std::to_string(image->height) +
-                              "x" + std::to_string(image->channels) + " image");
-    }
-    if (part.whole()) {
-      TSR_RETURN_IF_ERROR(SendFrame(out, frame, image->pixels.data(), image->width, image->height,
-                                    image->channels, image->channel_names, seconds,
-                                    image->backend));
+    const image::ImageBuffer& image = result->image;
+    if (!result->accumulation.empty()) {
+      TSR_RETURN_IF_ERROR(
+          SendPart(out, frame, image, result->accumulation, seconds, result->backend));
     } else {
-      TSR_RETURN_IF_ERROR(SendPart(out, frame, *image, seconds));
+      TSR_RETURN_IF_ERROR(SendFrame(out, frame, image.pixels.data(), image.width, image.height,
+                                    image.channels, image.channel_names, seconds, result->backend));
     }
     progress_.store(static_cast<double>(index + 1) / frame_count);
     ++*frames_done;
     spdlog::debug("task {} attempt {}: frame {} rendered in {:.2f} s on {}", ref_.task_id,
-                  ref_.attempt, frame, seconds, image->backend);
-    Log("frame " + std::to_string(frame) + ": " + std::to_string(image->width) + "x" +
-        std::to_string(image->height) + ", samples " + std::to_string(part.sample_begin) + ".." +
-        std::to_string(part.sample_end < 0 ? scene->samples : part.sample_end) + ", " +
-        std::to_string(seconds) + " s on " + image->backend);
+                  ref_.attempt, frame, seconds, result->backend);
+    const protocol::FramePart& part = assign_.part;
+    Log("frame " + std::to_string(frame) + ": " + std::to_string(image.width) + "x" +
+        std::to_string(image.height) + ", samples " + std::to_string(part.sample_begin) + ".." +
+        (part.sample_end < 0 ? std::string("all") : std::to_string(part.sample_end)) + ", " +
+        std::to_string(seconds) + " s on " + result->backend);
   }
   return Status::Ok();
 }
@@ -361,23 +346,20 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
   return Status::Ok();
 }
 
-Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const pathtracer::RenderedImage& image,
-                            double seconds) {
-  // A part of a split frame travels as its exact accumulation (integer sums), so the
-  // scheduler's merge is bit-identical to the frame rendered whole.
-  StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(image);
-  if (!bytes.ok()) return bytes.status().WithContext("frame " + std::to_string(frame));
-  if (static_cast<int64_t>(bytes->size()) > protocol::kMaxResultBytes) {
+Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
+                            const std::string& accumulation, double seconds,
+                            const std::string& backend) {
+  if (static_cast<int64_t>(accumulation.size()) > protocol::kMaxResultBytes) {
     return Status::ResourceExhausted(
-        "frame " + std::to_string(frame) + ": " + std::to_string(bytes->size()) +
+        "frame " + std::to_string(frame) + ": " + std::to_string(accumulation.size()) +
         " bytes exceed the result limit of " + std::to_string(protocol::kMaxResultBytes) +
         "; split the job into more tiles");
   }
   protocol::FrameResult result =
-      ResultOf(frame, image.width, image.height, image.channels, seconds, image.backend);
+      ResultOf(frame, image.width, image.height, image.channels, seconds, backend);
   result.channel_names = image.channel_names;
   result.encoding = protocol::kEncodingAccumulation;
-  zmq::message_t payload(bytes->data(), bytes->size());
+  zmq::message_t payload(accumulation.data(), accumulation.size());
   Send(out, false,
        protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
   return Status::Ok();

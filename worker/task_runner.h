@@ -27,13 +27,11 @@
 #include "plugins/pathtracer/renderer.h"
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
+#include "worker/native_plugin.h"
 #include "worker/plugin_host.h"
 #include "worker/result_spool.h"
 
 namespace tessera::worker {
-
-using RenderFn = std::function<StatusOr<pathtracer::RenderedImage>(
-    const spec::SceneSpec&, const pathtracer::RenderRequest&)>;
 
 // The internal frame in front of every outbox message.
 struct OutboxTag {
@@ -55,7 +53,8 @@ inline constexpr const char* kCheckpointBlob = "";
 struct RenderSettings {
   pathtracer::Backend backend = pathtracer::Backend::kAuto;
   int cpu_threads = 0;
-  RenderFn render = pathtracer::RenderFrame;  // tests may substitute a fake
+  // C++ renderer plugins: the path tracer and those loaded from worker.native_plugins.
+  std::shared_ptr<const NativePluginList> native = BuiltinNativePlugins();
   // External renderers this worker found, where task folders go, and the program search path.
   std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
   std::string data_dir;
@@ -78,10 +77,11 @@ class TaskRunner {
 
   // Any thread. The renderer polls the flag and stops; the runner then sends only its `last` tag.
   void Cancel() { cancel_.store(true); }
-  // Any thread: the worker must leave (spot interruption, second SIGTERM). The path tracer stops
-  // at the end of its current pass and the runner sends a kHandback with the frame's checkpoint
-  // as its last message; other renderers stop at once and hand back without one. Cancel()
-  // after this still hands back (without a checkpoint if none was taken yet).
+  // Any thread: the worker must leave (spot interruption, second SIGTERM). A C++ plugin that
+  // checkpoints (the path tracer: at the end of its current pass) stops and the runner sends a
+  // kHandback with the frame's checkpoint as its last message; other renderers stop at once and
+  // hand back without one. Cancel() after this still hands back (without a checkpoint if none
+  // was taken yet).
   void RequestHandback(const std::string& reason);
   // I/O thread: the assignment's assets are here (path in the task folder -> cached file; a
   // resumed attempt's checkpoint under kCheckpointBlob), or could not be had. The render waits
@@ -98,11 +98,14 @@ class TaskRunner {
   void Run();  // the render thread
   Status WaitForAssets();
   Status RenderAll(zmq::socket_t& out, int* frames_done);
+  // A C++ plugin (the path tracer among them), frame by frame in this thread.
+  Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
+  // An external program described by its plugin.yaml.
   Status RenderWithPlugin(zmq::socket_t& out, int* frames_done);
+  // A part of a split frame as its exact accumulation (plugins/pathtracer/accumulation.h).
+  Status SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
+                  const std::string& accumulation, double seconds, const std::string& backend);
   // Sends one frame's pixels (of the task's part) as a kFrameResult.
-  // A part of a split path-tracer frame: its exact accumulation.
-  Status SendPart(zmq::socket_t& out, int frame, const pathtracer::RenderedImage& image,
-                  double seconds);
   Status SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width, int height,
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
@@ -110,7 +113,7 @@ class TaskRunner {
   // A kFrameResult header for one frame of this attempt's part.
   protocol::FrameResult ResultOf(int frame, int width, int height, int channels, double seconds,
                                  const std::string& backend) const;
-  // Appends a line to the task's log (render thread only), keeping its last
+  // Appends a line to the task's log (any thread), keeping its last
   // protocol::kMaxTaskLogBytes.
   void Log(const std::string& line);
 
@@ -128,10 +131,11 @@ class TaskRunner {
   bool assets_ready_ = false;                       // guarded by assets_mu_
   Status assets_status_;                            // guarded by assets_mu_
   std::map<std::string, std::string> asset_files_;  // guarded by assets_mu_ until ready
-  // Taken on the render thread by the pass callback once a hand-back is asked for.
+  // Given by a C++ plugin that stopped for a hand-back (render thread).
   std::string checkpoint_;
   int checkpoint_samples_ = 0;
-  std::string log_;  // render thread only; sent with the final message
+  std::mutex log_mu_;  // a plugin may log from any of its threads
+  std::string log_;    // guarded by log_mu_; sent with the final message
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
   std::thread thread_;  // last: starts after every member above is ready

@@ -103,6 +103,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("data_dir", &c.data_dir)
         .Optional("key_file", &c.key_file)
         .Optional("plugin_path", &c.plugin_path)
+        .Optional("native_plugins", &c.native_plugins)
         .Optional("cache_mb", &c.cache_mb)
         .Optional("simulate_gpus", &c.simulate_gpus);
     YAML::Node map = r.Child("path_map");
@@ -157,6 +158,12 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     }
   }
 
+  for (size_t i = 0; i < c.native_plugins.size(); ++i) {
+    if (c.native_plugins[i].empty() || c.native_plugins[i][0] != '/') {
+      return Status::InvalidArgument("worker.native_plugins[" + std::to_string(i) +
+                                     "]: must be the absolute path of a shared library");
+    }
+  }
   TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
   TSR_RETURN_IF_ERROR(CheckSecurity(&c));
   TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));

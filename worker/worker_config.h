@@ -30,6 +30,9 @@
 //                                     #   /Volumes/projects}; the longest matching prefix wins
 //     plugin_path: ""                 # colon-separated folders searched for renderer programs
 //                                     #   (povray, blender, a command's program); empty: $PATH
+//     native_plugins: []              # C++ renderer plugins to load (absolute paths of shared
+//                                     #   libraries, plugins/api/renderer_api.h); the built-in
+//                                     #   path tracer is always there
 //     simulate_gpus: 0                # testing only: report N simulated GPUs (their tasks render
 //                                     #   on the CPU) to exercise GPU slots and pinning
 //   heartbeat:
@@ -76,6 +79,7 @@ struct WorkerConfig {
   bool data_dir_given = false;                  // false: data_dir is the temporary default
   std::string key_file;                         // empty: keys in memory only
   std::string plugin_path;                      // empty: $PATH
+  std::vector<std::string> native_plugins;      // shared libraries of C++ renderer plugins
   int simulate_gpus = 0;                        // testing: N simulated GPUs rendered on the CPU
   int cache_mb = 20480;                         // the asset cache's bound
   std::map<std::string, std::string> path_map;  // shared storage: scheduler prefix -> local

@@ -60,7 +60,8 @@ class ProgressThrottle {
 };
 
 inline bool IsCancelled(const RenderRequest& request) {
-  return request.cancel != nullptr && request.cancel->load(std::memory_order_relaxed);
+  return (request.cancel != nullptr && request.cancel->load(std::memory_order_relaxed)) ||
+         (request.cancelled && request.cancelled());
 }
 
 }  // namespace tessera::pathtracer

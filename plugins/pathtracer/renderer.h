@@ -33,6 +33,8 @@ struct RenderRequest {
   int cpu_threads = 0;  // 0: all hardware threads
   // Polled between units of work; when it becomes true the render stops with kCancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // Polled with `cancel` (a host behind the C plugin API asks through a callback); true stops.
+  std::function<bool()> cancelled;
   // Called from the rendering thread with the fraction done (0..1), at most a few times a second.
   std::function<void(double)> on_progress;
 

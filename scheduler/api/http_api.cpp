@@ -164,6 +164,15 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
                                      "job lists)");
     }
   }
+  if (auto plugin = plugin::FindPlugin(job.renderer);
+      plugin && plugin::IsBinaryScene(*plugin, job.scene_path)) {
+    TSR_ASSIGN_OR_RETURN(std::string name, plugin::CheckSceneName(*plugin, job.scene_path));
+    if (!job.assets.count(name)) {
+      return Status::InvalidArgument("scene: '" + job.scene_path +
+                                     "' is a binary scene; it travels as the asset '" + name +
+                                     "', which was not uploaded (tessera submit does)");
+    }
+  }
   if (job.renderer == spec::kRendererPathTracer) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
@@ -812,7 +821,9 @@ void HttpApi::Routes() {
     StatusOr<json> workers = broker_.WorkerPlugins();
     if (!workers.ok()) return ReplyError(res, workers.status());
     json known = json::array();
-    for (const plugin::PluginSpec& p : plugin::BuiltinPlugins()) {
+    std::vector<plugin::PluginSpec> specs = plugin::BuiltinPlugins();
+    for (plugin::PluginSpec& p : plugin::RegisteredNativePlugins()) specs.push_back(std::move(p));
+    for (const plugin::PluginSpec& p : specs) {
       json settings = json::array();
       for (const plugin::SettingSpec& st : p.settings) {
         json one = {{"name", st.name},
@@ -826,8 +837,11 @@ void HttpApi::Routes() {
       }
       known.push_back({{"name", p.name},
                        {"description", p.description},
+                       {"kind", p.native ? "native" : "program"},
                        {"tiles", p.tiles},
+                       {"sample_parts", p.sample_parts},
                        {"settings", settings}});
+      if (p.native) known.back()["declaration"] = p.declaration;
     }
     (*workers)["plugins"] = known;
     Reply(res, 200, *workers);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <zmq_addon.hpp>
 
+#include "shared/plugin_catalog.h"
+
 namespace tessera::broker {
 
 using protocol::MessageType;
@@ -59,8 +61,36 @@ void Broker::Post(std::function<void()> fn) {
 
 // ---- the poll loop --------------------------------------------------------------------------
 
+namespace {
+
+// A C++ plugin a worker loaded from outside the build: what it declares becomes the spec that
+// jobs naming it are validated against (shared/plugin_catalog.h).
+Status AdoptNativePlugin(const protocol::PluginOffer& offer) {
+  const auto has = [&](const char* cap) {
+    return std::find(offer.capabilities.begin(), offer.capabilities.end(), cap) !=
+           offer.capabilities.end();
+  };
+  TSR_ASSIGN_OR_RETURN(plugin::PluginSpec spec,
+                       plugin::NativePluginSpec(offer.name, offer.description, has("tiles"),
+                                                has("sample_parts"), offer.declaration));
+  return plugin::RegisterNativePlugin(std::move(spec));
+}
+
+}  // namespace
+
 void Broker::Run(std::promise<StatusOr<std::string>> started) {
   std::string endpoint;
+  // C++ plugins workers offered before a restart: their jobs must still parse.
+  StatusOr<std::vector<protocol::PluginOffer>> natives = store_.NativePlugins();
+  if (!natives.ok()) {
+    started.set_value(natives.status());
+    return;
+  }
+  for (const protocol::PluginOffer& offer : *natives) {
+    if (Status s = AdoptNativePlugin(offer); !s.ok()) {
+      spdlog::warn("renderer plugin {}: {}", offer.name, s.message());
+    }
+  }
   // Workers an operator disabled stay disabled when they come back.
   StatusOr<std::vector<store::WorkerRecord>> known = store_.ListWorkers();
   if (!known.ok()) {
@@ -411,7 +441,19 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.offer.cpu_cores = reg->cpu_cores;
   conn.offer.ram_mb = reg->ram_mb;
   conn.offer.gpus = reg->gpus;
-  for (const protocol::PluginOffer& p : reg->plugins) conn.offer.plugins[p.name] = p.version;
+  for (const protocol::PluginOffer& p : reg->plugins) {
+    if (p.native) {
+      if (Status s = AdoptNativePlugin(p); !s.ok()) {
+        spdlog::warn("worker {}: renderer plugin {} not accepted: {}", reg->name, p.name,
+                     s.message());
+        continue;
+      }
+      if (Status s = store_.SaveNativePlugin(p); !s.ok()) {
+        spdlog::error("worker {}: renderer plugin {}: {}", reg->name, p.name, s.message());
+      }
+    }
+    conn.offer.plugins[p.name] = p.version;
+  }
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.gpu_busy.assign(reg->gpus.size(), false);
   conn.last_heard = Clock::now();

@@ -200,7 +200,10 @@ class Broker {
     std::map<std::string, std::string> settings;  // renderer plugins: resolved settings
     std::shared_ptr<const std::map<std::string, std::string>> assets;  // path -> blob SHA-256
     bool output_shared = false;  // workers write whole frames into output.dir themselves
-    bool paused = false;         // its queued tasks stay out of queue_ until resumed
+    // Parts of split frames come as exact accumulations (the path tracer, or a C++ plugin that
+    // splits samples), not float pixels.
+    bool exact_parts = false;
+    bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
     int progress_timeout_s = 0;
     int blocklist_after = 3;

@@ -16,6 +16,25 @@ namespace tessera::broker {
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// Why a path tracer's hand-back checkpoint cannot resume the task's part of `frame` ("" = it can).
+std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame,
+                                      const protocol::FramePart& part) {
+  StatusOr<pathtracer::RenderedImage> checkpoint =
+      pathtracer::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
+  if (!checkpoint.ok()) return checkpoint.status().message();
+  if (checkpoint->frame != frame || checkpoint->sample_begin != part.sample_begin ||
+      (!part.whole_region() &&
+       (checkpoint->x0 != part.x0 || checkpoint->y0 != part.y0 ||
+        checkpoint->width != part.x1 - part.x0 || checkpoint->height != part.y1 - part.y0))) {
+    return "it is not of the task's frame, region and samples";
+  }
+  return "";
+}
+
+}  // namespace
+
 // ---- credentials (any thread) ----------------------------------------------------------------
 
 std::string Broker::public_key_hex() const {
@@ -306,20 +325,13 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
   const int frame = std::clamp(m->frame, task->frame_start, task->frame_end);
   ClearResume(*task);
   task->resume_frame = frame;
-  if (env.payload.size() > 0 && job.renderer == spec::kRendererPathTracer) {
-    // Checked before it is kept: a checkpoint of another frame, region or sample range would
-    // make the resumed frame wrong.
-    StatusOr<pathtracer::RenderedImage> checkpoint = pathtracer::ParseAccumulation(
-        std::string_view(static_cast<const char*>(env.payload.data()), env.payload.size()));
+  if (env.payload.size() > 0 && job.produces_frames) {
     std::string problem;
-    if (!checkpoint.ok()) {
-      problem = checkpoint.status().message();
-    } else if (checkpoint->frame != frame || checkpoint->sample_begin != task->part.sample_begin ||
-               (!task->part.whole_region() &&
-                (checkpoint->x0 != task->part.x0 || checkpoint->y0 != task->part.y0 ||
-                 checkpoint->width != task->part.x1 - task->part.x0 ||
-                 checkpoint->height != task->part.y1 - task->part.y0))) {
-      problem = "it is not of the task's frame, region and samples";
+    if (job.renderer == spec::kRendererPathTracer) {
+      // Checked before it is kept: a checkpoint of another frame, region or sample range would
+      // make the resumed frame wrong. Other C++ plugins' checkpoints are their own format, which
+      // they check when resuming.
+      problem = CheckPathTracerCheckpoint(env.payload, frame, task->part);
     }
     if (problem.empty() && options_.blobs == nullptr) problem = "this scheduler keeps no blobs";
     if (problem.empty()) {

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "scheduler/broker/broker.h"
+#include "shared/plugin_catalog.h"
 
 namespace tessera::broker {
 
@@ -248,6 +249,11 @@ Status Broker::LoadJob(int64_t job_id) {
   info.max_retries = job.max_retries;
   info.produces_frames = job.produces_frames();
   info.renderer = job.renderer;
+  if (job.renderer == spec::kRendererPathTracer) {
+    info.exact_parts = true;
+  } else if (auto plugin = plugin::FindPlugin(job.renderer)) {
+    info.exact_parts = plugin->sample_parts;
+  }
   info.output = FrameOutputOf(job);
   using Flags = std::map<int, std::string>;
   TSR_ASSIGN_OR_RETURN(Flags flags, store_.FrameFlags(job_id, spec::kMinFrame, spec::kMaxFrame));

@@ -67,13 +67,13 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
   if (!task) return;
   const JobInfo& job = jobs_[task->job_id];
-  // A part of a split frame is the path tracer's accumulation (checked by the assembler
-  // against the task's part); a whole frame is width x height x channels floats.
-  // A tile from a plugin renderer is float pixels like a whole frame.
+  // A part of a split frame is an exact accumulation (the path tracer's, or a C++ plugin's that
+  // splits samples; checked by the assembler against the task's part); a whole frame is
+  // width x height x channels floats. A tile from another plugin is float pixels like a frame.
   const bool part = !task->part.whole();
   if (m->encoding == protocol::kEncodingWritten)
     return OnFrameWrittenByWorker(identity, worker, *task, *m);
-  const bool exact = part && job.renderer == spec::kRendererPathTracer;
+  const bool exact = part && job.exact_parts;
   const size_t expected =
       static_cast<size_t>(std::max(0, m->width)) * static_cast<size_t>(std::max(0, m->height)) *
       static_cast<size_t>(std::max(0, m->channels)) * (exact ? sizeof(int64_t) : sizeof(float));

@@ -14,8 +14,10 @@
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
 #include "shared/job_spec.h"
+#include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 #include "shared/sha256.h"
+#include "shared/yaml_util.h"
 
 namespace tessera::cli {
 
@@ -86,17 +88,44 @@ StatusOr<std::string> UploadAsset(ApiClient& client, const fs::path& file) {
   return Status::Internal("the scheduler did not confirm the upload");
 }
 
+// A job naming a C++ plugin that a worker loaded: the scheduler has its declaration, so the job
+// is checked here by the same rules, before anything is uploaded. Quiet on failure: parsing
+// then reports the renderer as unknown, or the request reports the connection.
+void LearnNativePlugins(const ClientOptions& options, const std::string& job_text) {
+  StatusOr<YAML::Node> root = yaml::Parse(job_text, "job");
+  if (!root.ok() || !root->IsMap() || !(*root)["renderer"].IsScalar()) return;
+  const std::string renderer = (*root)["renderer"].Scalar();
+  if (renderer == spec::kRendererPathTracer || renderer == spec::kRendererNoop ||
+      plugin::FindPlugin(renderer) != nullptr) {
+    return;
+  }
+  ApiClient client(options.connection);
+  StatusOr<json> listing = client.Get("/api/v1/plugins");
+  if (!listing.ok() || !(*listing)["plugins"].is_array()) return;
+  for (const json& p : (*listing)["plugins"]) {
+    if (p.value("kind", "") != "native") continue;
+    StatusOr<plugin::PluginSpec> spec = plugin::NativePluginSpec(
+        p.value("name", ""), p.value("description", ""), p.value("tiles", false),
+        p.value("sample_parts", false), p.value("declaration", ""));
+    if (spec.ok()) (void)plugin::RegisterNativePlugin(std::move(*spec));
+  }
+}
+
 }  // namespace
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file) {
   StatusOr<std::string> job_text = ReadTextFile(job_file);
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
+  LearnNativePlugins(options, *job_text);
 
   StatusOr<spec::JobSpec> job = Guarded([&] { return spec::ParseJobYaml(*job_text); });
   if (!job.ok()) return LocalError(job_file, job.status().message());
 
   std::string scene_text;
-  if (!job->scene_path.empty()) {
+  // A binary scene (.blend) is uploaded like an asset, under its file name.
+  const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job->renderer);
+  const bool binary_scene = plugin && plugin::IsBinaryScene(*plugin, job->scene_path);
+  if (!job->scene_path.empty() && !binary_scene) {
     fs::path scene_path = job->scene_path;
     if (scene_path.is_relative()) scene_path = fs::path(job_file).parent_path() / scene_path;
     StatusOr<std::string> read = ReadTextFile(scene_path);
@@ -123,6 +152,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
   // The files the renderer reads besides the scene: the job's own list, and for the path tracer
   // the files its scene names. Paths are relative to the scene's folder.
   std::set<std::string> asset_files(job->asset_files.begin(), job->asset_files.end());
+  if (binary_scene) asset_files.insert(fs::path(job->scene_path).filename().string());
   if (job->renderer == spec::kRendererPathTracer && !scene_text.empty()) {
     StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
     if (scene.ok()) {

@@ -260,6 +260,16 @@ ALTER TABLE jobs ADD COLUMN assets TEXT NOT NULL DEFAULT '{}';
     R"sql(
 ALTER TABLE jobs ADD COLUMN output_shared INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 22 -> 23: C++ renderer plugins that workers loaded from outside the build, as the last
+    // worker offering each described it (protocol::PluginOffer as JSON), so jobs naming them
+    // still parse after a restart, before any worker is back.
+    R"sql(
+CREATE TABLE native_plugins (
+  name        TEXT    PRIMARY KEY,
+  offer_json  TEXT    NOT NULL,
+  updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -1153,6 +1163,32 @@ StatusOr<int64_t> Store::UpsertWorker(const protocol::Register& reg) {
   int64_t id = s.Int(0);
   TSR_RETURN_IF_ERROR(s.Run());
   return id;
+}
+
+Status Store::SaveNativePlugin(const protocol::PluginOffer& offer) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       writer_->Prepare("INSERT INTO native_plugins (name, offer_json, updated_at) "
+                                        "VALUES (?1, ?2, ?3) ON CONFLICT(name) DO UPDATE SET "
+                                        "offer_json = ?2, updated_at = ?3 WHERE offer_json != ?2"));
+  return s.Bind(1, offer.name).Bind(2, nlohmann::json(offer).dump()).Bind(3, NowMs()).Run();
+}
+
+StatusOr<std::vector<protocol::PluginOffer>> Store::NativePlugins() {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT offer_json FROM native_plugins ORDER BY name"));
+  std::vector<protocol::PluginOffer> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    nlohmann::json j = nlohmann::json::parse(s.Text(0), nullptr, false);
+    try {
+      if (j.is_object()) out.push_back(j.get<protocol::PluginOffer>());
+    } catch (const nlohmann::json::exception&) {
+      // A row from a future version of the offer: the next worker offering it rewrites it.
+    }
+  }
+  return out;
 }
 
 Status Store::SetWorkerDisabled(const std::string& name, bool disabled) {

@@ -235,7 +235,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 22;
+  static constexpr int kSchemaVersion = 23;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -334,6 +334,9 @@ class Store {
   // Registered time at the workers' prices: (worker id, money) each, and the sum to today.
   Status AccrueWorkerCosts(const std::vector<std::pair<int64_t, double>>& worker_costs);
   Status SetWorkerPrice(int64_t worker_id, const std::string& node_group, double price_per_hour);
+  // C++ renderer plugins offered by workers (schema 23): the latest description of each.
+  Status SaveNativePlugin(const protocol::PluginOffer& offer);
+  StatusOr<std::vector<protocol::PluginOffer>> NativePlugins();
   // The last `days` UTC days with any cost, oldest first.
   StatusOr<std::vector<CostDay>> CostDays(int days);
   StatusOr<int64_t> AddAutoscalerNode(const AutoscalerNodeRecord& node);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "shared/image_io.h"
+#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {
@@ -165,6 +166,11 @@ TEST(PluginFarmTest, PovrayTilesAssembleToTheDirectRender) {
   }
 }
 
+// Renders frames 1-2 of a Blender scene directly (Cycles, CPU, 4 samples, seed 0) and compares
+// them with the farm's bl.0001.exr and bl.0002.exr in `out`.
+void ExpectBlenderFramesMatchADirectRender(const std::string& out, const std::string& ref_dir,
+                                           const std::vector<std::string>& scene_args);
+
 const char* kBlenderScene = R"(import bpy
 scene = bpy.context.scene
 for obj in list(bpy.data.objects):
@@ -197,20 +203,62 @@ TEST(PluginFarmTest, BlenderCyclesMatchesADirectRender) {
   ASSERT_GT(id, 0) << error;
   nlohmann::json job = farm.WaitForJob(id, 120s);
   ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
-  const std::string out = job["output_dir"];
-
   const std::string ref_dir = farm.dir() + "/direct";
   fs::create_directories(ref_dir);
   WriteFile(ref_dir + "/build_scene.py", kBlenderScene);
+  ExpectBlenderFramesMatchADirectRender(job["output_dir"], ref_dir,
+                                        {"--python", ref_dir + "/build_scene.py"});
+}
+
+// A binary .blend scene: `tessera submit` uploads it like an asset, and the worker opens it.
+TEST(PluginFarmTest, BlenderBlendFileSubmittedWithTheCliMatchesADirectRender) {
+  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  LocalFarm farm("blend");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1", 2));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  const std::string job_dir = farm.dir() + "/job";
+  fs::create_directories(job_dir + "/shots");
+  WriteFile(job_dir + "/build_scene.py", kBlenderScene);
   ASSERT_EQ(RunDirect({Which("blender"), "-b", "--factory-startup", "-noaudio", "--python",
-                       ref_dir + "/build_scene.py", "--python-expr",
-                       "import bpy; s = bpy.context.scene; s.render.engine = 'CYCLES'; "
-                       "s.cycles.device = 'CPU'; s.cycles.use_denoising = False; "
-                       "s.cycles.samples = 4; s.cycles.seed = 0",
-                       "-o", ref_dir + "/ref_####", "-F", "OPEN_EXR", "-s", "1", "-e", "2", "-a"},
-                      ref_dir + "/blender.log"),
+                       job_dir + "/build_scene.py", "--python-expr",
+                       "import bpy; bpy.ops.wm.save_as_mainfile(filepath='" + job_dir +
+                           "/shots/shot.blend')"},
+                      job_dir + "/save.log"),
             0)
-      << ReadFile(ref_dir + "/blender.log");
+      << ReadFile(job_dir + "/save.log");
+  ASSERT_TRUE(fs::exists(job_dir + "/shots/shot.blend")) << ReadFile(job_dir + "/save.log");
+  WriteFile(job_dir + "/job.yaml",
+            "name: blend\nrenderer: blender\nscene: shots/shot.blend\nframes: 1-2\n"
+            "chunk_size: 2\nsettings: {samples: 4, seed: 0}\n"
+            "output: {pattern: 'bl.####', formats: [exr]}\n");
+  e2e::RunResult submitted =
+      e2e::RunProcess({Bin("tessera"), "submit", job_dir + "/job.yaml"}, 60s,
+                      {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  nlohmann::json job = farm.WaitForJob(std::stoll(submitted.out), 120s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  ExpectBlenderFramesMatchADirectRender(job["output_dir"], job_dir,
+                                        {job_dir + "/shots/shot.blend"});
+
+  // Through the API without the upload, the binary scene is missing: refused, naming it.
+  std::string error;
+  EXPECT_EQ(farm.Submit("name: b\nrenderer: blender\nscene: shot.blend\nframes: 1\n", "", &error),
+            -1);
+  EXPECT_NE(error.find("'shot.blend', which was not uploaded"), std::string::npos) << error;
+}
+
+void ExpectBlenderFramesMatchADirectRender(const std::string& out, const std::string& ref_dir,
+                                           const std::vector<std::string>& scene_args) {
+  std::vector<std::string> argv = {Which("blender"), "-b", "--factory-startup", "-noaudio"};
+  argv.insert(argv.end(), scene_args.begin(), scene_args.end());
+  argv.insert(argv.end(),
+              {"--python-expr",
+               "import bpy; s = bpy.context.scene; s.render.engine = 'CYCLES'; "
+               "s.cycles.device = 'CPU'; s.cycles.use_denoising = False; "
+               "s.cycles.samples = 4; s.cycles.seed = 0",
+               "-o", ref_dir + "/ref_####", "-F", "OPEN_EXR", "-s", "1", "-e", "2", "-a"});
+  ASSERT_EQ(RunDirect(argv, ref_dir + "/blender.log"), 0) << ReadFile(ref_dir + "/blender.log");
   for (int frame = 1; frame <= 2; ++frame) {
     char name[64];
     std::snprintf(name, sizeof(name), "/bl.%04d.exr", frame);
@@ -306,6 +354,120 @@ TEST(PluginFarmTest, FailingRendererFailsTheTaskAndTheWorkerKeepsRunning) {
   job = farm.WaitForJob(id, 30s);
   EXPECT_EQ(job["state"], "failed") << job.dump();
   EXPECT_TRUE(farm.worker("w1").running()) << "the worker survives its renderers' failures";
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// The gradient test plugin's pixel (x, y) of `frame` in a width x height frame.
+void ExpectGradient(const image::ImageBuffer& img, int width, int height, float blue) {
+  ASSERT_EQ(img.width, width);
+  ASSERT_EQ(img.height, height);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      const float* p = &img.pixels[(static_cast<size_t>(y) * width + x) * img.channels];
+      ASSERT_NEAR(p[0], static_cast<float>(x) / width, 1e-6) << x << "," << y;
+      ASSERT_NEAR(p[1], static_cast<float>(y) / height, 1e-6) << x << "," << y;
+      ASSERT_NEAR(p[2], blue, 1e-6) << x << "," << y;
+    }
+  }
+}
+
+// A C++ plugin loaded by one worker from worker.native_plugins (the gradient test plugin): the
+// scheduler learns its declaration from that worker, validates jobs against it, sends its tasks
+// only there, assembles its tiles, and still knows it after a restart.
+TEST(PluginFarmTest, NativePluginFromAWorkerRendersTilesThroughTheFarm) {
+  LocalFarm farm("native");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string job_yaml =
+      "name: grad\nrenderer: gradient\nscene: ramp.grad\nframes: 1-2\ntiles: 2x2\n"
+      "settings: {width: 32, height: 16, offset: 0.25}\n"
+      "output: {pattern: 'grad.####', formats: [exr], exr: float}\n";
+  std::string error;
+  // No worker has offered it yet: not a renderer of this farm.
+  EXPECT_EQ(farm.Submit(job_yaml, "ramp", &error), -1);
+  EXPECT_NE(error.find("renderer: 'gradient' is not a renderer this farm has"), std::string::npos)
+      << error;
+
+  const std::string config = farm.dir() + "/native-worker.yaml";
+  WriteFile(config, std::string("worker:\n  native_plugins: [") + TSR_TEST_PLUGIN + "]\n");
+  ASSERT_TRUE(farm.StartWorkerWith("native", {"--config", config}));
+  ASSERT_TRUE(farm.StartWorker("plain"));
+  ASSERT_TRUE(farm.WaitForWorkers(2, 30s));
+  nlohmann::json plugins;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        plugins = farm.Get("/api/v1/plugins");
+        for (const auto& p : plugins["plugins"]) {
+          if (p["name"] == "gradient") return true;
+        }
+        return false;
+      },
+      10s))
+      << plugins.dump();
+  for (const auto& p : plugins["plugins"]) {
+    if (p["name"] != "gradient") continue;
+    EXPECT_EQ(p["kind"], "native");
+    EXPECT_EQ(p["tiles"], true);
+    EXPECT_EQ(p["description"], "test gradient renderer");
+    EXPECT_EQ(p["settings"].size(), 4u) << p.dump();
+  }
+
+  // Settings are checked against what the plugin declared, naming the field.
+  EXPECT_EQ(
+      farm.Submit("name: g\nrenderer: gradient\nscene: a.grad\nsettings: {bogus: 1}\nframes: 1\n",
+                  "ramp", &error),
+      -1);
+  EXPECT_NE(error.find("settings.bogus"), std::string::npos) << error;
+  EXPECT_EQ(
+      farm.Submit("name: g\nrenderer: gradient\nscene: a.grad\nsettings: {width: -4}\nframes: 1\n",
+                  "ramp", &error),
+      -1);
+  EXPECT_NE(error.find("settings.width"), std::string::npos) << error;
+  EXPECT_EQ(farm.Submit("name: g\nrenderer: gradient\nscene: a.pov\nframes: 1\n", "ramp", &error),
+            -1);
+  EXPECT_NE(error.find(".grad"), std::string::npos) << error;
+
+  const int64_t id = farm.Submit(job_yaml, "ramp", &error);
+  ASSERT_GT(id, 0) << error;
+  nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  const std::string out = job["output_dir"];
+  for (int frame = 1; frame <= 2; ++frame) {
+    StatusOr<image::ImageBuffer> img =
+        image::Read(out + "/grad.000" + std::to_string(frame) + ".exr");
+    ASSERT_TRUE(img.ok()) << img.status().message();
+    ExpectGradient(*img, 32, 16, static_cast<float>(frame) + 0.25f);
+  }
+  // Every task went to the worker that has the plugin.
+  EXPECT_EQ(farm.WorkerLog("plain").find("started, frames"), std::string::npos)
+      << farm.WorkerLog("plain");
+
+  // The CLI learns the plugin's declaration from the scheduler and checks a job file with it.
+  const std::vector<std::string> env = {"TESSERA_SERVER=" + farm.api_url(),
+                                        "TESSERA_TOKEN=" + farm.token()};
+  WriteFile(farm.dir() + "/ramp.grad", "ramp");
+  WriteFile(farm.dir() + "/bad.yaml",
+            "name: bad\nrenderer: gradient\nscene: ramp.grad\nsettings: {row_ms: -1}\nframes: 1\n");
+  e2e::RunResult bad =
+      e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/bad.yaml"}, 30s, env);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("settings.row_ms"), std::string::npos) << bad.out << bad.err;
+  WriteFile(farm.dir() + "/good.yaml", job_yaml);
+  e2e::RunResult good =
+      e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/good.yaml"}, 30s, env);
+  ASSERT_EQ(good.exit_code, 0) << good.out << good.err;
+  EXPECT_EQ(farm.WaitForJob(std::stoll(good.out), 60s)["state"], "done");
+
+  // After a restart, before any worker is back, jobs naming it are still accepted.
+  farm.worker("native").Stop();
+  farm.KillScheduler();
+  ASSERT_TRUE(farm.StartScheduler(/*reuse_ports=*/true)) << farm.SchedulerLog();
+  const int64_t again = farm.Submit(job_yaml, "ramp", &error);
+  EXPECT_GT(again, 0) << error;
 }
 
 }  // namespace

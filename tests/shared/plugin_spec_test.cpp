@@ -181,16 +181,74 @@ TEST(PluginSpecTest, BlenderTileBorderNeedsTheFrameSize) {
       << joined;
 }
 
-TEST(PluginSpecTest, SceneNamesAreCheckedAndBlendFilesExplained) {
+TEST(PluginSpecTest, SceneNamesAreCheckedAndBinaryScenesKnown) {
   const PluginSpec& pov = *FindBuiltinPlugin("povray");
   EXPECT_EQ(*CheckSceneName(pov, "shots/a.pov"), "a.pov");
   EXPECT_FALSE(CheckSceneName(pov, "a.py").ok());
   EXPECT_FALSE(CheckSceneName(pov, "-rf.pov").ok());
   EXPECT_FALSE(CheckSceneName(pov, "").ok());
-  StatusOr<std::string> blend = CheckSceneName(*FindBuiltinPlugin("blender"), "shot.blend");
-  ASSERT_FALSE(blend.ok());
-  EXPECT_NE(blend.status().message().find("asset store"), std::string::npos);
+  EXPECT_FALSE(IsBinaryScene(pov, "a.pov"));
+  const PluginSpec& blender = *FindBuiltinPlugin("blender");
+  EXPECT_EQ(*CheckSceneName(blender, "shots/Shot.BLEND"), "Shot.BLEND");
+  EXPECT_TRUE(IsBinaryScene(blender, "shots/Shot.BLEND"));
+  EXPECT_FALSE(IsBinaryScene(blender, "build.py"));
+  EXPECT_FALSE(IsBinaryScene(blender, "shots.blend/build.py"));
   EXPECT_EQ(*CheckSceneName(*FindBuiltinPlugin("command"), ""), "");
+  EXPECT_NE(ParsePluginYaml("name: x\nexecutable: {names: [x]}\nargs: [a]\noutput: {file: f}\n"
+                            "scene: {extensions: [.a], binary: [.b]}\n",
+                            "t")
+                .status()
+                .message()
+                .find("scene.binary[0]: not among scene.extensions"),
+            std::string::npos);
+}
+
+TEST(PluginSpecTest, BlenderOpensABlendFileOrRunsAScript) {
+  const PluginSpec& p = *FindBuiltinPlugin("blender");
+  RunContext ctx = Context(p, {});
+  ctx.scene = "/data/tasks/t1/shot.blend";
+  StatusOr<std::vector<std::string>> argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  EXPECT_EQ(std::vector<std::string>(argv->begin(), argv->begin() + 4),
+            (std::vector<std::string>{"-b", "--factory-startup", "-noaudio", ctx.scene}));
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "--python"), 0);
+  ctx.scene = "/data/tasks/t1/build.py";
+  argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  EXPECT_EQ(std::vector<std::string>(argv->begin() + 3, argv->begin() + 5),
+            (std::vector<std::string>{"--python", ctx.scene}));
+}
+
+TEST(PluginSpecTest, NativePluginsDeclareOnlySceneAndSettings) {
+  StatusOr<PluginSpec> spec = NativePluginSpec(
+      "grad", "a gradient", true, false,
+      "scene: {extensions: [.grad]}\nsettings:\n  width: {type: int, min: 1, default: 16}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->native);
+  EXPECT_TRUE(spec->tiles);
+  EXPECT_FALSE(spec->sample_parts);
+  EXPECT_EQ(*ResolveSettings(*spec, {}), (Settings{{"width", "16"}}));
+  EXPECT_NE(ResolveSettings(*spec, {{"height", "3"}}).status().message().find("settings.height"),
+            std::string::npos);
+  EXPECT_TRUE(NativePluginSpec("bare", "", false, false, "").ok());
+  EXPECT_NE(NativePluginSpec("grad", "", false, false, "args: [x]\n")
+                .status()
+                .message()
+                .find("only scene and settings may be declared"),
+            std::string::npos);
+  EXPECT_NE(NativePluginSpec("Bad Name", "", false, false, "").status().message().find("name:"),
+            std::string::npos);
+  // Registered, a native plugin is found like a built-in one; a built-in name is refused.
+  ASSERT_TRUE(RegisterNativePlugin(*spec).ok());
+  ASSERT_NE(FindPlugin("grad"), nullptr);
+  EXPECT_TRUE(FindPlugin("grad")->native);
+  EXPECT_FALSE(FindPlugin("povray")->native);
+  StatusOr<PluginSpec> clash = NativePluginSpec("povray", "", false, false, "");
+  ASSERT_TRUE(clash.ok());
+  EXPECT_EQ(RegisterNativePlugin(*clash).code(), StatusCode::kAlreadyExists);
+  StatusOr<spec::JobSpec> job = spec::ParseJobYaml(
+      "name: g\nrenderer: grad\nscene: a.grad\nframes: 1\ntiles: 2x1\nsettings: {width: 8}\n");
+  EXPECT_TRUE(job.ok()) << job.status().message();
 }
 
 TEST(PluginSpecTest, JobSpecTakesPluginRenderersAndSettings) {
@@ -213,7 +271,8 @@ TEST(PluginSpecTest, JobSpecTakesPluginRenderersAndSettings) {
             std::string::npos);
   EXPECT_NE(error("name: a\nscene: s.yaml\nframes: 1\nsettings: {x: 1}\n").find("settings:"),
             std::string::npos);
-  EXPECT_NE(error("name: a\nrenderer: blender\nscene: s.blend\nframes: 1\n").find(".blend"),
+  EXPECT_EQ(error("name: a\nrenderer: blender\nscene: s.blend\nframes: 1\n"), "ok");
+  EXPECT_NE(error("name: a\nrenderer: blender\nscene: s.blender\nframes: 1\n").find(".blend"),
             std::string::npos);
   EXPECT_EQ(error("name: a\nrenderer: command\nframes: 1\n"
                   "settings: {program: ffmpeg, argv: [-i, in.mov, out.mp4]}\n"),

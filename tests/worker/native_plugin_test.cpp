@@ -1,57 +1,110 @@
-// The C++ renderer plugin API: loading a shared library, the ABI version check, rendering a
-// frame and a tile, progress, cancel and errors.
+// The C++ renderer plugin API (plugins/api/renderer_api.h): loading a shared library, the ABI
+// version check, rendering a frame and a tile, progress, cancel, errors, hand-back with a
+// checkpoint and resuming from it; and the built-in path tracer behind the same table.
 
 #include "worker/native_plugin.h"
 
 #include <gtest/gtest.h>
 
+#include "plugins/pathtracer/accumulation.h"
+#include "plugins/pathtracer/plugin_entry.h"
+#include "tests/support/scenes.h"
+
 namespace tessera::worker {
 namespace {
 
-TEST(NativePluginTest, LoadsAndRendersFramesAndTiles) {
+std::unique_ptr<NativePlugin> LoadGradient() {
   StatusOr<std::unique_ptr<NativePlugin>> plugin = NativePlugin::Load(TSR_TEST_PLUGIN);
-  ASSERT_TRUE(plugin.ok()) << plugin.status().message();
-  EXPECT_EQ((*plugin)->name(), "gradient");
-  EXPECT_EQ((*plugin)->version(), "1.0");
+  EXPECT_TRUE(plugin.ok()) << plugin.status().message();
+  return plugin.ok() ? std::move(*plugin) : nullptr;
+}
+
+TEST(NativePluginTest, LoadsAndRendersFramesAndTiles) {
+  std::unique_ptr<NativePlugin> plugin = LoadGradient();
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->name(), "gradient");
+  EXPECT_EQ(plugin->version(), "1.0");
+  EXPECT_EQ(plugin->description(), "test gradient renderer");
+  EXPECT_EQ(plugin->path(), TSR_TEST_PLUGIN);
+  EXPECT_EQ(plugin->CapabilityNames(), (std::vector<std::string>{"tiles", "checkpoint"}));
+  EXPECT_NE(plugin->declaration_yaml().find("row_ms"), std::string::npos);
 
   NativePlugin::Request request;
   request.frame = 3;
+  request.settings_json = R"({"width": "16", "height": "8", "offset": "0.5"})";
   double last_progress = 0;
   request.on_progress = [&](double f) { last_progress = f; };
-  StatusOr<image::ImageBuffer> whole = (*plugin)->Render(request);
+  StatusOr<NativePlugin::Result> whole = plugin->Render(request);
   ASSERT_TRUE(whole.ok()) << whole.status().message();
-  EXPECT_EQ(whole->width, 16);
-  EXPECT_EQ(whole->height, 8);
+  EXPECT_EQ(whole->image.width, 16);
+  EXPECT_EQ(whole->image.height, 8);
+  EXPECT_EQ(whole->image.channel_names, (std::vector<std::string>{"R", "G", "B", "A"}));
+  EXPECT_EQ(whole->backend, "gradient-cpu");
+  EXPECT_FLOAT_EQ(whole->image.pixels[2], 3.5f);  // frame + offset: the settings arrived
   EXPECT_DOUBLE_EQ(last_progress, 1.0);
 
   request.part.x0 = 4;
   request.part.y0 = 2;
   request.part.x1 = 12;
   request.part.y1 = 6;
-  StatusOr<image::ImageBuffer> tile = (*plugin)->Render(request);
+  StatusOr<NativePlugin::Result> tile = plugin->Render(request);
   ASSERT_TRUE(tile.ok()) << tile.status().message();
-  ASSERT_EQ(tile->width, 8);
-  ASSERT_EQ(tile->height, 4);
+  ASSERT_EQ(tile->image.width, 8);
+  ASSERT_EQ(tile->image.height, 4);
   for (int y = 0; y < 4; ++y) {
     for (int x = 0; x < 8 * 4; ++x) {
-      ASSERT_EQ(tile->pixels[y * 8 * 4 + x], whole->pixels[(y + 2) * 16 * 4 + 4 * 4 + x]);
+      ASSERT_EQ(tile->image.pixels[y * 8 * 4 + x],
+                whole->image.pixels[(y + 2) * 16 * 4 + 4 * 4 + x]);
     }
   }
 }
 
 TEST(NativePluginTest, ErrorsAndCancelComeBackAsStatus) {
-  StatusOr<std::unique_ptr<NativePlugin>> plugin = NativePlugin::Load(TSR_TEST_PLUGIN);
-  ASSERT_TRUE(plugin.ok()) << plugin.status().message();
+  std::unique_ptr<NativePlugin> plugin = LoadGradient();
+  ASSERT_NE(plugin, nullptr);
   NativePlugin::Request request;
   request.frame = 5;
   request.scene = "fail";
-  StatusOr<image::ImageBuffer> failed = (*plugin)->Render(request);
+  StatusOr<NativePlugin::Result> failed = plugin->Render(request);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().message(), "gradient: scene asked to fail at frame 5");
   std::atomic<bool> cancel{true};
   request.scene = "";
   request.cancel = &cancel;
-  EXPECT_EQ((*plugin)->Render(request).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(plugin->Render(request).status().code(), StatusCode::kCancelled);
+}
+
+TEST(NativePluginTest, HandsBackWithACheckpointAndResumesFromIt) {
+  std::unique_ptr<NativePlugin> plugin = LoadGradient();
+  ASSERT_NE(plugin, nullptr);
+  NativePlugin::Request request;
+  request.frame = 7;
+  std::atomic<bool> handback{false};
+  request.handback = &handback;
+  std::string checkpoint;
+  int samples = -1;
+  request.on_checkpoint = [&](std::string bytes, int done) {
+    checkpoint = std::move(bytes);
+    samples = done;
+  };
+  // Asked to leave once two rows are done: it stops after the current row.
+  request.on_progress = [&](double f) {
+    if (f >= 2.0 / 8) handback.store(true);
+  };
+  StatusOr<NativePlugin::Result> stopped = plugin->Render(request);
+  ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(stopped.status().message(), "handed back");
+  EXPECT_EQ(checkpoint, "frame 7 rows 2");
+  EXPECT_EQ(samples, 2);
+
+  handback.store(false);
+  request.on_progress = nullptr;
+  request.resume = checkpoint;
+  std::vector<std::string> log;
+  request.on_log = [&](const std::string& line) { log.push_back(line); };
+  StatusOr<NativePlugin::Result> resumed = plugin->Render(request);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  EXPECT_EQ(log, (std::vector<std::string>{"resuming frame 7 at row 2"}));
 }
 
 TEST(NativePluginTest, RefusesAnotherAbiOrAMissingLibrary) {
@@ -62,6 +115,84 @@ TEST(NativePluginTest, RefusesAnotherAbiOrAMissingLibrary) {
   StatusOr<std::unique_ptr<NativePlugin>> missing = NativePlugin::Load("/no/such/plugin.so");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("cannot load"), std::string::npos);
+  // A worker given a library that does not load still starts, with the path tracer.
+  NativePluginList list = LoadNativePlugins({"/no/such/plugin.so", TSR_TEST_PLUGIN});
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_NE(FindNativePlugin(list, "pathtracer"), nullptr);
+  EXPECT_NE(FindNativePlugin(list, "gradient"), nullptr);
+}
+
+// The built-in path tracer is a plugin like any other: its table renders frames, tiles with
+// their exact accumulation, and hands back and resumes to the same pixels.
+TEST(NativePluginTest, PathTracerRunsBehindTheSameTable) {
+  const NativePlugin* pt = FindNativePlugin(*BuiltinNativePlugins(), "pathtracer");
+  ASSERT_NE(pt, nullptr);
+  EXPECT_TRUE(pt->path().empty());
+  EXPECT_EQ(pt->CapabilityNames(),
+            (std::vector<std::string>{"tiles", "sample_parts", "checkpoint"}));
+
+  NativePlugin::Request request;
+  request.frame = 1;
+  request.device = "cpu";
+  request.threads = 2;
+  request.scene = testing::TinySceneYaml(32, 24, 32);
+  StatusOr<NativePlugin::Result> whole = pt->Render(request);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->image.width, 32);
+  EXPECT_EQ(whole->backend, "cpu");
+  EXPECT_TRUE(whole->accumulation.empty());
+
+  // A tile asked for its accumulation: parsed, it is exactly the frame's pixels there.
+  NativePlugin::Request tile = request;
+  tile.part.x0 = 8;
+  tile.part.y0 = 4;
+  tile.part.x1 = 24;
+  tile.part.y1 = 20;
+  tile.want_accumulation = true;
+  StatusOr<NativePlugin::Result> part = pt->Render(tile);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  StatusOr<pathtracer::RenderedImage> sums = pathtracer::ParseAccumulation(part->accumulation);
+  ASSERT_TRUE(sums.ok()) << sums.status().message();
+  EXPECT_EQ(sums->x0, 8);
+  EXPECT_EQ(sums->sample_count, 32);
+  const int c = whole->image.channels;
+  for (int y = 0; y < 16; ++y) {
+    for (int x = 0; x < 16 * c; ++x) {
+      ASSERT_EQ(part->image.pixels[y * 16 * c + x],
+                whole->image.pixels[(y + 4) * 32 * c + 8 * c + x]);
+    }
+  }
+
+  // Hand-back after the first pass, then resume from the checkpoint: the same pixels.
+  std::atomic<bool> handback{true};
+  std::string checkpoint;
+  int samples = 0;
+  NativePlugin::Request first = request;
+  first.handback = &handback;
+  first.on_checkpoint = [&](std::string bytes, int done) {
+    checkpoint = std::move(bytes);
+    samples = done;
+  };
+  EXPECT_EQ(pt->Render(first).status().message(), "handed back");
+  ASSERT_FALSE(checkpoint.empty());
+  EXPECT_GT(samples, 0);
+  EXPECT_LT(samples, 32);
+  NativePlugin::Request second = request;
+  second.resume = checkpoint;
+  std::vector<std::string> log;
+  second.on_log = [&](const std::string& line) { log.push_back(line); };
+  StatusOr<NativePlugin::Result> resumed = pt->Render(second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("resuming frame 1 from a checkpoint of"), std::string::npos) << log[0];
+  EXPECT_EQ(resumed->image.pixels, whole->image.pixels);
+
+  // A bad scene is an error naming the field, through the C boundary.
+  request.scene = "width: -3\n";
+  StatusOr<NativePlugin::Result> bad = pt->Render(request);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("pathtracer: scene"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+#include "plugins/pathtracer/plugin_entry.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plugins/pathtracer/accumulation.h"
+#include "plugins/pathtracer/renderer.h"
+#include "shared/scene_spec.h"
+
+namespace tessera::pathtracer {
+namespace {
+
+// Each frame is rendered in this many passes: a hand-back waits at most one pass.
+constexpr int kPassesPerFrame = 16;
+
+// What an image handed to the host owns until free_image().
+struct Owned {
+  std::vector<float> pixels;
+  std::string channel_names;
+  std::string backend;
+  std::string accumulation;
+};
+
+int Fail(const Status& status, char* error, uint64_t error_size) {
+  std::snprintf(error, error_size, "%s", status.message().c_str());
+  return status.code() == StatusCode::kCancelled ? TSR_RENDER_CANCELLED : TSR_RENDER_FAILED;
+}
+
+void Log(const TsrRenderRequest& r, const std::string& line) {
+  if (r.log != nullptr) r.log(r.host, line.c_str());
+}
+
+Backend BackendOf(const char* device) {
+  const std::string_view d = device != nullptr ? device : "auto";
+  if (d == "cpu") return Backend::kCpu;
+  if (d == "cuda") return Backend::kCuda;
+  return Backend::kAuto;
+}
+
+int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error_size) try {
+  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(
+      std::string_view(r->scene, r->scene_size), r->scene_dir != nullptr ? r->scene_dir : "");
+  if (!scene.ok()) return Fail(scene.status().WithContext("scene"), error, error_size);
+
+  RenderRequest request;
+  request.frame = r->frame;
+  request.backend = BackendOf(r->device);
+  request.gpu_index = std::max(0, r->gpu_index);
+  request.cpu_threads = std::max(1, r->threads);
+  bool handed_back = false;  // set on the rendering thread by on_pass
+  request.cancelled = [r, &handed_back] { return handed_back || r->cancelled(r->host) != 0; };
+  request.on_progress = [r](double fraction) { r->progress(r->host, fraction); };
+  if (r->x1 > r->x0 && r->y1 > r->y0) request.region = PixelRegion{r->x0, r->y0, r->x1, r->y1};
+  request.sample_begin = r->sample_begin;
+  request.sample_end = r->sample_end;
+
+  std::optional<RenderedImage> resume;
+  if (r->resume != nullptr && r->resume_size > 0) {
+    StatusOr<RenderedImage> parsed =
+        ParseAccumulation(std::string_view(static_cast<const char*>(r->resume), r->resume_size));
+    if (parsed.ok() && parsed->frame == r->frame) {
+      resume = std::move(*parsed);
+      request.resume = &*resume;
+      Log(*r, "resuming frame " + std::to_string(r->frame) + " from a checkpoint of " +
+                  std::to_string(resume->sample_count) + " samples");
+    } else {
+      Log(*r,
+          "checkpoint ignored (" +
+              (parsed.ok() ? std::string("it is of another frame") : parsed.status().message()) +
+              "); frame " + std::to_string(r->frame) + " starts over");
+    }
+  }
+  // Progressive passes, so a hand-back can take a checkpoint at the next pass boundary (pass
+  // sizes never change the pixels).
+  request.pass_samples = std::max(1, scene->samples / kPassesPerFrame);
+  request.on_pass = [r, &handed_back](const RenderedImage& so_far) {
+    if (handed_back || r->handback_requested == nullptr || !r->handback_requested(r->host)) {
+      return;
+    }
+    StatusOr<std::string> bytes = SerializeAccumulation(so_far);
+    if (bytes.ok() && r->checkpoint != nullptr) {
+      r->checkpoint(r->host, bytes->data(), bytes->size(), so_far.sample_count);
+    }
+    handed_back = true;  // the render stops at once
+  };
+
+  StatusOr<RenderedImage> image = RenderFrame(*scene, request);
+  if (handed_back) return TSR_RENDER_HANDED_BACK;
+  if (!image.ok()) return Fail(image.status(), error, error_size);
+
+  auto owned = std::make_unique<Owned>();
+  if (r->want_accumulation) {
+    StatusOr<std::string> bytes = SerializeAccumulation(*image);
+    if (!bytes.ok()) return Fail(bytes.status(), error, error_size);
+    owned->accumulation = std::move(*bytes);
+  }
+  for (const std::string& name : image->channel_names) {
+    if (!owned->channel_names.empty()) owned->channel_names += ',';
+    owned->channel_names += name;
+  }
+  owned->backend = image->backend;
+  owned->pixels = std::move(image->pixels);
+  out->width = image->width;
+  out->height = image->height;
+  out->channels = image->channels;
+  out->pixels = owned->pixels.data();
+  out->channel_names = owned->channel_names.c_str();
+  out->backend = owned->backend.c_str();
+  out->accumulation = owned->accumulation.empty() ? nullptr : owned->accumulation.data();
+  out->accumulation_size = owned->accumulation.size();
+  out->plugin_data = owned.release();
+  return TSR_RENDER_OK;
+} catch (const std::exception& e) {
+  // An allocation for a huge image, or anything else thrown: an error, never an abort.
+  return Fail(Status::Internal(std::string("render failed: ") + e.what()), error, error_size);
+}
+
+void FreeImage(TsrImage* image) {
+  delete static_cast<Owned*>(image->plugin_data);
+  *image = TsrImage{};
+}
+
+const TsrRendererPlugin kPlugin = {
+    TSR_RENDERER_ABI_VERSION,
+    "pathtracer",
+    TESSERA_VERSION,
+    "Tessera's built-in path tracer (CUDA, or the same kernel on the CPU); scene is inline YAML",
+    TSR_CAP_TILES | TSR_CAP_SAMPLE_PARTS | TSR_CAP_CHECKPOINT,
+    nullptr,
+    &Render,
+    &FreeImage,
+};
+
+}  // namespace
+}  // namespace tessera::pathtracer
+
+extern "C" const TsrRendererPlugin* tsr_pathtracer_plugin(void) {
+  return &tessera::pathtracer::kPlugin;
+}
