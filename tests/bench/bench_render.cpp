@@ -8,6 +8,7 @@
 // Goal (DESIGN.md): >= 3 M incoherent rays/s per core on the CPU; >= 1 G rays/s on an H200.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -162,12 +163,20 @@ struct RenderRate {
   double seconds_per_frame = 0;
 };
 
-// Renders frames until `seconds` have passed (at least one); fails on a render error.
+// How the worker polls for cancellation through the C plugin table (worker/native_plugin.cpp):
+// a C callback reading an atomic, wrapped in the path tracer's std::function.
+std::atomic<bool> abi_cancel{false};
+int AbiCancelled(void* host) { return static_cast<std::atomic<bool>*>(host)->load() ? 1 : 0; }
+
+// Renders frames until `seconds` have passed (at least one); fails on a render error. With
+// `through_abi` the render polls cancellation the way it does behind the plugin table.
 StatusOr<RenderRate> Measure(const spec::SceneSpec& scene, Backend backend, int threads,
-                             double seconds) {
+                             double seconds, bool through_abi = false) {
   pathtracer::RenderRequest request;
   request.backend = backend;
   request.cpu_threads = threads;
+  int (*poll)(void*) = &AbiCancelled;
+  if (through_abi) request.cancelled = [poll] { return poll(&abi_cancel) != 0; };
   uint64_t rays = 0, samples = 0;
   int frames = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -225,6 +234,9 @@ void AddRenderCommand(CLI::App& app) {
     } else {
       auto all = Measure(*scene, Backend::kCpu, threads, opts->seconds);
       if (!all.ok()) throw CLI::RuntimeError(all.status().ToString(), 1);
+      // The worker renders through the C plugin table; its only per-pixel cost is the poll.
+      auto abi = Measure(*scene, Backend::kCpu, 1, opts->seconds, /*through_abi=*/true);
+      if (!abi.ok()) throw CLI::RuntimeError(abi.status().ToString(), 1);
       std::printf("cpu, %d threads: %.2f M rays/s\n", threads, all->rays_per_s / 1e6);
       figures.insert(figures.end(),
                      {{"threads", std::to_string(threads)},
@@ -233,7 +245,8 @@ void AddRenderCommand(CLI::App& app) {
                       {"samples_per_s", Fixed(all->samples_per_s)},
                       {"rays_per_s_1thread", Fixed(baseline->rays_per_s)},
                       {"s_per_frame_1thread", Fixed(baseline->seconds_per_frame, 3)},
-                      {"scaling", Fixed(all->rays_per_s / baseline->rays_per_s, 2)}});
+                      {"scaling", Fixed(all->rays_per_s / baseline->rays_per_s, 2)},
+                      {"abi_ratio_1thread", Fixed(abi->rays_per_s / baseline->rays_per_s, 3)}});
     }
     PrintFigures(figures);
   });
