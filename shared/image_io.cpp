@@ -13,11 +13,10 @@
 #include <filesystem>
 #include <memory>
 
+#include "shared/image_oiio.h"
 #include "shared/job_spec.h"
 
 namespace tessera::image {
-
-namespace OIIO = OIIO_NAMESPACE;
 
 namespace {
 
@@ -29,11 +28,17 @@ Status CheckShape(const ImageBuffer& image, const std::string& path) {
   return Status::Ok();
 }
 
-// Writes through OIIO into "<path>.tmp-<pid>" then renames over `path`.
-Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OIIO::TypeDesc type,
-                       const void* data) {
-  // A hidden, uniquely named sibling: concurrent writers never share it, and one left behind by
-  // a crash is not mistaken for a frame (it has no image extension and starts with a dot).
+// The whole image in one call.
+Status WriteWhole(const std::string& path, const OIIO::ImageSpec& spec, OIIO::TypeDesc type,
+                  const void* data) {
+  return image::WriteAtomically(
+      path, spec, [&](OIIO::ImageOutput& out) { return out.write_image(type, data); });
+}
+
+}  // namespace
+
+Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
+                       const std::function<bool(OIIO::ImageOutput&)>& write) {
   static std::atomic<uint64_t> counter{0};
   const std::filesystem::path target(path);
   std::string tmp_name = ".";
@@ -44,7 +49,7 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OII
   auto out = OIIO::ImageOutput::create(path);
   if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
   if (!out->open(tmp, spec)) return Status::Internal(path + ": open failed: " + out->geterror());
-  bool ok = out->write_image(type, data);
+  bool ok = write(*out);
   std::string err = ok ? "" : out->geterror();
   if (!out->close()) {
     ok = false;
@@ -60,7 +65,27 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec, OII
   return Status::Ok();
 }
 
-}  // namespace
+StatusOr<OIIO::ImageSpec> ExrSpec(const std::string& path, int width, int height, int channels,
+                                  const std::vector<std::string>& channel_names,
+                                  OIIO::TypeDesc type, const char* compression) {
+  OIIO::ImageSpec spec(width, height, channels, type);
+  spec.attribute("compression", compression);
+  if (!channel_names.empty()) {
+    if (channel_names.size() != static_cast<size_t>(channels)) {
+      return Status::InvalidArgument(path + ": " + std::to_string(channel_names.size()) +
+                                     " channel names for " + std::to_string(channels) +
+                                     " channels");
+    }
+    spec.channelnames = channel_names;
+    spec.alpha_channel = -1;
+    for (int c = 0; c < channels; ++c) {
+      if (channel_names[c] == "A") spec.alpha_channel = c;
+    }
+  } else if (channels == 4) {
+    spec.alpha_channel = 3;
+  }
+  return spec;
+}
 
 float LinearToSrgb(float x) {
   if (!(x > 0.0f)) return 0.0f;  // also maps NaN to 0
@@ -70,24 +95,10 @@ float LinearToSrgb(float x) {
 
 Status WriteExr(const std::string& path, const ImageBuffer& image, bool half) {
   TSR_RETURN_IF_ERROR(CheckShape(image, path));
-  OIIO::ImageSpec spec(image.width, image.height, image.channels,
-                       half ? OIIO::TypeDesc::HALF : OIIO::TypeDesc::FLOAT);
-  spec.attribute("compression", "zip");
-  if (!image.channel_names.empty()) {
-    if (image.channel_names.size() != static_cast<size_t>(image.channels)) {
-      return Status::InvalidArgument(path + ": " + std::to_string(image.channel_names.size()) +
-                                     " channel names for " + std::to_string(image.channels) +
-                                     " channels");
-    }
-    spec.channelnames = image.channel_names;
-    spec.alpha_channel = -1;
-    for (int c = 0; c < image.channels; ++c) {
-      if (image.channel_names[c] == "A") spec.alpha_channel = c;
-    }
-  } else if (image.channels == 4) {
-    spec.alpha_channel = 3;
-  }
-  return WriteAtomically(path, spec, OIIO::TypeDesc::FLOAT, image.pixels.data());
+  TSR_ASSIGN_OR_RETURN(OIIO::ImageSpec spec,
+                       ExrSpec(path, image.width, image.height, image.channels, image.channel_names,
+                               half ? OIIO::TypeDesc::HALF : OIIO::TypeDesc::FLOAT, "zip"));
+  return WriteWhole(path, spec, OIIO::TypeDesc::FLOAT, image.pixels.data());
 }
 
 Status WriteSrgb8(const std::string& path, const ImageBuffer& image) {
@@ -101,7 +112,7 @@ Status WriteSrgb8(const std::string& path, const ImageBuffer& image) {
     }
   }
   OIIO::ImageSpec spec(image.width, image.height, out_channels, OIIO::TypeDesc::UINT8);
-  return WriteAtomically(path, spec, OIIO::TypeDesc::UINT8, bytes.data());
+  return WriteWhole(path, spec, OIIO::TypeDesc::UINT8, bytes.data());
 }
 
 Status WriteThumbnail(const std::string& path, const ImageBuffer& image, int max_side) {

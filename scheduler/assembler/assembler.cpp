@@ -14,6 +14,7 @@
 
 #include "plugins/pathtracer/accumulation.h"
 #include "scheduler/assembler/part_store.h"
+#include "shared/image_oiio.h"
 #include "shared/job_spec.h"
 
 namespace tessera::assembler {
@@ -157,58 +158,16 @@ void ForEachSpan(const Canvas& c, int y0, int y1, F span) {
   }
 }
 
-// Writes through OIIO into a hidden sibling, then renames it over `path` (as shared/image_io
-// does): a reader or a crash never sees half a file.
-Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
-                       const std::function<bool(OIIO::ImageOutput&)>& write) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path target(path);
-  const std::string tmp =
-      (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
-                               std::to_string(::getpid()) + "-" + std::to_string(++counter)))
-          .string();
-  auto out = OIIO::ImageOutput::create(path);  // the writer the final name's extension picks
-  if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
-  if (!out->open(tmp, spec)) return Status::Internal(path + ": open failed: " + out->geterror());
-  bool ok = write(*out);
-  std::string err = ok ? "" : out->geterror();
-  if (!out->close()) {
-    ok = false;
-    err += out->geterror();
-  }
-  std::error_code ec;
-  if (!ok) {
-    fs::remove(tmp, ec);
-    return Status::Internal(path + ": write failed: " + err);
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::Internal(path + ": rename failed: " + ec.message());
-  return Status::Ok();
-}
-
 // Linear EXR, half floats unless `exr_float`, written a band of rows at a time from the tiles.
 Status EncodeExr(const std::string& path, const Canvas& c, bool exr_float) {
   const OIIO::TypeDesc type = exr_float ? OIIO::TypeDesc::FLOAT : OIIO::TypeDesc::HALF;
-  OIIO::ImageSpec spec(c.width, c.height, c.channels, type);
-  spec.attribute("compression", kExrCompression);
-  if (!c.channel_names.empty()) {
-    if (c.channel_names.size() != static_cast<size_t>(c.channels)) {
-      return Status::InvalidArgument(path + ": " + std::to_string(c.channel_names.size()) +
-                                     " channel names for " + std::to_string(c.channels) +
-                                     " channels");
-    }
-    spec.channelnames = c.channel_names;
-    spec.alpha_channel = -1;
-    for (int ch = 0; ch < c.channels; ++ch) {
-      if (c.channel_names[ch] == "A") spec.alpha_channel = ch;
-    }
-  } else if (c.channels == 4) {
-    spec.alpha_channel = 3;
-  }
+  TSR_ASSIGN_OR_RETURN(
+      OIIO::ImageSpec spec,
+      image::ExrSpec(path, c.width, c.height, c.channels, c.channel_names, type, kExrCompression));
   const size_t value = type.size();
   const size_t row = static_cast<size_t>(c.width) * c.channels;
   std::vector<std::byte> band(row * std::min(kBandRows, c.height) * value);
-  return WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
+  return image::WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
     for (int y0 = 0; y0 < c.height; y0 += kBandRows) {
       const int y1 = std::min(c.height, y0 + kBandRows);
       ForEachSpan(c, y0, y1, [&](const TileView& t, size_t src, int x, int y) {
@@ -291,7 +250,7 @@ Status WritePreviews(const std::vector<std::string>& paths, const std::string& t
   OIIO::ImageSpec spec(c.width, c.height, PreviewChannels(c.channels), OIIO::TypeDesc::UINT8);
   spec.attribute("png:compressionLevel", kPngCompressionLevel);
   for (const std::string& path : paths) {
-    TSR_RETURN_IF_ERROR(WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
+    TSR_RETURN_IF_ERROR(image::WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
       return out.write_image(OIIO::TypeDesc::UINT8, bytes.data());
     }));
   }

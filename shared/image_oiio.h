@@ -1,0 +1,30 @@
+#pragma once
+// OpenImageIO pieces shared by shared/image_io.cpp and the scheduler's assembler (which writes
+// large frames a band of rows at a time): the atomic write and the EXR header. Only code that
+// links OpenImageIO includes this; everything else uses shared/image_io.h.
+
+#include <OpenImageIO/imageio.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace tessera::image {
+
+namespace OIIO = OIIO_NAMESPACE;
+
+// Opens the writer the final name's extension picks on a hidden, uniquely named sibling
+// ("<dir>/.<name>.tmp-<pid>-<n>"), lets `write` fill it, then renames it over `path`: a reader
+// or a crash never sees half a file, and a leftover is never mistaken for a frame.
+Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
+                       const std::function<bool(OIIO::ImageOutput&)>& write);
+
+// The header of a linear EXR: size, pixel type, channel names (the alpha channel is the one
+// named "A"; without names, the fourth of four) and compression ("zip", "zips:3", ...).
+StatusOr<OIIO::ImageSpec> ExrSpec(const std::string& path, int width, int height, int channels,
+                                  const std::vector<std::string>& channel_names,
+                                  OIIO::TypeDesc type, const char* compression);
+
+}  // namespace tessera::image
