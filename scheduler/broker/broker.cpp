@@ -615,7 +615,7 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   // The lease is written in this pass's transaction; the assignment leaves only after that
   // commits (FlushOutbox), so a worker never holds a lease the store does not.
   Status s = backup ? store_.StartBackup(task.task_id, attempt)
-                    : store_.StartTask(task.task_id, attempt, worker.offer.id);
+                    : store_.StartTask(task.task_id, attempt, worker.offer.id, task.job_id);
   if (!s.ok()) {
     spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
     return false;

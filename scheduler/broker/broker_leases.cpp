@@ -24,7 +24,7 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker, const pro
   // A finished render waiting to deliver needs no slot: its results follow at once.
   if (it == tasks_.end() || it->second.running() || it->second.attempt != ref.attempt ||
       (!delivering && worker.free_slots() <= 0) ||
-      !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id).ok()) {
+      !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id, it->second.job_id).ok()) {
     spdlog::info(
         "worker {} still renders task {} attempt {}, which is no longer its lease: "
         "told to stop",
@@ -294,7 +294,8 @@ void Broker::MaybeComplete(LiveTask& task) {
     AssembleFrame(task, job);
     return;
   }
-  if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id); !s.ok()) {
+  if (Status s = store_.FinishTask(task.task_id, attempt, task.done_worker_id, task.job_id);
+      !s.ok()) {
     spdlog::error("task {}: cannot record completion: {}", task.task_id, s.ToString());
     return;
   }
@@ -347,7 +348,8 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
     spdlog::error("job {}: {}", written.job_id, message);
     RecordEvent(written.job_id, std::nullopt, std::nullopt, "frame_failed", message);
     if (task) {
-      if (Status s = store_.FailTask(task->task_id, task->done_attempt, message); !s.ok()) {
+      if (Status s = store_.FailTask(task->task_id, task->done_attempt, message, task->job_id);
+          !s.ok()) {
         spdlog::error("task {}: {}", task->task_id, s.ToString());
       }
       parts_left_.erase({task->job_id, task->frame_start});
@@ -356,7 +358,8 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
     return;
   }
   if (task) {
-    if (Status s = store_.FinishTask(task->task_id, task->done_attempt, task->done_worker_id);
+    if (Status s = store_.FinishTask(task->task_id, task->done_attempt, task->done_worker_id,
+                                     task->job_id);
         !s.ok()) {
       spdlog::error("task {}: cannot record completion: {}", task->task_id, s.ToString());
       return;
@@ -588,14 +591,14 @@ void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, boo
     fatal = "failed on " + std::to_string(task.failed_on.size()) + " different workers";
   }
   if (!fatal.empty()) {
-    Status s = store_.FailTask(task.task_id, attempt, reason + " (" + fatal + ")");
+    Status s = store_.FailTask(task.task_id, attempt, reason + " (" + fatal + ")", task.job_id);
     if (!s.ok()) spdlog::error("task {}: cannot record failure: {}", task.task_id, s.ToString());
     spdlog::error("job {} task {} failed permanently ({}): {}", task.job_id, task.task_id, fatal,
                   reason);
     Forget(task.task_id);
     return;
   }
-  Status s = store_.RequeueTask(task.task_id, attempt, reason, count_failure);
+  Status s = store_.RequeueTask(task.task_id, attempt, reason, count_failure, task.job_id);
   if (!s.ok()) spdlog::error("task {}: cannot requeue: {}", task.task_id, s.ToString());
   spdlog::info("job {} task {} requeued ({}): {}", task.job_id, task.task_id,
                count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);

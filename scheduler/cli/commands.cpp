@@ -292,7 +292,10 @@ int RunPlugins(const ClientOptions& options) {
     table.Print(std::cout);
   }
   std::cout << "Renderers this farm knows: pathtracer, noop";
-  for (const json& p : Member(*reply, "plugins")) std::cout << ", " << Str(p, "name");
+  for (const json& p : Member(*reply, "plugins")) {
+    // C++ plugins some worker loaded (worker.native_plugins) are marked as such.
+    std::cout << ", " << Str(p, "name") << (Str(p, "kind") == "native" ? " (native)" : "");
+  }
   std::cout << "\n";
   return kExitOk;
 }

@@ -806,7 +806,8 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 }
 
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                             bool count_failure, std::optional<int64_t> worker_id, bool reattach,
+                             bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
+                             bool reattach,
                              std::unordered_map<int64_t, Store::CountDeltas>* counts) {
   // Fencing, in the UPDATE itself: a start names a queued task's next attempt (a re-attach its
   // current one); everything else must name a live attempt of a running task (almost always
@@ -816,21 +817,20 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
   const std::string only_attempt = "[" + std::to_string(attempt) + "]";
   const int64_t now = NowMs();
   // Two statements, one per direction, so each stays a plain indexed UPDATE (this is the
-  // dispatch hot path: every task passes through both).
+  // dispatch hot path: every task passes through both). No RETURNING: SQLite runs it through a
+  // temporary table, which cost as much again; the caller knows the job (else one lookup).
   TSR_ASSIGN_OR_RETURN(
       Stmt u,
       starting
           ? writer_->Prepare("UPDATE tasks SET state = 'running', attempt = ?2, message = ?3, "
                              "live_attempts = ?4, worker_id = ?5, progress = 0, started_at = ?6, "
                              "finished_at = NULL "
-                             "WHERE id = ?1 AND state = 'queued' AND attempt = ?2 - ?7 "
-                             "RETURNING job_id")
+                             "WHERE id = ?1 AND state = 'queued' AND attempt = ?2 - ?7")
           : writer_->Prepare("UPDATE tasks SET state = ?8, message = ?3, live_attempts = '[]', "
                              "worker_id = ?5, failures = failures + ?7, progress = ?9, "
                              "finished_at = ?6 "
                              "WHERE id = ?1 AND state = 'running' AND (live_attempts = ?4 OR "
-                             "EXISTS (SELECT 1 FROM json_each(live_attempts) WHERE value = ?2)) "
-                             "RETURNING job_id"));
+                             "EXISTS (SELECT 1 FROM json_each(live_attempts) WHERE value = ?2))"));
   u.Bind(1, task_id).Bind(2, attempt).Bind(3, message).Bind(4, only_attempt).Bind(5, worker_id);
   if (starting) {
     if (attempt < 1) return Status::InvalidArgument("attempt: must be at least 1");
@@ -841,13 +841,18 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
     u.Bind(7, count_failure ? 1 : 0).Bind(8, TaskStateName(to));
     u.Bind(9, to == TaskState::kDone ? 1.0 : 0.0);
   }
-  TSR_ASSIGN_OR_RETURN(bool updated, u.Step());
-  if (!updated) {
+  TSR_RETURN_IF_ERROR(u.Run());
+  if (writer_->Changes() != 1) {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));  // NotFound if there is none
     return StaleAttempt(task_id, attempt, fence);
   }
-  const int64_t job_id = u.Int(0);
-  TSR_RETURN_IF_ERROR(u.Run());
+  if (job_id <= 0) {
+    TSR_ASSIGN_OR_RETURN(Stmt j, writer_->Prepare("SELECT job_id FROM tasks WHERE id = ?"));
+    j.Bind(1, task_id);
+    TSR_ASSIGN_OR_RETURN(bool row, j.Step());
+    if (!row) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+    job_id = j.Int(0);
+  }
   if (to == TaskState::kFailed) {
     TSR_ASSIGN_OR_RETURN(
         Stmt e, writer_->Prepare("UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
@@ -918,7 +923,7 @@ Status Store::ApplyDeferred(std::vector<Deferred>& ops) {
     switch (op.kind) {
       case Deferred::Kind::kTransition:
         s = TransitionTask(op.id, op.attempt, op.to, op.message, op.count_failure, op.worker_id,
-                           /*reattach=*/false, &counts);
+                           op.job_id, /*reattach=*/false, &counts);
         break;
       case Deferred::Kind::kWorkerState:
         s = WriteWorkerState(op.id, op.worker_state);
@@ -994,7 +999,8 @@ Status Store::RefreshJobState(int64_t job_id) {
 }
 
 Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                         bool count_failure, std::optional<int64_t> worker_id, bool reattach) {
+                         bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
+                         bool reattach) {
   if (!reattach) {
     Deferred op;
     op.kind = Deferred::Kind::kTransition;
@@ -1004,35 +1010,37 @@ Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::
     op.message = message;
     op.count_failure = count_failure;
     op.worker_id = worker_id;
+    op.job_id = job_id;
     if (Defer(std::move(op))) return Status::Ok();
   }
   WriteLock lock(*this);
   return InWriteTx(*writer_, [&] {
-    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, reattach,
+    return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, job_id, reattach,
                           nullptr);
   });
 }
 
-Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id) {
-  return Transition(task_id, attempt, TaskState::kRunning, "", false, worker_id);
+Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id) {
+  return Transition(task_id, attempt, TaskState::kRunning, "", false, worker_id, job_id);
 }
 
-Status Store::ReattachTask(int64_t task_id, int attempt, int64_t worker_id) {
-  return Transition(task_id, attempt, TaskState::kRunning, "re-attached", false, worker_id,
+Status Store::ReattachTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id) {
+  return Transition(task_id, attempt, TaskState::kRunning, "re-attached", false, worker_id, job_id,
                     /*reattach=*/true);
 }
 
-Status Store::FinishTask(int64_t task_id, int attempt, int64_t worker_id) {
-  return Transition(task_id, attempt, TaskState::kDone, "", false, worker_id);
+Status Store::FinishTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id) {
+  return Transition(task_id, attempt, TaskState::kDone, "", false, worker_id, job_id);
 }
 
 Status Store::RequeueTask(int64_t task_id, int attempt, const std::string& message,
-                          bool count_failure) {
-  return Transition(task_id, attempt, TaskState::kQueued, message, count_failure, std::nullopt);
+                          bool count_failure, int64_t job_id) {
+  return Transition(task_id, attempt, TaskState::kQueued, message, count_failure, std::nullopt,
+                    job_id);
 }
 
-Status Store::FailTask(int64_t task_id, int attempt, const std::string& message) {
-  return Transition(task_id, attempt, TaskState::kFailed, message, true, std::nullopt);
+Status Store::FailTask(int64_t task_id, int attempt, const std::string& message, int64_t job_id) {
+  return Transition(task_id, attempt, TaskState::kFailed, message, true, std::nullopt, job_id);
 }
 
 Status Store::StartBackup(int64_t task_id, int attempt) {

@@ -290,17 +290,20 @@ class Store {
   StatusOr<std::string> JobScene(int64_t job_id);
   // The job file as it was submitted.
   StatusOr<std::string> JobYaml(int64_t job_id);
-  Status StartTask(int64_t task_id, int attempt, int64_t worker_id);
+  // The broker passes each task's `job_id` (it knows it) to spare the store a lookup; 0 means
+  // unknown, and the store reads it.
+  Status StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id = 0);
   // A worker that re-registers still rendering `attempt` of a queued task whose current attempt
   // that still is (its lease was voided by a restart or a lost connection, not replaced) takes
   // the lease back: the task runs again under the same fencing token.
-  Status ReattachTask(int64_t task_id, int attempt, int64_t worker_id);
+  Status ReattachTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id = 0);
   // `worker_id` is the worker whose copy delivered the task.
-  Status FinishTask(int64_t task_id, int attempt, int64_t worker_id);
+  Status FinishTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id = 0);
   // Back to the queue. `count_failure` charges the retry budget (render failure) or not (lost
   // worker, cancelled lease).
-  Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure);
-  Status FailTask(int64_t task_id, int attempt, const std::string& message);
+  Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure,
+                     int64_t job_id = 0);
+  Status FailTask(int64_t task_id, int attempt, const std::string& message, int64_t job_id = 0);
   Status SetTaskProgress(int64_t task_id, int attempt, double progress);
   // Straggler backups: a second copy of a running task starts as the next attempt beside the
   // first; either may finish it (FinishTask names the winner). EndCopy drops one copy (charging
@@ -431,6 +434,7 @@ class Store {
     WorkerState worker_state = WorkerState::kIdle;
     bool count_failure = false;
     std::optional<int64_t> worker_id;
+    int64_t job_id = 0;  // kTransition: the task's job, when known
     double progress = 0;
     std::string message;
   };
@@ -463,14 +467,16 @@ class Store {
   // One task transition (StartTask, FinishTask, ...): recorded in a WriteGroup, otherwise in a
   // transaction of its own.
   Status Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                    bool count_failure, std::optional<int64_t> worker_id, bool reattach = false);
+                    bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
+                    bool reattach = false);
   // Moves one task to `to` (one statement, fenced by `attempt`; a failure also records the job's
   // error) and adds the counter change to `counts` (by job id), or -- when null -- writes the
   // job's counters and state at once. Caller holds a transaction on the writer.
   // `reattach`: a start under the current attempt (ReattachTask) rather than the next.
+  // `job_id`: the task's job when the caller knows it (0: read from the row).
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
-                        bool count_failure, std::optional<int64_t> worker_id, bool reattach,
-                        std::unordered_map<int64_t, CountDeltas>* counts);
+                        bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
+                        bool reattach, std::unordered_map<int64_t, CountDeltas>* counts);
   Status WriteWorkerState(int64_t worker_id, WorkerState state);
   Status WriteTaskProgress(int64_t task_id, int attempt, double progress);
   // A task's fencing state, read on the writer (inside a transaction).

@@ -456,6 +456,8 @@ TEST(PluginFarmTest, NativePluginFromAWorkerRendersTilesThroughTheFarm) {
       e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/bad.yaml"}, 30s, env);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("settings.row_ms"), std::string::npos) << bad.out << bad.err;
+  e2e::RunResult listed = e2e::RunProcess({Bin("tessera"), "plugins"}, 30s, env);
+  EXPECT_NE(listed.out.find("gradient (native)"), std::string::npos) << listed.out << listed.err;
   WriteFile(farm.dir() + "/good.yaml", job_yaml);
   e2e::RunResult good =
       e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/good.yaml"}, 30s, env);
