@@ -173,6 +173,11 @@ const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& 
   return nullptr;
 }
 
+std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assign) {
+  return data_dir + "/tasks/job" + std::to_string(assign.job_id) + "-task" +
+         std::to_string(assign.task_id) + "-a" + std::to_string(assign.attempt);
+}
+
 Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,
                      const PluginTaskOptions& options) {
   const plugin::PluginSpec& spec = plugin.spec;
@@ -194,9 +199,7 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
                                    " cannot render a range of samples (only whole frames" +
                                    (spec.tiles ? " and tiles)" : ")"));
   }
-  const std::string task_dir = options.data_dir + "/tasks/job" + std::to_string(assign.job_id) +
-                               "-task" + std::to_string(assign.task_id) + "-a" +
-                               std::to_string(assign.attempt);
+  const std::string task_dir = TaskFolder(options.data_dir, assign);
   std::error_code ec;
   fs::remove_all(task_dir, ec);
   fs::create_directories(task_dir + "/out", ec);

@@ -45,6 +45,8 @@ std::string EffectivePluginPath(const std::string& configured);
 // Every built-in plugin whose program is found and whose version is detected (logged).
 PluginList DetectPlugins(const std::string& search_path);
 const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name);
+// The attempt's working folder: <data_dir>/tasks/job<J>-task<T>-a<A>.
+std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assign);
 
 struct PluginTaskOptions {
   std::string data_dir;  // task folders go under <data_dir>/tasks

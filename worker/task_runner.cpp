@@ -189,6 +189,12 @@ void TaskRunner::Run() {
   }
 }
 
+int TaskRunner::RenderThreads() const {
+  return settings_.cpu_threads > 0
+             ? settings_.cpu_threads
+             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (assign_.renderer == spec::kRendererNoop) return Status::Ok();  // nothing to render
   if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
@@ -208,8 +214,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
     }
   } cleanup;
   if (!asset_files_.empty()) {
-    scene_dir = settings_.data_dir + "/tasks/job" + std::to_string(assign_.job_id) + "-task" +
-                std::to_string(ref_.task_id) + "-a" + std::to_string(ref_.attempt);
+    scene_dir = TaskFolder(settings_.data_dir, assign_);
     cleanup.dir = scene_dir;
     TSR_RETURN_IF_ERROR(LinkAssets(scene_dir, asset_files_));
   }
@@ -218,9 +223,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
 
   NativePlugin::Request request;
   request.part = assign_.part;
-  request.threads = settings_.cpu_threads > 0
-                        ? settings_.cpu_threads
-                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  request.threads = RenderThreads();
   // The scheduler pins each task to its own GPU(s); a plugin renders on the first.
   request.gpu_index = assign_.gpus.empty() ? -1 : assign_.gpus.front();
   request.device = settings_.backend == pathtracer::Backend::kCpu    ? "cpu"
@@ -376,9 +379,7 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
   options.data_dir = settings_.data_dir;
   options.search_path = EffectivePluginPath(settings_.plugin_path);
   // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
-  options.threads = settings_.cpu_threads > 0
-                        ? settings_.cpu_threads
-                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  options.threads = RenderThreads();
   options.cancel = &cancel_;
   options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };

@@ -98,6 +98,8 @@ class TaskRunner {
   void Run();  // the render thread
   Status WaitForAssets();
   Status RenderAll(zmq::socket_t& out, int* frames_done);
+  // CPU threads a render may use: worker.threads, else every core (always at least 1).
+  int RenderThreads() const;
   // A C++ plugin (the path tracer among them), frame by frame in this thread.
   Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
   // An external program described by its plugin.yaml.
