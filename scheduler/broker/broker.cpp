@@ -419,8 +419,10 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     return;
   }
   // The same worker coming back (new connection or restart): its old leases are void.
+  bool drain_requested = false;
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     if (it->second.offer.name == reg->name) {
+      drain_requested = it->second.drain_requested;
       DropWorker(it->first, "worker re-registered");
       break;
     }
@@ -475,6 +477,14 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   Send(identity,
        protocol::Encode(MessageType::kWelcome,
                         protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
+  if (drain_requested) {
+    // Told to drain on its previous connection, which may never have delivered it.
+    worker.draining = worker.drain_requested = true;
+    if (!reg->draining) {
+      Send(identity, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
+      spdlog::info("worker {} told to drain again: it registered anew while draining", reg->name);
+    }
+  }
 }
 
 std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker,

@@ -279,6 +279,9 @@ class Broker {
     // than it can hold.
     std::map<int64_t, std::vector<int>> stopping;
     bool draining = false;  // finishing its tasks before it leaves: nothing new for it
+    // The scheduler told it to drain (DrainWorker): carried over when it registers again, so a
+    // drain sent while its connection was being replaced is not lost.
+    bool drain_requested = false;
     bool disabled = false;  // an operator's hold: nothing new for it
     int free_slots() const {
       return draining || disabled ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());

@@ -135,6 +135,7 @@ Status Broker::DrainWorker(const std::string& name, const std::string& why) {
     auto it = FindWorker(name);
     if (it == workers_.end()) return false;
     it->second.draining = true;
+    it->second.drain_requested = true;
     Send(it->first, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
     RecordEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining", why);
     spdlog::info("worker {} told to drain: {}", name, why);

@@ -142,7 +142,9 @@ TEST(PluginFarmTest, PovrayTilesAssembleToTheDirectRender) {
   ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
   EXPECT_EQ(job["tasks"]["total"], 2 * 6);
   const std::string out = job["output_dir"];
-  EXPECT_FALSE(fs::exists(out + "/.parts")) << "tiles are removed once their frame is written";
+  // Removed right after the commit that records the frame, which the API may see first.
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(out + "/.parts"); }, 10s))
+      << "tiles are removed once their frame is written";
 
   const std::string ref_dir = farm.dir() + "/direct";
   fs::create_directories(ref_dir);

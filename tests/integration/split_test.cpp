@@ -42,7 +42,9 @@ void ExpectSameFrames(const nlohmann::json& whole, const nlohmann::json& split, 
     ASSERT_EQ(a->channels, b->channels);
     EXPECT_TRUE(a->pixels == b->pixels) << "frame " << f << " differs from the whole render";
   }
-  EXPECT_FALSE(fs::exists(split["output_dir"].get<std::string>() + "/.parts"))
+  // Removed right after the commit that records the frame, which the API may see first.
+  const std::string parts = split["output_dir"].get<std::string>() + "/.parts";
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(parts); }, std::chrono::seconds(10)))
       << "parts are removed once their frame is written";
 }
 
