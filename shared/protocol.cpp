@@ -63,16 +63,29 @@ bool IsKnownType(uint8_t t) {
 }
 }  // namespace
 
-std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
-                                   zmq::message_t payload) {
+std::vector<zmq::message_t> EncodeFrames(MessageType type, std::string_view body,
+                                         zmq::message_t payload) {
   std::vector<zmq::message_t> frames;
   frames.reserve(3);
   const char header[4] = {'T', 'S', static_cast<char>(kVersion), static_cast<char>(type)};
   frames.emplace_back(header, sizeof(header));
-  std::vector<uint8_t> packed = nlohmann::json::to_msgpack(body);
-  frames.emplace_back(packed.data(), packed.size());
+  frames.emplace_back(body.data(), body.size());
   if (payload.size() > 0) frames.push_back(std::move(payload));
   return frames;
+}
+
+std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
+                                   zmq::message_t payload) {
+  std::vector<uint8_t> packed = nlohmann::json::to_msgpack(body);
+  return EncodeFrames(type,
+                      std::string_view(reinterpret_cast<const char*>(packed.data()), packed.size()),
+                      std::move(payload));
+}
+
+nlohmann::json Envelope::Json() const {
+  const auto* b = static_cast<const uint8_t*>(body.data());
+  return nlohmann::json::from_msgpack(b, b + body.size(), /*strict=*/true,
+                                      /*allow_exceptions=*/false);
 }
 
 StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
@@ -100,14 +113,14 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
     return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
                                    ": message has 5 frames, expected 2 or 3");
   }
-  const zmq::message_t& body = frames[first + 1];
-  const auto* b = static_cast<const uint8_t*>(body.data());
-  env.body = nlohmann::json::from_msgpack(b, b + body.size(), /*strict=*/true,
-                                          /*allow_exceptions=*/false);
-  if (env.body.is_discarded() || !env.body.is_object()) {
+  // Walked once here, so a malformed body is refused on arrival and every As<T>() reads
+  // within bounds.
+  msgpack::Reader check(frames[first + 1].data(), frames[first + 1].size());
+  if (!check.at_map() || !check.Skip().ok() || !check.done()) {
     return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
                                    ": body is not a MessagePack map");
   }
+  env.body = std::move(frames[first + 1]);
   if (frames.size() >= first + 3) env.payload = std::move(frames[first + 2]);
   for (size_t i = first + 3; i < frames.size(); ++i) env.extra.push_back(std::move(frames[i]));
   return env;

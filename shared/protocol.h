@@ -54,6 +54,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "shared/msgpack.h"
 #include "shared/status.h"
 
 namespace tessera::protocol {
@@ -356,73 +357,77 @@ struct BlobData {
 // A decoded message: type + body (+ payload for kFrameResult, kHandback, kChunk, kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
-  nlohmann::json body;
+  zmq::message_t body;     // a MessagePack map (checked well-formed by Decode)
   zmq::message_t payload;  // empty unless the message carries bulk bytes
   // kChunk's last piece only: the original message's header and body frames.
   std::vector<zmq::message_t> extra;
 
-  // Converts the body into a typed struct; a missing/mistyped field is kInvalidArgument.
+  // Reads the body into a typed struct, straight from its bytes; a mistyped or out-of-range
+  // field is kInvalidArgument naming it, a missing one keeps its default.
   template <typename T>
   StatusOr<T> As() const;
+  // The body as a JSON document (tools, tests, logs; the daemons read typed structs).
+  nlohmann::json Json() const;
 };
 
-// Encodes one message as frames, ready for send_multipart (without routing identity).
+// Encodes one message as frames, ready for send_multipart (without routing identity): the
+// 4-byte header, the MessagePack body, and the payload when there is one.
+std::vector<zmq::message_t> EncodeFrames(MessageType type, std::string_view body,
+                                         zmq::message_t payload = zmq::message_t());
 std::vector<zmq::message_t> Encode(MessageType type, const nlohmann::json& body,
                                    zmq::message_t payload = zmq::message_t());
 
 template <typename T>
 std::vector<zmq::message_t> Encode(MessageType type, const T& body,
                                    zmq::message_t payload = zmq::message_t()) {
-  return Encode(type, nlohmann::json(body), std::move(payload));
+  msgpack::Writer w;
+  Pack(w, body);
+  return EncodeFrames(type, w.bytes(), std::move(payload));
 }
 
 // Decodes frames[first..]. Malformed input is kInvalidArgument, never a crash.
 StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0);
 
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuInfo, index, name, memory_mb, compute_major,
-                                                compute_minor, driver_version, runtime_version)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CloudInfo, provider, region, zone, instance_type,
-                                                lifecycle)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskRef, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PluginOffer, name, version, executable, native,
-                                                description, capabilities, declaration)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Register, name, hostname, version, cpu_cores,
-                                                ram_mb, gpus, backends, slots, pools, tags, running,
-                                                plugins, delivering, draining, os, cpu_model, cloud)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrol, name, public_key)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Enrolled, name)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, worker_id, heartbeat_ms, liveness)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Reject, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Heartbeat, running, draining, delivering)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SharedOutput, dir, pattern, formats, exr_float)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assign, task_id, attempt, job_id, frame_start,
-                                                frame_end, scene_yaml, renderer, gpus, part,
-                                                scene_name, settings, timeout_s, resume_frame,
-                                                assets, output, resume_checkpoint)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Progress, task_id, attempt, fraction, message)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FrameResult, task_id, attempt, frame, width, height,
-                                                channels, render_seconds, backend, channel_names,
-                                                part, encoding)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskDone, task_id, attempt, log)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TaskFailed, task_id, attempt, message, charge, log)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Cancel, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Handback, task_id, attempt, frame, samples_done,
-                                                reason, log)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResultAck, task_id, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Chunk, transfer, offset, total)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunkAck, transfer, received, retry_after_ms, error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BlobRequest, hash, offset, length)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BlobData, hash, offset, total, error)
+TSR_MESSAGE_FIELDS(GpuInfo, index, name, memory_mb, compute_major, compute_minor, driver_version,
+                   runtime_version)
+TSR_MESSAGE_FIELDS(CloudInfo, provider, region, zone, instance_type, lifecycle)
+TSR_MESSAGE_FIELDS(TaskRef, task_id, attempt)
+TSR_MESSAGE_FIELDS(PluginOffer, name, version, executable, native, description, capabilities,
+                   declaration)
+TSR_MESSAGE_FIELDS(Register, name, hostname, version, cpu_cores, ram_mb, gpus, backends, slots,
+                   pools, tags, running, plugins, delivering, draining, os, cpu_model, cloud)
+TSR_MESSAGE_FIELDS(Enrol, name, public_key)
+TSR_MESSAGE_FIELDS(Enrolled, name)
+TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)
+TSR_MESSAGE_FIELDS(Reject, reason)
+TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering)
+TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
+TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
+TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,
+                   gpus, part, scene_name, settings, timeout_s, resume_frame, assets, output,
+                   resume_checkpoint)
+TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
+TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
+                   backend, channel_names, part, encoding)
+TSR_MESSAGE_FIELDS(TaskDone, task_id, attempt, log)
+TSR_MESSAGE_FIELDS(TaskFailed, task_id, attempt, message, charge, log)
+TSR_MESSAGE_FIELDS(Cancel, task_id, attempt)
+TSR_MESSAGE_FIELDS(Handback, task_id, attempt, frame, samples_done, reason, log)
+TSR_MESSAGE_FIELDS(ResultAck, task_id, attempt)
+TSR_MESSAGE_FIELDS(Chunk, transfer, offset, total)
+TSR_MESSAGE_FIELDS(ChunkAck, transfer, received, retry_after_ms, error)
+TSR_MESSAGE_FIELDS(BlobRequest, hash, offset, length)
+TSR_MESSAGE_FIELDS(BlobData, hash, offset, total, error)
 
 template <typename T>
 StatusOr<T> Envelope::As() const {
-  try {
-    return body.get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument(std::string(MessageTypeName(type)) + " body: " + e.what());
+  msgpack::Reader r(body.data(), body.size());
+  T value;
+  if (Status s = Unpack(r, value); !s.ok()) {
+    return Status::InvalidArgument(std::string(MessageTypeName(type)) + " body: " + s.message());
   }
+  return value;
 }
 
 }  // namespace tessera::protocol

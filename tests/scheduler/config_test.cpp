@@ -1,6 +1,7 @@
 #include "scheduler/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -9,8 +10,10 @@ namespace {
 
 char* kNoEnv[] = {nullptr};
 
+// Each test runs in a process of its own, in parallel with the others: a file of its own.
 StatusOr<SchedulerConfig> LoadText(const std::string& yaml) {
-  std::string path = ::testing::TempDir() + "/scheduler-config.yaml";
+  std::string path =
+      ::testing::TempDir() + "/scheduler-config-" + std::to_string(::getpid()) + ".yaml";
   std::ofstream(path) << yaml;
   return LoadSchedulerConfig(path, kNoEnv);
 }

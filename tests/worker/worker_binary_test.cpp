@@ -56,7 +56,7 @@ TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
 
   std::optional<testing::Received> reg = scheduler.WaitFor(MessageType::kRegister, 10s);
   ASSERT_TRUE(reg.has_value());
-  EXPECT_EQ(reg->env.body.value("name", ""), "bin-test");
+  EXPECT_EQ(reg->env.Json().value("name", ""), "bin-test");
   scheduler.Send(reg->identity, MessageType::kWelcome, protocol::Welcome{1, 100, 50});
   ASSERT_TRUE(scheduler.WaitFor(MessageType::kHeartbeat, 2s).has_value());
 

@@ -262,7 +262,7 @@ class AgentTest : public ::testing::Test {
     while (std::chrono::steady_clock::now() < deadline) {
       std::optional<Received> r = scheduler_.Next(100ms);
       if (!r || r->env.type == MessageType::kHeartbeat) continue;
-      const auto& body = r->env.body;
+      const nlohmann::json body = r->env.Json();
       if (body.value("task_id", int64_t{0}) != ref.task_id ||
           body.value("attempt", 0) != ref.attempt) {
         continue;
@@ -309,7 +309,7 @@ TEST_F(AgentTest, RegistersHeartbeatsAndRendersATask) {
   scheduler_.Send(reg->identity, MessageType::kAssign, assign);
   std::vector<protocol::Envelope> msgs = CollectTask({11, 2});
   ASSERT_FALSE(msgs.empty());
-  ASSERT_EQ(msgs.back().type, MessageType::kTaskDone) << msgs.back().body.dump();
+  ASSERT_EQ(msgs.back().type, MessageType::kTaskDone) << msgs.back().Json().dump();
   std::vector<int> frames;
   for (const protocol::Envelope& env : msgs) {
     if (env.type != MessageType::kFrameResult) continue;
@@ -332,7 +332,7 @@ TEST_F(AgentTest, BadSceneFailsTheTaskWithTheParserMessage) {
   std::vector<protocol::Envelope> msgs = CollectTask({5, 1});
   ASSERT_FALSE(msgs.empty());
   ASSERT_EQ(msgs.back().type, MessageType::kTaskFailed);
-  EXPECT_THAT(msgs.back().body.value("message", ""), HasSubstr("width"));
+  EXPECT_THAT(msgs.back().Json().value("message", ""), HasSubstr("width"));
   // The worker lives on and takes the next task.
   scheduler_.Send(id, MessageType::kAssign, protocol::Assign{6, 1, 1, 1, 1, Scene(8, 8, 1)});
   msgs = CollectTask({6, 1});
@@ -351,7 +351,7 @@ TEST_F(AgentTest, CancelStopsALongRenderAndBusyWorkerRefuses) {
   std::vector<protocol::Envelope> refused = CollectTask({8, 1}, 2s);
   ASSERT_FALSE(refused.empty());
   EXPECT_EQ(refused.back().type, MessageType::kTaskFailed);
-  EXPECT_EQ(refused.back().body.value("message", ""), "worker busy");
+  EXPECT_EQ(refused.back().Json().value("message", ""), "worker busy");
 
   // A cancel for another attempt of the task changes nothing.
   scheduler_.Send(id, MessageType::kCancel, protocol::Cancel{7, 2});
