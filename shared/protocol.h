@@ -21,6 +21,9 @@
 //                everything the attempt sent before it is durable (or was stale): the worker
 //                keeps those messages in its spool and re-sends them after every (re)connect
 //                until then, so a scheduler restart or a network cut loses no finished render.
+//                A worker that registers with kFeatureAcksInAssign gets them inside its next
+//                kAssign instead (Assign.acks) when the same pass gives it one, which spares a
+//                message per task on a busy farm; otherwise as kResultAck.
 //   scheduler -> kDrain: finish the running tasks, take no new ones, then leave.
 //   worker -> kHandback(task_id, attempt, checkpoint) when it must leave mid-task (spot
 //                interruption, second SIGTERM): the task is requeued uncharged and its next
@@ -141,6 +144,10 @@ struct PluginOffer {
   std::string declaration;
 };
 
+// What a worker understands beyond the base protocol (Register.features), so a scheduler only
+// uses it with workers that do.
+inline constexpr const char* kFeatureAcksInAssign = "acks_in_assign";
+
 struct Register {
   std::string name;  // operator-chosen worker name (defaults to the hostname)
   std::string hostname;
@@ -166,6 +173,7 @@ struct Register {
   std::string os;  // "Debian GNU/Linux 12 (bookworm), Linux 6.1.0-18-amd64 x86_64"
   std::string cpu_model;
   CloudInfo cloud;
+  std::vector<std::string> features;  // kFeature*
 };
 
 // A join-token connection asks to enrol a worker under `name` with its own key pair.
@@ -248,6 +256,9 @@ struct Assign {
   // (the scheduler's path, through the worker's path_map) and reports kFrameResult with
   // encoding kEncodingWritten and no pixels. Empty dir: send the pixels.
   SharedOutput output;
+  // Results of this worker's earlier attempts that are now durable, as kResultAck would say
+  // (workers with kFeatureAcksInAssign only).
+  std::vector<TaskRef> acks;
 };
 
 struct Progress {
@@ -396,7 +407,8 @@ TSR_MESSAGE_FIELDS(TaskRef, task_id, attempt)
 TSR_MESSAGE_FIELDS(PluginOffer, name, version, executable, native, description, capabilities,
                    declaration)
 TSR_MESSAGE_FIELDS(Register, name, hostname, version, cpu_cores, ram_mb, gpus, backends, slots,
-                   pools, tags, running, plugins, delivering, draining, os, cpu_model, cloud)
+                   pools, tags, running, plugins, delivering, draining, os, cpu_model, cloud,
+                   features)
 TSR_MESSAGE_FIELDS(Enrol, name, public_key)
 TSR_MESSAGE_FIELDS(Enrolled, name)
 TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)
@@ -406,7 +418,7 @@ TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
 TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,
                    gpus, part, scene_name, settings, timeout_s, resume_frame, assets, output,
-                   resume_checkpoint)
+                   resume_checkpoint, acks)
 TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
 TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
                    backend, channel_names, part, encoding)

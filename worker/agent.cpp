@@ -236,6 +236,7 @@ void Agent::Connect(Clock::time_point now) {
   for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());
   reg.delivering = spool_.Delivering();
   reg.draining = draining_;
+  reg.features = {protocol::kFeatureAcksInAssign};
   for (const AvailablePlugin& p : *options_.render.plugins) {
     reg.plugins.push_back({p.spec.name, p.version, p.executable});
   }
@@ -428,6 +429,7 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
     spdlog::warn("ignored a malformed ASSIGN: {}", a.status().message());
     return;
   }
+  for (const protocol::TaskRef& done : a->acks) spool_.Ack(done);
   const protocol::TaskRef ref{a->task_id, a->attempt};
   auto fail = [&](const std::string& message, bool charge = true) {
     spdlog::info("{} job {}: refused: {}", RefName(ref), a->job_id, message);

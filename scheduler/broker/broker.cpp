@@ -195,6 +195,7 @@ void Broker::RunPass(bool woken) {
     Dispatch();
     // After dispatch, so backups only use workers the queue has no work for.
     if (timer) StartBackups();
+    SendPendingAcks();  // after the last assignment of the pass
     StoreWorkerStates();
     PublishPending();
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);
@@ -461,6 +462,8 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.last_heard = Clock::now();
   conn.idle_since = conn.metered_until = conn.last_heard;
   conn.draining = reg->draining;
+  conn.acks_in_assign = std::find(reg->features.begin(), reg->features.end(),
+                                  protocol::kFeatureAcksInAssign) != reg->features.end();
   if (options_.price_of) {
     conn.price = options_.price_of(reg->name, reg->cloud);
     (void)store_.SetWorkerPrice(*id, conn.price.node_group, conn.price.per_hour);
@@ -649,6 +652,8 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
     assign.resume_frame = task.resume_frame;
     assign.resume_checkpoint = task.checkpoint_hash;
   }
+  // Its finished results made durable in this pass ride along (the commit precedes the send).
+  assign.acks.swap(worker.pending_acks);
   Send(identity, protocol::Encode(MessageType::kAssign, assign));
   // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
   spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,

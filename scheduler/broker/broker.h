@@ -283,6 +283,10 @@ class Broker {
     // drain sent while its connection was being replaced is not lost.
     bool drain_requested = false;
     bool disabled = false;  // an operator's hold: nothing new for it
+    // It reads acknowledgements inside kAssign (protocol::kFeatureAcksInAssign): this pass's
+    // wait here for its next assignment, and go alone at the end of the pass if none comes.
+    bool acks_in_assign = false;
+    std::vector<protocol::TaskRef> pending_acks;
     int free_slots() const {
       return draining || disabled ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());
     }
@@ -378,6 +382,8 @@ class Broker {
                               const protocol::FrameResult& m);
   void OnBlobRequest(const std::string& identity, const protocol::Envelope& env);
   void Ack(const std::string& identity, int64_t task_id, int attempt);
+  // The acknowledgements no assignment carried this pass go alone.
+  void SendPendingAcks();
   // Sends the acks a task's finished copies wait for (its outcome is recorded in this pass).
   void SendAcks(LiveTask& task);
   // Forgets a task's hand-back (and deletes its checkpoint file).

@@ -289,12 +289,28 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
 // ---- hand-backs and acknowledgements (broker thread) ------------------------------------------
 
 void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
-  if (workers_.count(identity)) {
+  auto it = workers_.find(identity);
+  if (it == workers_.end()) {
+    // That connection is gone; the worker re-sends after it reconnects and gets the
+    // acknowledgement then.
+    return;
+  }
+  if (it->second.acks_in_assign) {
+    it->second.pending_acks.push_back({task_id, attempt});
+  } else {
     Send(identity,
          protocol::Encode(MessageType::kResultAck, protocol::ResultAck{task_id, attempt}));
   }
-  // Otherwise that connection is gone; the worker re-sends after it reconnects and gets the
-  // acknowledgement then.
+}
+
+void Broker::SendPendingAcks() {
+  for (auto& [identity, worker] : workers_) {
+    for (const protocol::TaskRef& ref : worker.pending_acks) {
+      Send(identity, protocol::Encode(MessageType::kResultAck,
+                                      protocol::ResultAck{ref.task_id, ref.attempt}));
+    }
+    worker.pending_acks.clear();
+  }
 }
 
 void Broker::SendAcks(LiveTask& task) {

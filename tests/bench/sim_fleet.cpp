@@ -59,6 +59,9 @@ Fleet::Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers,
     reg.hostname = "bench";
     reg.cpu_cores = 1;
     reg.backends = {"cpu"};
+    // Like the real worker: acknowledgements may come inside assignments (it keeps no spool,
+    // so it has nothing to do with them).
+    reg.features = {protocol::kFeatureAcksInAssign};
     auto frames = protocol::Encode(MessageType::kRegister, reg);
     zmq::send_multipart(sockets_.back(), frames);
   }

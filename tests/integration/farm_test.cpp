@@ -691,6 +691,59 @@ TEST(LeaseTest, WorkerThatKeepsFailingAJobIsBlocklistedForIt) {
   EXPECT_EQ(Tasks(farm, id)[0]["worker_name"], "good");
 }
 
+// A worker that reads acknowledgements inside assignments gets them there: one message per task
+// instead of two. At the end of the job, and for workers that do not, they come alone.
+TEST(LeaseTest, AcknowledgementsRideOnTheNextAssignmentForWorkersThatReadThem) {
+  LocalFarm farm("acks");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker modern(farm.broker_endpoint(), "modern", {"default"}, {}, {}, 1,
+                    {protocol::kFeatureAcksInAssign});
+  ASSERT_TRUE(modern.WaitFor(MessageType::kWelcome, 5s));
+  std::string error;
+  int64_t id = farm.Submit("name: acks\nrenderer: noop\nframes: 1-3\n", "", &error);
+  ASSERT_GT(id, 0) << error;
+  std::optional<protocol::Assign> a = modern.NextAssign(5s);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(a->acks.empty());
+  for (int i = 0; i < 2; ++i) {
+    modern.running = {{a->task_id, a->attempt}};
+    modern.Done(*a);
+    std::optional<protocol::Envelope> next = modern.Next(5s);
+    ASSERT_TRUE(next.has_value());
+    ASSERT_EQ(next->type, MessageType::kAssign)
+        << "no separate RESULT_ACK before the next task, got " << MessageTypeName(next->type);
+    protocol::Assign following = *next->As<protocol::Assign>();
+    EXPECT_EQ(following.acks, (std::vector<protocol::TaskRef>{{a->task_id, a->attempt}}));
+    a = following;
+  }
+  modern.running = {{a->task_id, a->attempt}};
+  modern.Done(*a);
+  std::optional<protocol::Envelope> last = modern.Next(5s);
+  ASSERT_TRUE(last.has_value());
+  ASSERT_EQ(last->type, MessageType::kResultAck) << "no next task: the acknowledgement goes alone";
+  EXPECT_EQ(last->As<protocol::ResultAck>()->task_id, a->task_id);
+  modern.running.clear();
+  EXPECT_EQ(farm.WaitForJob(id, 10s)["tasks"]["done"], 3);
+
+  // A worker that does not say it reads them gets RESULT_ACK messages, as always.
+  FakeWorker classic(farm.broker_endpoint(), "classic", {"old"});
+  ASSERT_TRUE(classic.WaitFor(MessageType::kWelcome, 5s));
+  id = farm.Submit("name: classic\nrenderer: noop\nframes: 1-2\npools: [old]\n", "", &error);
+  ASSERT_GT(id, 0) << error;
+  for (int i = 0; i < 2; ++i) {
+    a = classic.NextAssign(5s);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_TRUE(a->acks.empty());
+    classic.running = {{a->task_id, a->attempt}};
+    classic.Done(*a);
+    std::optional<protocol::Envelope> ack = classic.WaitFor(MessageType::kResultAck, 5s);
+    ASSERT_TRUE(ack.has_value());
+    EXPECT_EQ(ack->As<protocol::ResultAck>()->task_id, a->task_id);
+    classic.running.clear();
+  }
+  EXPECT_EQ(farm.WaitForJob(id, 10s)["tasks"]["done"], 2);
+}
+
 TEST(LeaseTest, StaleMessagesFromAnOldAttemptAreIgnored) {
   LocalFarm farm("stale");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

@@ -187,6 +187,14 @@ TEST(FleetTest, SpooledResultSurvivesASchedulerRestartAndIsDeliveredOnce) {
   EXPECT_TRUE(fs::exists(Exr(done, "spool", 1)));
   EXPECT_TRUE(WaitFor([&] { return fs::is_empty(data + "/spool"); }, 10s))
       << "acknowledged results leave the spool";
+
+  // One after the other, each result is acknowledged inside the next assignment (the worker
+  // says it reads them there): those leave the spool too.
+  job = farm.Submit("name: acks\nrenderer: noop\nframes: 1-5\n", "", &error);
+  ASSERT_GT(job, 0) << error;
+  ASSERT_EQ(farm.WaitForJob(job, 30s)["state"], "done") << farm.SchedulerLog();
+  EXPECT_TRUE(WaitFor([&] { return fs::is_empty(data + "/spool"); }, 10s))
+      << "results acknowledged inside assignments leave the spool";
 }
 
 TEST(FleetTest, DrainFinishesTheRunningTaskTakesNoNewOnesAndExits) {

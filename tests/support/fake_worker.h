@@ -18,7 +18,8 @@ class FakeWorker {
  public:
   FakeWorker(const std::string& endpoint, const std::string& name,
              std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {},
-             std::vector<protocol::GpuInfo> gpus = {}, int slots = 1)
+             std::vector<protocol::GpuInfo> gpus = {}, int slots = 1,
+             std::vector<std::string> features = {})
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
@@ -30,6 +31,7 @@ class FakeWorker {
     reg_.tags = std::move(tags);
     reg_.gpus = std::move(gpus);
     reg_.slots = slots;
+    reg_.features = std::move(features);
     Register();
   }
 
@@ -54,6 +56,15 @@ class FakeWorker {
   // Waits for a message of `type`, heartbeating meanwhile; other messages are dropped.
   std::optional<protocol::Envelope> WaitFor(protocol::MessageType type,
                                             std::chrono::milliseconds timeout) {
+    return WaitFor([type](protocol::MessageType t) { return t == type; }, timeout);
+  }
+  // The next message other than a heartbeat acknowledgement.
+  std::optional<protocol::Envelope> Next(std::chrono::milliseconds timeout) {
+    return WaitFor(
+        [](protocol::MessageType t) { return t != protocol::MessageType::kHeartbeatAck; }, timeout);
+  }
+  template <typename Wanted>
+  std::optional<protocol::Envelope> WaitFor(Wanted wanted, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       if (std::chrono::steady_clock::now() >= next_beat_) {
@@ -66,7 +77,7 @@ class FakeWorker {
       std::vector<zmq::message_t> frames;
       if (!zmq::recv_multipart(socket_, std::back_inserter(frames))) continue;
       auto env = protocol::Decode(frames);
-      if (env.ok() && env->type == type) return std::move(*env);
+      if (env.ok() && wanted(env->type)) return std::move(*env);
     }
     return std::nullopt;
   }
