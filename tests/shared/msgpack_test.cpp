@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <random>
 
 #include "shared/protocol.h"
 
@@ -161,6 +161,42 @@ TEST(MsgpackTest, MalformedBytesNeverReadOutOfBounds) {
   const uint8_t never[] = {0xc1};
   Reader n(never, 1);
   EXPECT_FALSE(n.Skip().ok());
+}
+
+// Whatever arrives, decoding answers with a message or an error: random bytes, and valid
+// messages with random bytes changed.
+TEST(MsgpackTest, RandomBytesAreRefusedOrReadNeverCrash) {
+  std::mt19937 rng(1234);
+  Writer w;
+  protocol::Register reg;
+  reg.name = "w";
+  reg.gpus = {protocol::GpuInfo{0, "H200", 143771, 9, 0, "12.4", "12.4"}};
+  reg.running = {{1, 2}, {3, 4}};
+  reg.plugins = {protocol::PluginOffer{"povray", "3.7", "/usr/bin/povray"}};
+  Pack(w, reg);
+  const std::string valid = w.bytes();
+  int decoded = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes;
+    if (i % 2 == 0) {
+      bytes.resize(rng() % 64);
+      for (char& c : bytes) c = static_cast<char>(rng());
+    } else {
+      bytes = valid;
+      for (int k = 0; k < 3; ++k) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    }
+    std::vector<zmq::message_t> frames;
+    const char header[4] = {'T', 'S', static_cast<char>(protocol::kVersion),
+                            static_cast<char>(protocol::MessageType::kRegister)};
+    frames.emplace_back(header, sizeof(header));
+    frames.emplace_back(bytes.data(), bytes.size());
+    StatusOr<protocol::Envelope> env = protocol::Decode(frames);
+    if (!env.ok()) continue;
+    decoded += env->As<protocol::Register>().ok();
+    (void)env->As<protocol::Assign>();
+    (void)env->As<protocol::Heartbeat>();
+  }
+  EXPECT_GT(decoded, 0) << "some changed bytes still make a valid registration";
 }
 
 }  // namespace

@@ -95,15 +95,29 @@ TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("version"), std::string::npos);
 
+  // With this side's version, so each is refused for what it is meant to show.
+  const auto header = [](uint8_t type) {
+    const char h[4] = {'T', 'S', static_cast<char>(kVersion), static_cast<char>(type)};
+    return zmq::message_t(h, sizeof(h));
+  };
   std::vector<zmq::message_t> bad_type;
-  bad_type.emplace_back("TS\x01\x30", 4);
+  bad_type.push_back(header(0x30));
   bad_type.emplace_back("\x80", 1);
-  EXPECT_FALSE(Decode(bad_type).ok());
+  auto t = Decode(bad_type);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("unknown message type"), std::string::npos);
 
-  std::vector<zmq::message_t> garbage_body;
-  garbage_body.emplace_back("TS\x01\x02", 4);
-  garbage_body.emplace_back("\xc1\xc1\xc1", 3);
-  EXPECT_FALSE(Decode(garbage_body).ok());
+  const auto heartbeat = static_cast<uint8_t>(MessageType::kHeartbeat);
+  for (std::string body : {std::string("\xc1\xc1\xc1"), std::string("\x91\x01"),
+                           std::string("\x81\xa1k\x01\x00", 5), std::string("\x82\xa1k\x01")}) {
+    // Not MessagePack; an array, not a map; a map with a byte after it; a map cut short.
+    std::vector<zmq::message_t> garbage;
+    garbage.push_back(header(heartbeat));
+    garbage.emplace_back(body.data(), body.size());
+    auto g = Decode(garbage);
+    ASSERT_FALSE(g.ok()) << body.size();
+    EXPECT_NE(g.status().message().find("not a MessagePack map"), std::string::npos);
+  }
 
   // A well-formed map with a mistyped field is rejected when read as the typed struct.
   auto frames = Encode(MessageType::kTaskDone, nlohmann::json{{"task_id", "seven"}});
