@@ -5,11 +5,12 @@
 // key) cost more than the rest of the message's way through the scheduler.
 //
 // One field list per struct, TSR_MESSAGE_FIELDS(Type, field...), defines both this codec and the
-// nlohmann JSON conversion (tests, logs). Maps are keyed by field name, as before, so the bytes
-// on the wire are what nlohmann::json::to_msgpack wrote for the same struct and either side can
-// read the other's. Reading follows the JSON rules the protocol always had: a missing field keeps
-// its default (forward compatibility), an unknown one is skipped, a mistyped or out-of-range one
-// is an error naming the field.
+// nlohmann JSON conversion (tests, logs). Maps are keyed by field name, as before, so the wire
+// carries the same document nlohmann::json::to_msgpack wrote for the struct (fields in declared
+// rather than sorted order, floats always 64-bit) and either side reads the other's. Reading
+// follows the JSON rules the protocol always had: a missing field keeps its default (forward
+// compatibility), an unknown one is skipped, a mistyped or out-of-range one is an error naming the
+// field.
 
 #include <cstdint>
 #include <limits>
