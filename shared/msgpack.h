@@ -2,7 +2,7 @@
 // MessagePack for the wire protocol, written from and read into the message structs directly:
 // no JSON document in between. The broker encodes and decodes several messages per task, tens of
 // thousands a second; building an nlohmann::json tree for each (a std::map node and a string per
-// key) cost more than the rest of the message's way through the scheduler.
+// key) took about as much of the broker thread as the SQL that records each task.
 //
 // One field list per struct, TSR_MESSAGE_FIELDS(Type, field...), defines both this codec and the
 // nlohmann JSON conversion (tests, logs). Maps are keyed by field name, as before, so the wire
