@@ -56,48 +56,21 @@ struct SimRun {
 
 // One simulated worker; runs on its own thread, which owns the socket.
 void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index, SimRun& run) {
-  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.connect(endpoint);
-  protocol::Register reg;
-  reg.name = "makespan-" + std::to_string(index);
-  reg.hostname = "bench";
-  reg.cpu_cores = 1;
-  reg.backends = {"cpu"};
-  zmq::send_multipart(socket, protocol::Encode(MessageType::kRegister, reg));
-
+  SimWorker sim(ctx, endpoint, "makespan-" + std::to_string(index));
   const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
-  std::chrono::milliseconds interval(1000);
-  Clock::time_point next_beat = Clock::time_point::max(), due, done_at;
+  Clock::time_point due, done_at;
   std::optional<protocol::Assign> task;
   bool finished_one = false;
   while (!run.stop.load()) {
-    Clock::time_point wake = std::min({next_beat, Clock::now() + std::chrono::milliseconds(20),
-                                       task ? due : Clock::time_point::max()});
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    // Round up so the wait never ends early and busy-spins.
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - Clock::now());
-    zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(0)));
-    for (;;) {
-      std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        break;
-      }
-      auto env = protocol::Decode(frames);
-      if (!env.ok()) continue;
+    for (protocol::Envelope& env : sim.Poll(task ? due : Clock::time_point::max())) {
       const auto now = Clock::now();
-      if (env->type == MessageType::kWelcome) {
-        auto w = env->As<protocol::Welcome>();
-        if (w.ok()) interval = std::chrono::milliseconds(w->heartbeat_ms);
-        next_beat = now + interval;
+      if (env.type == MessageType::kWelcome) {
         ++run.welcomed;
-      } else if (env->type == MessageType::kAssign) {
-        auto a = env->As<protocol::Assign>();
+      } else if (env.type == MessageType::kAssign) {
+        auto a = env.As<protocol::Assign>();
         if (!a.ok()) continue;
-        if (task) {  // one slot: refuse, uncharged, like a busy worker
-          zmq::send_multipart(socket, protocol::Encode(MessageType::kTaskFailed,
-                                                       protocol::TaskFailed{a->task_id, a->attempt,
-                                                                            "slot busy", false}));
+        if (task) {
+          sim.RefuseBusy(*a);
           continue;
         }
         double cost = 0;
@@ -115,12 +88,11 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
     if (task && now >= due) {
       for (int f = task->frame_start; f <= task->frame_end; ++f) {
         protocol::FrameResult r{task->task_id, task->attempt, f, 1, 1, 4, 0.0, "sim", {}};
-        zmq::send_multipart(socket, protocol::Encode(MessageType::kFrameResult, r,
-                                                     zmq::message_t(pixel, sizeof(pixel))));
+        sim.Send(
+            protocol::Encode(MessageType::kFrameResult, r, zmq::message_t(pixel, sizeof(pixel))));
       }
-      zmq::send_multipart(socket,
-                          protocol::Encode(MessageType::kTaskDone,
-                                           protocol::TaskDone{task->task_id, task->attempt}));
+      sim.Send(protocol::Encode(MessageType::kTaskDone,
+                                protocol::TaskDone{task->task_id, task->attempt}));
       done_at = Clock::now();
       finished_one = true;
       std::lock_guard<std::mutex> lock(run.mu);
@@ -128,12 +100,9 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
       run.last_done = std::max(run.last_done, done_at);
       task.reset();
     }
-    if (now >= next_beat) {
-      protocol::Heartbeat beat;
-      if (task) beat.running.push_back({task->task_id, task->attempt});
-      zmq::send_multipart(socket, protocol::Encode(MessageType::kHeartbeat, beat));
-      next_beat += interval;
-    }
+    std::optional<protocol::TaskRef> running;
+    if (task) running = protocol::TaskRef{task->task_id, task->attempt};
+    sim.MaybeBeat(now, running);
   }
 }
 

@@ -100,56 +100,28 @@ std::vector<zmq::message_t> Render(const SplitRun& run, const protocol::Assign& 
 
 // One simulated worker with one slot; runs on its own thread, which owns the socket.
 void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index, SplitRun& run) {
-  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.connect(endpoint);
-  protocol::Register reg;
-  reg.name = "split-" + std::to_string(index);
-  reg.hostname = "bench";
-  reg.cpu_cores = 1;
-  reg.backends = {"cpu"};
-  zmq::send_multipart(socket, protocol::Encode(MessageType::kRegister, reg));
-  auto try_send = [&](std::vector<zmq::message_t>& frames) {
-    return zmq::send_multipart(socket, frames, zmq::send_flags::dontwait).has_value();
-  };
+  SimWorker sim(ctx, endpoint, "split-" + std::to_string(index));
+  auto try_send = [&](std::vector<zmq::message_t>& frames) { return sim.TrySend(frames); };
 
-  std::chrono::milliseconds interval(1000);
-  Clock::time_point next_beat = Clock::time_point::max(), due;
+  Clock::time_point due;
   std::optional<protocol::Assign> task;            // rendering
   std::optional<protocol::TaskRef> delivering;     // its result on the way
   std::vector<zmq::message_t> result;              // ready once `due`
   std::deque<std::vector<zmq::message_t>> outbox;  // in order: result, then done
   protocol::ChunkSender chunks;
   while (!run.stop.load()) {
-    const Clock::time_point wake =
-        std::min({next_beat, Clock::now() + std::chrono::milliseconds(20),
-                  task ? due : Clock::time_point::max()});
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - Clock::now());
-    zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(0)));
-    for (;;) {
-      std::vector<zmq::message_t> frames;
-      if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        break;
-      }
-      auto env = protocol::Decode(frames);
-      if (!env.ok()) continue;
+    for (protocol::Envelope& env : sim.Poll(task ? due : Clock::time_point::max())) {
       const auto now = Clock::now();
-      if (env->type == MessageType::kWelcome) {
-        auto w = env->As<protocol::Welcome>();
-        if (w.ok()) interval = std::chrono::milliseconds(w->heartbeat_ms);
-        next_beat = now + interval;
+      if (env.type == MessageType::kWelcome) {
         ++run.welcomed;
-      } else if (env->type == MessageType::kChunkAck) {
-        auto ack = env->As<protocol::ChunkAck>();
+      } else if (env.type == MessageType::kChunkAck) {
+        auto ack = env.As<protocol::ChunkAck>();
         if (ack.ok() && chunks.OnAck(*ack, now)) ++run.refused;
-      } else if (env->type == MessageType::kAssign) {
-        auto a = env->As<protocol::Assign>();
+      } else if (env.type == MessageType::kAssign) {
+        auto a = env.As<protocol::Assign>();
         if (!a.ok()) continue;
-        if (task || delivering) {  // one slot: refuse, uncharged, like a busy worker
-          zmq::send_multipart(socket, protocol::Encode(MessageType::kTaskFailed,
-                                                       protocol::TaskFailed{a->task_id, a->attempt,
-                                                                            "slot busy", false}));
+        if (task || delivering) {
+          sim.RefuseBusy(*a);
           continue;
         }
         // Its share of the frame's cost, from the assignment on (making the payload included).
@@ -186,13 +158,9 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
       outbox.pop_front();
     }
     if (delivering && outbox.empty() && !chunks.active()) delivering.reset();
-    if (now >= next_beat) {
-      protocol::Heartbeat beat;
-      if (task) beat.running.push_back({task->task_id, task->attempt});
-      if (delivering) beat.delivering.push_back(*delivering);
-      zmq::send_multipart(socket, protocol::Encode(MessageType::kHeartbeat, beat));
-      next_beat += interval;
-    }
+    std::optional<protocol::TaskRef> running;
+    if (task) running = protocol::TaskRef{task->task_id, task->attempt};
+    sim.MaybeBeat(now, running, delivering);
   }
 }
 

@@ -100,4 +100,62 @@ void Fleet::Run(const std::atomic<bool>& stop) {
   }
 }
 
+SimWorker::SimWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name)
+    : socket_(ctx, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.connect(endpoint);
+  protocol::Register reg;
+  reg.name = name;
+  reg.hostname = "bench";
+  reg.cpu_cores = 1;
+  reg.backends = {"cpu"};
+  Send(protocol::Encode(MessageType::kRegister, reg));
+}
+
+std::vector<protocol::Envelope> SimWorker::Poll(Clock::time_point until) {
+  const Clock::time_point wake =
+      std::min({next_beat_, Clock::now() + std::chrono::milliseconds(20), until});
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  // Round up so the wait never ends early and busy-spins.
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - Clock::now());
+  zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(0)));
+  std::vector<protocol::Envelope> received;
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      break;
+    }
+    auto env = protocol::Decode(frames);
+    if (!env.ok()) continue;
+    if (env->type == MessageType::kWelcome) {
+      auto w = env->As<protocol::Welcome>();
+      if (w.ok()) interval_ = std::chrono::milliseconds(w->heartbeat_ms);
+      next_beat_ = Clock::now() + interval_;
+    }
+    received.push_back(std::move(*env));
+  }
+  return received;
+}
+
+void SimWorker::RefuseBusy(const protocol::Assign& a) {
+  Send(protocol::Encode(MessageType::kTaskFailed,
+                        protocol::TaskFailed{a.task_id, a.attempt, "slot busy", false}));
+}
+
+void SimWorker::MaybeBeat(Clock::time_point now, std::optional<protocol::TaskRef> running,
+                          std::optional<protocol::TaskRef> delivering) {
+  if (now < next_beat_) return;
+  protocol::Heartbeat beat;
+  if (running) beat.running.push_back(*running);
+  if (delivering) beat.delivering.push_back(*delivering);
+  Send(protocol::Encode(MessageType::kHeartbeat, beat));
+  next_beat_ += interval_;
+}
+
+void SimWorker::Send(std::vector<zmq::message_t> frames) { zmq::send_multipart(socket_, frames); }
+
+bool SimWorker::TrySend(std::vector<zmq::message_t>& frames) {
+  return zmq::send_multipart(socket_, frames, zmq::send_flags::dontwait).has_value();
+}
+
 }  // namespace tessera::bench

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -14,6 +15,7 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
 #include "shared/job_spec.h"
+#include "shared/protocol.h"
 
 namespace tessera::bench {
 
@@ -62,6 +64,33 @@ class Fleet {
   std::vector<zmq::socket_t> sockets_;
   std::vector<zmq::pollitem_t> items_;
   std::atomic<int64_t> tasks_done_{0};
+};
+
+// One simulated worker with one slot, for the benchmarks that run each worker on a thread of its
+// own (makespan, split): it registers as `name`, takes its heartbeat interval from WELCOME,
+// heartbeats when due and refuses an assignment while busy. What it does with its tasks is the
+// benchmark's. Threads: the thread that constructs it owns it.
+class SimWorker {
+ public:
+  using Clock = std::chrono::steady_clock;
+  SimWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name);
+
+  // Waits until a message arrives, `until` or 20 ms, whichever is first; returns what arrived
+  // (WELCOME included, already taken into account).
+  std::vector<protocol::Envelope> Poll(Clock::time_point until);
+  // Refuses `a`, uncharged, as a worker whose slot is busy does.
+  void RefuseBusy(const protocol::Assign& a);
+  // Sends a heartbeat if one is due, listing what it renders and what it still delivers.
+  void MaybeBeat(Clock::time_point now, std::optional<protocol::TaskRef> running,
+                 std::optional<protocol::TaskRef> delivering = std::nullopt);
+  void Send(std::vector<zmq::message_t> frames);
+  // Without blocking; false when ZeroMQ would block.
+  bool TrySend(std::vector<zmq::message_t>& frames);
+
+ private:
+  zmq::socket_t socket_;
+  std::chrono::milliseconds interval_{1000};
+  Clock::time_point next_beat_ = Clock::time_point::max();  // after WELCOME
 };
 
 }  // namespace tessera::bench
