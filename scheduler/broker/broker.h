@@ -515,6 +515,8 @@ class Broker {
   // worker re-attaches them or the deadline passes.
   std::map<int64_t, std::chrono::steady_clock::time_point> reattach_;
   std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
+  // Workers given acknowledgements to carry in this pass (WorkerConn::pending_acks).
+  std::vector<std::string> acks_waiting_;
   std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
   static constexpr std::chrono::milliseconds kJobEventInterval{250};
   std::set<int64_t> changed_jobs_;

@@ -296,6 +296,7 @@ void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
     return;
   }
   if (it->second.acks_in_assign) {
+    if (it->second.pending_acks.empty()) acks_waiting_.push_back(identity);
     it->second.pending_acks.push_back({task_id, attempt});
   } else {
     Send(identity,
@@ -304,13 +305,16 @@ void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
 }
 
 void Broker::SendPendingAcks() {
-  for (auto& [identity, worker] : workers_) {
-    for (const protocol::TaskRef& ref : worker.pending_acks) {
+  for (const std::string& identity : acks_waiting_) {
+    auto it = workers_.find(identity);
+    if (it == workers_.end()) continue;  // gone: it re-sends its results when it is back
+    for (const protocol::TaskRef& ref : it->second.pending_acks) {
       Send(identity, protocol::Encode(MessageType::kResultAck,
                                       protocol::ResultAck{ref.task_id, ref.attempt}));
     }
-    worker.pending_acks.clear();
+    it->second.pending_acks.clear();  // (empty if an assignment took them)
   }
+  acks_waiting_.clear();
 }
 
 void Broker::SendAcks(LiveTask& task) {
