@@ -44,6 +44,38 @@ void Assembler::SubmitPart(PartJob job) {
   Enqueue([this, job = std::move(job)] { return StorePart(job); });
 }
 
+namespace {
+
+void CopyPixels(const zmq::message_t& payload, image::ImageBuffer& image) {
+  image.pixels.resize(payload.size() / sizeof(float));
+  std::memcpy(image.pixels.data(), payload.data(), image.pixels.size() * sizeof(float));
+}
+
+}  // namespace
+
+// (The payload rides in a shared_ptr because std::function needs a copyable callable.)
+void Assembler::Submit(FrameJob job, zmq::message_t payload) {
+  Enqueue([job = std::move(job),
+           bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
+    CopyPixels(*bytes, job.image);
+    bytes.reset();
+    return WriteFrame(job);
+  });
+}
+
+void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
+  Enqueue([this, job = std::move(job),
+           bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
+    if (job.pixels.channels > 0) {
+      CopyPixels(*bytes, job.pixels);
+    } else {
+      job.accumulation.assign(static_cast<const char*>(bytes->data()), bytes->size());
+    }
+    bytes.reset();
+    return StorePart(job);
+  });
+}
+
 void Assembler::Assemble(AssembleJob job) {
   Enqueue([this, job = std::move(job)] { return AssembleFrame(job); });
 }

@@ -34,6 +34,7 @@
 #include "shared/image_io.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
+#include <zmq.hpp>
 
 namespace tessera::assembler {
 
@@ -121,6 +122,11 @@ class Assembler {
 
   void Submit(FrameJob job);
   void SubmitPart(PartJob job);
+  // As above, with the pixels (or the accumulation) still the worker's bytes: they are copied
+  // into the job on an assembler thread. A frame may be hundreds of MiB, and touching that much
+  // fresh memory on the broker thread took seconds on a VM, long enough to miss heartbeats.
+  void Submit(FrameJob job, zmq::message_t payload);
+  void SubmitPart(PartJob job, zmq::message_t payload);
   void Assemble(AssembleJob job);
 
   // What this assembler has done since it started (for /metrics).

@@ -519,7 +519,7 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
   return heads[*best];
 }
 
-void Broker::DropWorker(const std::string& identity, const std::string& reason) {
+void Broker::DropWorker(std::string identity, const std::string& reason) {
   auto wit = workers_.find(identity);
   if (wit == workers_.end()) return;
   const WorkerConn& worker = wit->second;

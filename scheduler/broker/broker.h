@@ -466,7 +466,8 @@ class Broker {
   void OnFrameAssembled(const assembler::FrameWritten& written);
   // At start-up: frames whose parts were all stored before a restart but never assembled.
   void ResumeAssemblies();
-  void DropWorker(const std::string& identity, const std::string& reason);
+  // `identity` by value: callers pass the key of the map entry this erases.
+  void DropWorker(std::string identity, const std::string& reason);
   Status LoadJob(int64_t job_id);
   void LoadTasks(std::optional<int64_t> job_id);
 

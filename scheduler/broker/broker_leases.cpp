@@ -115,15 +115,14 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   task->LeaseOn(identity)->last_progress = Clock::now();
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
                 m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
-  // The payload as an image (whole frames, and plugin renderers' tiles).
+  // The payload's shape as an image (whole frames, and plugin renderers' tiles); the pixels
+  // themselves are copied out of the payload on an assembler thread, not here.
   auto float_image = [&] {
     image::ImageBuffer image;
     image.width = m->width;
     image.height = m->height;
     image.channels = m->channels;
     image.channel_names = m->channel_names;
-    image.pixels.resize(expected / sizeof(float));
-    std::memcpy(image.pixels.data(), env.payload.data(), expected);
     return image;
   };
   if (part) {
@@ -134,13 +133,9 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     out.frame = m->frame;
     out.parts_dir = assembler::PartsDir(job.output.dir, m->frame);
     out.assigned = task->part;
-    if (exact) {
-      out.accumulation.assign(static_cast<const char*>(env.payload.data()), env.payload.size());
-    } else {
-      out.pixels = float_image();
-    }
+    if (!exact) out.pixels = float_image();  // else the payload is the accumulation
     out.accept_bad_pixels = task->accept_bad_pixels;
-    assembler_->SubmitPart(std::move(out));
+    assembler_->SubmitPart(std::move(out), std::move(env.payload));
     return;
   }
   assembler::FrameJob out;
@@ -151,7 +146,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   out.output = job.output;
   out.image = float_image();
   out.accept_bad_pixels = task->accept_bad_pixels;
-  assembler_->Submit(std::move(out));
+  assembler_->Submit(std::move(out), std::move(env.payload));
 }
 
 void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& worker, LiveTask& task,
