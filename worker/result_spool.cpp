@@ -1,10 +1,16 @@
 #include "worker/result_spool.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "shared/file_io.h"
 
@@ -16,24 +22,61 @@ namespace {
 
 constexpr const char* kFinalMarker = "final";
 
-StatusOr<std::vector<zmq::message_t>> ReadMessage(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint32_t count = 0;
-  if (!in.read(reinterpret_cast<char*>(&count), sizeof(count)) || count == 0 || count > 8) {
-    return Status::Internal("bad spool file " + path.string());
+// A spool file mapped into memory; unmapped when the last frame that points into it is closed.
+// (Acknowledged files are unlinked, never truncated, so a mapping stays valid while in use.)
+struct Mapping {
+  void* base = MAP_FAILED;
+  size_t length = 0;
+  ~Mapping() {
+    if (base != MAP_FAILED) ::munmap(base, length);
   }
+};
+
+// Frames above this size point into the mapping instead of being copied.
+constexpr uint64_t kMappedFrameBytes = 64 * 1024;
+
+// Reads a spooled message without copying its payload: a re-sent result can be hundreds of MiB,
+// and reading it into fresh memory on the I/O thread held heartbeats back for seconds (long
+// enough for the scheduler to drop the worker, which then re-sent it again). The chunk sender
+// reads the mapping a piece at a time instead.
+StatusOr<std::vector<zmq::message_t>> ReadMessage(const fs::path& path) {
+  const Status bad = Status::Internal("bad spool file " + path.string());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal("cannot open spool file " + path.string());
+  struct stat st {};
+  auto mapping = std::make_shared<Mapping>();
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    mapping->length = static_cast<size_t>(st.st_size);
+    mapping->base = ::mmap(nullptr, mapping->length, PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);
+  if (mapping->base == MAP_FAILED) return bad;
+  const auto* data = static_cast<const char*>(mapping->base);
+  const uint64_t length = mapping->length;
+  uint64_t at = 0;
+  auto read_int = [&](auto* value) {
+    if (length - at < sizeof(*value)) return false;
+    std::memcpy(value, data + at, sizeof(*value));
+    at += sizeof(*value);
+    return true;
+  };
+  uint32_t count = 0;
+  if (!read_int(&count) || count == 0 || count > 8) return bad;
   std::vector<zmq::message_t> frames;
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t size = 0;
-    if (!in.read(reinterpret_cast<char*>(&size), sizeof(size)) || size > (uint64_t{1} << 34)) {
-      return Status::Internal("bad spool file " + path.string());
+    if (!read_int(&size)) return bad;
+    if (size > length - at) return Status::Internal("truncated spool file " + path.string());
+    if (size <= kMappedFrameBytes) {
+      frames.emplace_back(data + at, size);
+    } else {
+      // The hint keeps the mapping alive until ZeroMQ (or the sender) closes the frame.
+      auto* hold = new std::shared_ptr<Mapping>(mapping);
+      frames.emplace_back(
+          const_cast<char*>(data + at), size,
+          [](void*, void* hint) { delete static_cast<std::shared_ptr<Mapping>*>(hint); }, hold);
     }
-    zmq::message_t frame(size);
-    if (size > 0 &&
-        !in.read(static_cast<char*>(frame.data()), static_cast<std::streamsize>(size))) {
-      return Status::Internal("truncated spool file " + path.string());
-    }
-    frames.push_back(std::move(frame));
+    at += size;
   }
   return frames;
 }

@@ -30,11 +30,11 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <zmq.hpp>
 
 #include "shared/image_io.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
-#include <zmq.hpp>
 
 namespace tessera::assembler {
 
