@@ -9,7 +9,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3
   libopenimageio-dev openimageio-tools libtinyobjloader-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libcpp-httplib-dev libssl-dev libsodium-dev
+  libcpp-httplib-dev libboost1.74-dev libssl-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   povray povray-includes blender prometheus chromium
 )

@@ -1,5 +1,7 @@
 #include "scheduler/config.h"
 
+#include <tuple>
+
 #include "shared/config.h"
 #include "shared/yaml_util.h"
 
@@ -32,6 +34,15 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       .Optional("admin_token_file", &c.admin_token_file)
       .Optional("tls_cert_file", &c.tls_cert_file)
       .Optional("tls_key_file", &c.tls_key_file)
+      .Optional("tls_min_version", &c.tls_min_version)
+      .Optional("max_connections", &c.api_max_connections)
+      .Optional("max_connections_per_client", &c.api_max_connections_per_client)
+      .Optional("max_event_streams", &c.api_max_event_streams)
+      .Optional("max_header_bytes", &c.api_max_header_bytes)
+      .Optional("max_header_count", &c.api_max_header_count)
+      .Optional("header_timeout_s", &c.api_header_timeout_s)
+      .Optional("body_timeout_s", &c.api_body_timeout_s)
+      .Optional("write_timeout_s", &c.api_write_timeout_s)
       .Optional("history_interval_s", &c.history_interval_s);
   yaml::MapReader broker(top.Child("broker"), "broker");
   broker.Optional("listen", &c.broker_listen)
@@ -119,6 +130,27 @@ Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   }
   if (c.history_interval_s < 1 || c.history_interval_s > 3600) {
     return Status::InvalidArgument("api.history_interval_s: must be in [1, 3600]");
+  }
+  if (c.tls_min_version != "1.2" && c.tls_min_version != "1.3") {
+    return Status::InvalidArgument("api.tls_min_version: expected \"1.2\" or \"1.3\", got '" +
+                                   c.tls_min_version + "'");
+  }
+  for (auto [key, value, min, max] : {
+           std::tuple{"api.max_connections", c.api_max_connections, 1, 1000000},
+           std::tuple{"api.max_connections_per_client", c.api_max_connections_per_client, 1,
+                      1000000},
+           std::tuple{"api.max_event_streams", c.api_max_event_streams, 0, 1000000},
+           std::tuple{"api.max_header_bytes", c.api_max_header_bytes, 1024, 1 << 20},
+           std::tuple{"api.max_header_count", c.api_max_header_count, 8, 10000},
+           std::tuple{"api.header_timeout_s", c.api_header_timeout_s, 1, 3600},
+           std::tuple{"api.body_timeout_s", c.api_body_timeout_s, 1, 3600},
+           std::tuple{"api.write_timeout_s", c.api_write_timeout_s, 1, 3600},
+       }) {
+    if (value < min || value > max) {
+      return Status::InvalidArgument(std::string(key) + ": must be in [" + std::to_string(min) +
+                                     ", " + std::to_string(max) + "], got " +
+                                     std::to_string(value));
+    }
   }
   if (c.api_auth != "token" && c.api_auth != "none") {
     return Status::InvalidArgument("api.auth: expected token or none, got '" + c.api_auth + "'");

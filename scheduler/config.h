@@ -21,7 +21,7 @@ struct SchedulerConfig {
   std::string synchronous = "normal";  // SQLite synchronous: normal (crash-safe) or full
   // api:
   std::string api_listen = "127.0.0.1:8470";
-  int api_threads = 16;  // each open event stream holds one
+  int api_threads = 16;  // handler threads (event streams hold none)
   // token: every request needs a bearer token (security/api_auth.h); none: no tokens, every
   // caller is admin -- refused unless `listen` is a loopback address.
   std::string api_auth = "token";
@@ -29,6 +29,16 @@ struct SchedulerConfig {
   // TLS (1.2 or later) when both are set: PEM certificate (chain) and private key.
   std::string tls_cert_file;
   std::string tls_key_file;
+  std::string tls_min_version = "1.2";  // or "1.3"
+  // Abuse limits of the HTTP server (scheduler/http/server.h has the defaults' reasons).
+  int api_max_connections = 10000;
+  int api_max_connections_per_client = 256;
+  int api_max_event_streams = 1000;
+  int api_max_header_bytes = 16 * 1024;
+  int api_max_header_count = 100;
+  int api_header_timeout_s = 10;
+  int api_body_timeout_s = 60;
+  int api_write_timeout_s = 60;
   int history_interval_s = 10;  // how often the dashboard's farm charts get a point
   // broker:
   std::string broker_listen = "tcp://127.0.0.1:8471";

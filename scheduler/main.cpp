@@ -243,6 +243,15 @@ int main(int argc, char** argv) {
   aopts.threads = cfg.api_threads;
   aopts.tls_cert_file = cfg.tls_cert_file;
   aopts.tls_key_file = cfg.tls_key_file;
+  aopts.tls_min_version = cfg.tls_min_version;
+  aopts.server.max_connections = cfg.api_max_connections;
+  aopts.server.max_connections_per_client = cfg.api_max_connections_per_client;
+  aopts.server.max_event_streams = cfg.api_max_event_streams;
+  aopts.server.max_header_bytes = static_cast<size_t>(cfg.api_max_header_bytes);
+  aopts.server.max_header_count = static_cast<size_t>(cfg.api_max_header_count);
+  aopts.server.header_timeout = std::chrono::seconds(cfg.api_header_timeout_s);
+  aopts.server.body_timeout = std::chrono::seconds(cfg.api_body_timeout_s);
+  aopts.server.write_timeout = std::chrono::seconds(cfg.api_write_timeout_s);
   aopts.events = &event_bus;
   aopts.history_interval_s = cfg.history_interval_s;
   aopts.autoscaler = scaler.get();

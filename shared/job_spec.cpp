@@ -521,7 +521,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     o.Optional("directory", &job.output.directory)
         .Optional("pattern", &job.output.pattern)
         .Optional("formats", &job.output.formats)
-        .Optional("shared_dir", &job.output.shared_dir);
+        .Optional("shared_dir", &job.output.shared_dir)
+        .Optional("reuse", &job.output.reuse);
     std::string exr = "half";
     o.Optional("exr", &exr);
     if (o.ok() && exr != "half" && exr != "float") {

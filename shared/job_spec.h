@@ -59,6 +59,8 @@
 //     shared_dir: /mnt/projects/sh010  # [none] shared-storage farms: workers write the frames
 //                            #   straight into this folder (absolute, inside one of the
 //                            #   scheduler's storage.shared_roots; instead of `directory`)
+//     reuse: false           # [false] allow a folder that holds another job's frames (only
+//                            #   jobs of the same user; another user's folder is always refused)
 //
 // Limits: at most kMaxFramesPerJob frames and kMaxTasksPerJob tasks per job, frame numbers within
 // [kMinFrame, kMaxFrame].
@@ -100,6 +102,10 @@ struct OutputSpec {
   // there themselves (each through its worker.path_map) instead of sending the pixels back;
   // split frames are assembled there by the scheduler. Empty: outputs go through the scheduler.
   std::string shared_dir;
+  // `reuse: true`: write into a folder that already holds frames of another job of the same
+  // user (a re-render into last night's folder). Without it, or for another user's job, a folder
+  // in use is refused at submit.
+  bool reuse = false;
 };
 
 // What one task of a job needs from the worker that runs it (0: no requirement).

@@ -1,7 +1,5 @@
 #include "scheduler/api/dashboard.h"
 
-#include <httplib.h>
-
 #include <string>
 
 namespace tessera::api {
@@ -17,19 +15,20 @@ constexpr const char* kContentSecurityPolicy =
     "frame-ancestors 'none'";
 }  // namespace
 
-void ServeDashboard(httplib::Server& server) {
+void ServeDashboard(http::Router& router) {
   for (const DashboardAsset& asset : DashboardAssets()) {
-    // Routes are regular expressions: "/app.js" must not also match "/app-js".
+    // Route patterns escape '.' ("/app.js" is literal text).
     std::string pattern;
     for (char c : asset.path) {
       if (c == '.') pattern += '\\';
       pattern += c;
     }
-    server.Get(pattern, [&asset](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Cache-Control", "no-cache");
-      res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_header("Content-Security-Policy", kContentSecurityPolicy);
-      res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type));
+    router.Add("GET", pattern, [&asset](const http::Request&, http::Response& res) {
+      res.SetHeader("Cache-Control", "no-cache");
+      res.SetHeader("Content-Security-Policy", kContentSecurityPolicy);
+      // For browsers that predate CSP's frame-ancestors.
+      res.SetHeader("X-Frame-Options", "DENY");
+      res.SetContent(std::string(asset.body), std::string(asset.content_type));
     });
   }
 }

@@ -7,9 +7,7 @@
 #include <span>
 #include <string_view>
 
-namespace httplib {
-class Server;
-}
+#include "scheduler/http/router.h"
 
 namespace tessera::api {
 
@@ -24,6 +22,6 @@ std::span<const DashboardAsset> DashboardAssets();
 
 // Registers GET for each asset (index.html at "/"), with Cache-Control: no-cache so a browser
 // revalidates after a scheduler upgrade instead of mixing old and new files.
-void ServeDashboard(httplib::Server& server);
+void ServeDashboard(http::Router& router);
 
 }  // namespace tessera::api

@@ -1,8 +1,11 @@
 #pragma once
-// The scheduler's HTTP JSON API (v1) and the dashboard page, served by cpp-httplib on its own
-// thread pool (over TLS 1.2+ when a certificate is configured). Handlers read through the
-// store's read-only connections and hand anything that changes dispatch state (a new job, a
-// cancellation) to the broker.
+// The scheduler's HTTP JSON API (v1) and the dashboard page, served by the asynchronous server
+// in scheduler/http (over TLS 1.2+ when a certificate is configured; limits and deadlines in
+// http/server.h). Handlers run on the server's handler pool, read through the store's read-only
+// connections and hand anything that changes dispatch state (a new job, a cancellation) to the
+// broker. Routes live one file per resource: routes_jobs.cpp, routes_outputs.cpp,
+// routes_tasks.cpp, routes_blobs.cpp, routes_workers.cpp, routes_tokens.cpp, routes_farm.cpp
+// (summary, history, autoscaler, costs, metrics), routes_events.cpp (the event stream).
 //
 // Every /api/v1 endpoint (and /metrics) needs "Authorization: Bearer tsra-..." with at least
 // the role shown in brackets (security/api_auth.h); a submitter may change only its own jobs.
@@ -46,6 +49,7 @@
 //   GET  / (no token)                                                     -> dashboard
 // Errors: {"error": "<message naming the field>", "code": "<status code name>"} with a 4xx/5xx.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,15 +60,11 @@
 #include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
+#include "scheduler/http/router.h"
+#include "scheduler/http/server.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/status.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace tessera::blobs {
 class BlobStore;
@@ -77,9 +77,14 @@ struct ApiOptions {
   int port = 8470;                        // 0 picks a free port
   std::string output_root;                // absolute; every job's output directory lies inside it
   std::vector<std::string> shared_roots;  // where output.shared_dir may point (config)
-  int threads = 16;
-  std::string tls_cert_file;  // both set: serve HTTPS (TLS 1.2 or later)
+  int threads = 16;                       // handler threads (event streams hold none)
+  std::string tls_cert_file;              // both set: serve HTTPS (TLS 1.2 or later)
   std::string tls_key_file;
+  std::string tls_min_version = "1.2";  // or "1.3"
+  // Connection caps, size limits and per-phase deadlines (http/server.h; the scheduler's
+  // api: section sets them). host, port, threads and the TLS files above win over the copies
+  // in here.
+  http::ServerOptions server;
   // The live event stream (GET /api/v1/events); none: the endpoint answers 503.
   events::EventBus* events = nullptr;
   int history_interval_s = 10;  // GET /api/v1/history sampling
@@ -92,7 +97,7 @@ struct ApiOptions {
 // One authenticated endpoint: what the OpenAPI document must describe.
 struct RouteInfo {
   std::string method;
-  std::string pattern;  // cpp-httplib regex, e.g. /api/v1/jobs/([^/]+)
+  std::string pattern;  // e.g. /api/v1/jobs/([^/]+) (http/router.h says which groups exist)
   security::Role role;
 };
 
@@ -107,32 +112,41 @@ class HttpApi {
 
   // The authenticated endpoints (filled by Start).
   const std::vector<RouteInfo>& routes() const { return routes_; }
+  // The server's connection and refusal counters (for /metrics).
+  http::ServerCounters counters() const;
 
  private:
-  using Handler =
-      std::function<void(const httplib::Request&, httplib::Response&, const security::Caller&)>;
+  using Req = const http::Request&;
+  using Res = http::Response&;
+  using Handler = std::function<void(Req, Res, const security::Caller&)>;
 
-  void Routes();
   // Registers `handler` behind the bearer-token check for `needed`.
   void Handle(const char* method, const std::string& pattern, security::Role needed,
               Handler handler);
   // OK when the caller may change job `job_id`: an operator, or the job's own submitter.
   Status MayOperateOn(const security::Caller& caller, int64_t job_id) const;
-  // Resolves (and creates) a job's output directory inside the output root.
-  // A shared-storage job's folder: inside one of the shared roots, links resolved.
-  StatusOr<std::string> SharedDirFor(const std::string& dir) const;
-  StatusOr<std::string> OutputDirFor(const std::string& relative, const std::string& name,
-                                     int64_t job_id) const;
+
+  // Each registers one resource's routes (routes_<resource>.cpp).
+  void JobRoutes();
+  void OutputRoutes();
+  void TaskRoutes();
+  void BlobRoutes();
+  void WorkerRoutes();
+  void TokenRoutes();
+  void FarmRoutes();
+  void EventRoutes();
+  // Wakes the open event streams whenever the bus has news (one thread for all of them).
+  void PumpEvents();
 
   store::Store& store_;
   broker::Broker& broker_;
   security::ApiAuth& auth_;
   ApiOptions options_;
   std::vector<RouteInfo> routes_;
+  http::Router router_;  // filled by Start, then handed to the server
   std::unique_ptr<FarmHistory> history_;
-  std::atomic<int> event_streams_{0};  // open GET /api/v1/events streams
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<http::Server> server_;
+  std::thread event_pump_;
 };
 
 }  // namespace tessera::api

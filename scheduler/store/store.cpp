@@ -1278,6 +1278,21 @@ StatusOr<bool> Store::BlobInUse(const std::string& hash) {
   return s.Step();
 }
 
+StatusOr<std::vector<std::pair<int64_t, std::string>>> Store::JobsWritingTo(
+    const std::string& dir) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       r->Prepare("SELECT id, user_name FROM jobs WHERE output_dir = ? LIMIT 10"));
+  s.Bind(1, dir);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.emplace_back(s.Int(0), s.Text(1));
+  }
+  return out;
+}
+
 Status Store::SaveTaskLog(const TaskLogRecord& log) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(

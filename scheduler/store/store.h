@@ -375,6 +375,8 @@ class Store {
   StatusOr<std::map<int, std::string>> FrameFlags(int64_t job_id, int first, int last);
   // Whether any stored job lists the blob `hash` among its assets.
   StatusOr<bool> BlobInUse(const std::string& hash);
+  // The stored jobs whose output folder is `dir` (resolved, as stored): (id, user) pairs.
+  StatusOr<std::vector<std::pair<int64_t, std::string>>> JobsWritingTo(const std::string& dir);
 
   // A task attempt's log, as its final message brought it (replaces an earlier copy).
   Status SaveTaskLog(const TaskLogRecord& log);

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddMakespanCommand(app);
   tessera::bench::AddAssemblyCommand(app);
   tessera::bench::AddSplitCommand(app);
+  tessera::bench::AddAbuseCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

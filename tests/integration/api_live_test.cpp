@@ -89,7 +89,7 @@ class EventReader {
 
 TEST(ApiLiveTest, EventStreamFollowsAJobFromSubmitToLastFrame) {
   LocalFarm farm("live-events");
-  farm.AppendSchedulerConfig("api:\n  threads: 5\n");  // room for one event stream
+  farm.AppendSchedulerConfig("api:\n  max_event_streams: 1\n");  // room for one event stream
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1"));
   ASSERT_TRUE(farm.WaitForWorkers(1, 20s));
@@ -97,7 +97,7 @@ TEST(ApiLiveTest, EventStreamFollowsAJobFromSubmitToLastFrame) {
   auto reader = std::make_unique<EventReader>(farm.api_url(), farm.token(), "/api/v1/events");
   ASSERT_TRUE(WaitFor([&] { return reader->status() != 0; }, 10s));
   EXPECT_EQ(reader->status(), 200);
-  // The pool keeps threads for requests: a second stream is turned away, requests still work.
+  // Streams are capped: a second one is turned away, requests still work.
   int status = 0;
   nlohmann::json busy = farm.Get("/api/v1/events", &status);
   EXPECT_EQ(status, 503) << busy.dump();

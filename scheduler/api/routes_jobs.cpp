@@ -1,0 +1,227 @@
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "scheduler/api/http_api.h"
+#include "scheduler/api/reply.h"
+#include "scheduler/api/submission.h"
+#include "scheduler/api/views.h"
+#include "scheduler/blobs/blob_store.h"
+#include "shared/job_spec.h"
+
+namespace tessera::api {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using security::Caller;
+using security::Role;
+
+namespace {
+
+constexpr int kTasksPerPage = 10000;
+// A deleted job's assets stay while a job naming them may be being submitted.
+constexpr std::chrono::seconds kBlobGrace{600};
+
+// A job as `caller` may see it: where its files lie on the scheduler's disks is shown to its
+// owner and to operators; other viewers see the folder relative to the output root (or only
+// its name, for shared storage).
+json JobViewFor(const store::JobRecord& job, const Caller& caller, const std::string& root) {
+  json view = JobView(job);
+  if (caller.owns(job.user)) return view;
+  const fs::path dir(job.output_dir);
+  std::error_code ec;
+  const fs::path relative = fs::weakly_canonical(dir, ec).lexically_relative(
+      fs::weakly_canonical(root.empty() ? fs::path("/") : fs::path(root), ec));
+  const bool inside = !relative.empty() && *relative.begin() != "..";
+  view["output_dir"] = inside ? relative.string() : dir.filename().string();
+  return view;
+}
+
+}  // namespace
+
+void HttpApi::JobRoutes() {
+  Handle("POST", "/api/v1/jobs", Role::kSubmitter, [this](Req req, Res res, const Caller& c) {
+    SubmitContext ctx{store_,
+                      broker_.limits(),
+                      options_.blobs,
+                      options_.output_root,
+                      options_.shared_roots,
+                      auth_.enabled()};
+    StatusOr<store::JobRecord> rec = SubmitJob(ctx, req.body, c);
+    if (!rec.ok()) {
+      spdlog::info("rejected submission from {}: {}", c.user, rec.status().message());
+      return ReplyError(res, rec.status());
+    }
+    broker_.JobSubmitted(rec->id);
+    spdlog::info("job {} '{}' submitted by {}: frames {}-{}, {} tasks, output {}", rec->id,
+                 rec->name, rec->user, rec->frame_start, rec->frame_end, rec->tasks.total,
+                 rec->output_dir);
+    Reply(res, 201, {{"job", JobView(*rec)}});
+  });
+
+  // Lists page by keyset: a full page says where the next one starts (next_before / next_after).
+  Handle("GET", "/api/v1/jobs", Role::kViewer, [this](Req req, Res res, const Caller& c) {
+    store::Store::JobFilter filter;
+    if (req.HasParam("state")) {
+      std::string want = req.Param("state");
+      // The states a job view shows: a paused job that is not finished reads "paused".
+      filter.state = StateNamed(want, store::JobStateName);
+      if (want == "paused") filter.paused = true;
+      if (want == "queued" || want == "running") filter.paused = false;
+      if (!filter.state && want != "paused") {
+        return ReplyError(res,
+                          Status::InvalidArgument(
+                              "state: '" + want +
+                              "' is not one of queued, running, paused, done, failed, canceled"));
+      }
+    }
+    if (req.HasParam("limit")) {
+      StatusOr<int64_t> limit = ParseInt(req.Param("limit"), "limit", 1, 10000);
+      if (!limit.ok()) return ReplyError(res, limit.status());
+      filter.limit = static_cast<int>(*limit);
+    }
+    if (req.HasParam("before")) {
+      StatusOr<int64_t> before =
+          ParseInt(req.Param("before"), "before", 1, std::numeric_limits<int64_t>::max());
+      if (!before.ok()) return ReplyError(res, before.status());
+      filter.before = *before;
+    }
+    filter.user = req.Param("user");
+    filter.project = req.Param("project");
+    auto jobs = store_.ListJobs(filter);
+    if (!jobs.ok()) return ReplyError(res, jobs.status());
+    json out = json::array();
+    for (const auto& j : *jobs) out.push_back(JobViewFor(j, c, options_.output_root));
+    json reply = {{"jobs", out}};
+    if (static_cast<int>(jobs->size()) == filter.limit) reply["next_before"] = jobs->back().id;
+    Reply(res, 200, reply);
+  });
+
+  // A job operation: the caller must own the job (or be an operator); answers with the job as
+  // it now stands, plus `extra`.
+  using JobOperation = std::function<StatusOr<json>(Req, int64_t)>;
+  auto job_operation = [this](JobOperation operation) -> Handler {
+    return WithId(
+        [this, operation = std::move(operation)](Req req, Res res, const Caller& c, int64_t id) {
+          if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
+          StatusOr<json> extra = operation(req, id);
+          if (!extra.ok()) return ReplyError(res, extra.status());
+          auto job = store_.GetJob(id);
+          if (!job.ok()) return ReplyError(res, job.status());
+          (*extra)["job"] = JobView(*job);
+          Reply(res, 200, *extra);
+        });
+  };
+  auto done = [](const Status& st) -> StatusOr<json> {
+    if (!st.ok()) return st;
+    return json::object();
+  };
+  auto requeued = [](const StatusOr<int>& moved) -> StatusOr<json> {
+    if (!moved.ok()) return moved.status();
+    return json{{"tasks_requeued", *moved}};
+  };
+
+  Handle("GET", R"(/api/v1/jobs/([^/]+))", Role::kViewer,
+         WithId([this](Req, Res res, const Caller& c, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           json view = JobViewFor(*job, c, options_.output_root);
+           // The autoscaler's forecast for a job with a deadline.
+           std::optional<json> forecast =
+               options_.autoscaler ? options_.autoscaler->ForecastFor(id) : std::nullopt;
+           view["forecast_finish"] = forecast ? (*forecast)["finish"] : json(nullptr);
+           Reply(res, 200, {{"job", std::move(view)}});
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,
+         WithId([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           store::Store::TaskFilter filter;
+           filter.limit = kTasksPerPage;
+           if (req.HasParam("state")) {
+             const std::string want = req.Param("state");
+             filter.state = StateNamed(want, store::TaskStateName);
+             if (!filter.state) {
+               return ReplyError(res,
+                                 Status::InvalidArgument(
+                                     "state: '" + want +
+                                     "' is not one of queued, running, done, failed, canceled"));
+             }
+           }
+           for (auto [name, value, max] :
+                {std::tuple{"limit", &filter.limit, kTasksPerPage},
+                 std::tuple{"after", &filter.after_index, std::numeric_limits<int>::max()}}) {
+             if (!req.HasParam(name)) continue;
+             StatusOr<int64_t> v =
+                 ParseInt(req.Param(name), name, std::string(name) == "limit" ? 1 : 0, max);
+             if (!v.ok()) return ReplyError(res, v.status());
+             *value = static_cast<int>(*v);
+           }
+           // The job's counters say when no task is in that state: then there is nothing to look
+           // for (a walk over a million tasks to find no failed one would be the slow case).
+           const int64_t in_state = filter.state ? job->tasks.in(*filter.state) : job->tasks.total;
+           StatusOr<std::vector<store::TaskRecord>> tasks = std::vector<store::TaskRecord>{};
+           if (in_state > 0) tasks = store_.ListTasks(id, filter);
+           if (!tasks.ok()) return ReplyError(res, tasks.status());
+           json out = json::array();
+           for (const auto& t : *tasks) out.push_back(TaskView(t));
+           json reply = {{"tasks", out}};
+           if (static_cast<int>(tasks->size()) == filter.limit) {
+             reply["next_after"] = tasks->back().index;
+           }
+           Reply(res, 200, reply);
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/cancel)", Role::kSubmitter,
+         job_operation([this, done](Req, int64_t id) { return done(broker_.CancelJob(id)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/pause)", Role::kSubmitter,
+         job_operation(
+             [this, done](Req, int64_t id) { return done(broker_.SetJobPaused(id, true)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/resume)", Role::kSubmitter,
+         job_operation(
+             [this, done](Req, int64_t id) { return done(broker_.SetJobPaused(id, false)); }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/priority)", Role::kSubmitter,
+         job_operation([this, done](Req req, int64_t id) -> StatusOr<json> {
+           json body = json::parse(req.body, nullptr, false);
+           if (!body.is_object() || !body.contains("priority") ||
+               !body["priority"].is_number_integer()) {
+             return Status::InvalidArgument("priority: expected a body {\"priority\": 0..100}");
+           }
+           return done(broker_.SetJobPriority(id, body["priority"].get<int>()));
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/retry)", Role::kSubmitter,
+         job_operation([this, requeued](Req, int64_t id) {
+           return requeued(broker_.RequeueFinished(id, std::nullopt));
+         }));
+  Handle("POST", R"(/api/v1/jobs/([^/]+)/rerender)", Role::kSubmitter,
+         job_operation([this, requeued](Req req, int64_t id) -> StatusOr<json> {
+           json body = json::parse(req.body, nullptr, false);
+           if (!body.is_object() || !body.contains("frames") || !body["frames"].is_string()) {
+             return Status::InvalidArgument("frames: expected a body {\"frames\": \"A-B\"}");
+           }
+           int first = 0, last = 0;
+           TSR_RETURN_IF_ERROR(spec::ParseFrameRange(body["frames"], &first, &last));
+           return requeued(broker_.RequeueFinished(id, std::make_pair(first, last)));
+         }));
+  Handle("DELETE", R"(/api/v1/jobs/([^/]+))", Role::kSubmitter,
+         WithId([this](Req, Res res, const Caller& c, int64_t id) {
+           if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
+           StatusOr<store::JobRecord> job = store_.GetJob(id);
+           if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
+           spdlog::info("job {} deleted by {}", id, c.user);
+           // Its assets go too, unless another job uses them (or one was just submitted with
+           // them: the grace period).
+           for (const auto& [path, hash] : job.ok() ? job->assets : decltype(job->assets){}) {
+             StatusOr<bool> used = store_.BlobInUse(hash);
+             if (options_.blobs && used.ok() && !*used &&
+                 options_.blobs->RemoveIfIdle(hash, kBlobGrace)) {
+               spdlog::info("blob {} ({}) removed with job {}", hash, path, id);
+             }
+           }
+           Reply(res, 200, {{"deleted", id}});
+         }));
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,138 @@
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "scheduler/api/http_api.h"
+#include "scheduler/api/reply.h"
+#include "scheduler/api/views.h"
+#include "scheduler/assembler/assembler.h"
+#include "shared/file_io.h"
+#include "shared/job_spec.h"
+
+namespace tessera::api {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using security::Caller;
+using security::Role;
+
+namespace {
+
+constexpr int kFramesPerPage = 5000;
+
+// The frames a paged request asks for: ?first=F (default: the job's first) and ?count=N (at
+// most kFramesPerPage), clipped to the job's range; [first, last].
+StatusOr<std::pair<int, int>> FramePage(const http::Request& req, const store::JobRecord& job) {
+  int first = job.frame_start;
+  int count = kFramesPerPage;
+  for (auto [name, value, min, max] :
+       {std::tuple{"first", &first, spec::kMinFrame, spec::kMaxFrame},
+        std::tuple{"count", &count, 1, kFramesPerPage}}) {
+    if (!req.HasParam(name)) continue;
+    TSR_ASSIGN_OR_RETURN(int64_t v, ParseInt(req.Param(name), name, min, max));
+    *value = static_cast<int>(v);
+  }
+  first = std::max(first, job.frame_start);
+  const int last =
+      static_cast<int>(std::min<int64_t>(job.frame_end, static_cast<int64_t>(first) + count - 1));
+  return std::pair{first, last};
+}
+
+}  // namespace
+
+void HttpApi::OutputRoutes() {
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/frames)", Role::kViewer,
+         WithId([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           if (!page.ok()) return ReplyError(res, page.status());
+           const auto [first, last] = *page;
+           // Only the tasks of these frames: task i holds frame chunk i / parts_per_frame (the
+           // store numbers tasks chunk by chunk, part by part), so the page is an index range
+           // and a job of a million tasks costs no more than a small one.
+           store::Store::TaskFilter filter;
+           const int64_t parts = std::max(1, job->parts_per_frame);
+           const int64_t chunk = std::max(1, job->chunk_size);
+           const int64_t first_chunk = (first - job->frame_start) / chunk;
+           const int64_t last_chunk = (last - job->frame_start) / chunk;
+           filter.after_index = static_cast<int>(first_chunk * parts - 1);
+           filter.limit = static_cast<int>((last_chunk - first_chunk + 1) * parts);
+           auto tasks = store_.ListTasks(id, filter);
+           if (!tasks.ok()) return ReplyError(res, tasks.status());
+           auto flags = store_.FrameFlags(id, first, last);
+           if (!flags.ok()) return ReplyError(res, flags.status());
+           Reply(res, 200, FramesView(*job, *tasks, *flags, first, last - first + 1));
+         }));
+  // A job's frame files, for `tessera outputs` and `tessera fetch` (farms without shared
+  // storage get their images back through the API).
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs)", Role::kViewer,
+         WithId([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           if (!page.ok()) return ReplyError(res, page.status());
+           const auto [first, last] = *page;
+           auto flags = store_.FrameFlags(id, first, last);
+           if (!flags.ok()) return ReplyError(res, flags.status());
+           json files = json::array();
+           for (int frame = first; frame <= last; ++frame) {
+             for (const std::string& format : job->output_formats) {
+               const std::string name = spec::OutputFileName(job->output_pattern, frame, format);
+               std::error_code ec;
+               const auto status = fs::symlink_status(fs::path(job->output_dir) / name, ec);
+               if (ec || !fs::is_regular_file(status)) continue;
+               files.push_back({{"frame", frame},
+                                {"name", name},
+                                {"format", format},
+                                {"size", fs::file_size(fs::path(job->output_dir) / name, ec)}});
+               if (flags->count(frame)) files.back()["flag"] = flags->at(frame);
+             }
+           }
+           json reply = {{"job_id", id}, {"files", std::move(files)}};
+           if (last < job->frame_end) reply["next_first"] = last + 1;
+           Reply(res, 200, reply);
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs/([^/]+))", Role::kViewer,
+         WithId([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           const std::string name = req.matches[2];
+           // Only a frame file the job wrote, by its plain name: never a hidden file, a folder
+           // or a link, so nothing outside the job's output directory can be read.
+           std::error_code ec;
+           const fs::path path = fs::path(job->output_dir) / name;
+           const auto status = fs::symlink_status(path, ec);
+           if (name.empty() || name[0] == '.' || ec || !fs::is_regular_file(status)) {
+             return ReplyError(res, Status::NotFound("job " + std::to_string(id) +
+                                                     " has no output file '" + name + "'"));
+           }
+           const std::string ext = path.extension().string();
+           const char* type = ext == ".exr"   ? "image/x-exr"
+                              : ext == ".png" ? "image/png"
+                              : ext == ".jpg" ? "image/jpeg"
+                                              : "image/tiff";  // the formats a job can name
+           // Streamed from disk by the server: a 4K float EXR never sits in memory whole.
+           res.content_type = type;
+           res.file_path = path.string();
+         }));
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/frames/(-?[0-9]+)/thumbnail)", Role::kViewer,
+         WithId([this](Req req, Res res, const Caller&, int64_t id) {
+           auto job = store_.GetJob(id);
+           if (!job.ok()) return ReplyError(res, job.status());
+           StatusOr<int64_t> frame =
+               ParseInt(req.matches[2], "frame", job->frame_start, job->frame_end);
+           if (!frame.ok()) return ReplyError(res, frame.status());
+           StatusOr<std::string> png = file_io::ReadAll(
+               assembler::ThumbnailPath(job->output_dir, static_cast<int>(*frame)));
+           if (!png.ok()) {
+             return ReplyError(
+                 res, Status::NotFound("frame " + std::to_string(*frame) + " of job " +
+                                       std::to_string(id) + " has no thumbnail (not written yet)"));
+           }
+           res.SetHeader("Cache-Control", "private, max-age=5");
+           res.SetContent(std::move(*png), "image/png");
+         }));
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,45 @@
+#pragma once
+// Accepting a job: the POST /api/v1/jobs body checked against everything the scheduler knows
+// (its spec, its scene, its assets, the farm's limits, the jobs it depends on, the folders it
+// would write to) and stored in one transaction. Nothing is stored unless every check passes,
+// and each refusal names the field.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/security/api_auth.h"
+#include "scheduler/store/store.h"
+#include "shared/job_spec.h"
+#include "shared/status.h"
+
+namespace tessera::blobs {
+class BlobStore;
+}
+
+namespace tessera::api {
+
+struct SubmitContext {
+  store::Store& store;
+  const std::map<std::string, int>& limits;  // the farm's named limits
+  blobs::BlobStore* blobs = nullptr;         // none: jobs with assets are refused
+  std::string output_root;                   // every job's output folder lies inside it
+  std::vector<std::string> shared_roots;     // where output.shared_dir may point
+  bool auth_enabled = true;
+};
+
+// Parses the body {"job_yaml", "scene_yaml", "user", "assets"} into a validated job spec
+// carrying its scene text; `job_yaml` gets the job file as sent.
+StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml);
+
+// Checks `body` as `caller` sends it and stores the job with its tasks.
+StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller);
+
+// The folder a job writes to, resolved (links too) and checked to lie inside its root.
+StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,
+                                   const std::string& name, int64_t job_id);
+StatusOr<std::string> SharedDirFor(const std::vector<std::string>& shared_roots,
+                                   const std::string& dir);
+
+}  // namespace tessera::api
