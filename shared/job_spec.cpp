@@ -8,6 +8,7 @@
 
 #include "shared/plugin_catalog.h"
 #include "shared/sha256.h"
+#include "shared/utf8.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::spec {
@@ -198,6 +199,31 @@ Status ValidateJob(const JobSpec& job) {
     return Status::ResourceExhausted("scene: larger than " + std::to_string(kMaxSceneBytes) +
                                      " bytes");
   }
+  // Text a person wrote, stored and shown as it is: it must be UTF-8 (a scene file in another
+  // encoding is refused with the offset of its first bad byte, not garbled later).
+  TSR_RETURN_IF_ERROR(utf8::Check(job.scene_yaml, "scene"));
+  if (job.settings.size() > kMaxSettings) {
+    return Status::InvalidArgument("settings: at most " + std::to_string(kMaxSettings) +
+                                   " settings, got " + std::to_string(job.settings.size()));
+  }
+  for (auto [list, field] : {std::pair{&job.tags, "tags"}, std::pair{&job.pools, "pools"},
+                             std::pair{&job.limits, "limits"}}) {
+    if (list->size() > kMaxLabels) {
+      return Status::InvalidArgument(std::string(field) + ": at most " +
+                                     std::to_string(kMaxLabels) + " entries, got " +
+                                     std::to_string(list->size()));
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& v = (*list)[i];
+      if (v.empty() || v.size() > kMaxNameLength || !utf8::IsValid(v) ||
+          std::any_of(v.begin(), v.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+        return Status::InvalidArgument(std::string(field) + "[" + std::to_string(i) +
+                                       "]: must be a name of 1.." + std::to_string(kMaxNameLength) +
+                                       " characters without control characters");
+      }
+    }
+  }
   if (job.frame_start < kMinFrame || job.frame_end > kMaxFrame || job.frame_end < kMinFrame ||
       job.frame_start > kMaxFrame) {
     return Status::InvalidArgument("frames: frame numbers must be within [" +
@@ -319,11 +345,6 @@ Status ValidateJob(const JobSpec& job) {
   for (size_t i = 0; i < job.asset_files.size(); ++i) {
     TSR_RETURN_IF_ERROR(ValidateAssetPath(job.asset_files[i], "assets[" + std::to_string(i) + "]"));
   }
-  for (size_t i = 0; i < job.limits.size(); ++i) {
-    if (job.limits[i].empty() || job.limits[i].size() > kMaxNameLength) {
-      return Status::InvalidArgument("limits[" + std::to_string(i) + "]: must be a limit name");
-    }
-  }
   TSR_RETURN_IF_ERROR(ValidateRelativePath(job.output.directory, "output.directory"));
   const std::string& pattern = job.output.pattern;
   if (!pattern.empty()) {
@@ -357,6 +378,9 @@ Status ValidateJob(const JobSpec& job) {
           "output.directory: give either directory (under the scheduler's output root) or "
           "shared_dir, not both");
     }
+  }
+  if (job.output.formats.size() > 4) {
+    return Status::InvalidArgument("output.formats: at most 4 entries (exr, png, jpg, tif)");
   }
   if (job.output.formats.empty()) {
     return Status::InvalidArgument("output.formats: must list at least one of exr, png, jpg, tif");
@@ -416,7 +440,9 @@ StatusOr<int64_t> ParseIsoTime(std::string_view text) {
 }
 
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "job"));
+  yaml::Limits limits;
+  limits.max_document_bytes = kMaxJobYamlBytes;
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "job", limits));
   if (!root.IsMap()) {
     return Status::InvalidArgument("job: expected a map of fields, got " + yaml::KindName(root));
   }
@@ -445,6 +471,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     if (!settings.IsMap()) {
       r.Fail(Status::InvalidArgument("settings: expected a map of setting names to values, got " +
                                      yaml::KindName(settings)));
+    } else if (settings.size() > kMaxSettings) {
+      r.Fail(yaml::CheckListSize(settings, "settings", kMaxSettings));
     } else {
       for (const auto& kv : settings) {
         const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
@@ -455,7 +483,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
           job.settings[name] = kv.second.Scalar();
         } else if (kv.second.IsSequence()) {
           std::vector<std::string> words;
-          r.Fail(yaml::Convert(kv.second, field, &words));
+          r.Fail(yaml::CheckListSize(kv.second, field, plugin::kMaxListWords));
+          if (r.ok()) r.Fail(yaml::Convert(kv.second, field, &words));
           job.settings[name] = nlohmann::json(words).dump();
         } else {
           r.Fail(Status::InvalidArgument(field + ": expected a value or a list of words, got " +
@@ -485,13 +514,13 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("task_timeout", &job.task_timeout)
       .Optional("progress_timeout", &job.progress_timeout)
       .Optional("blocklist_after", &job.blocklist_after)
-      .Optional("depends_on", &job.depends_on)
-      .Optional("frame_depends_on", &job.frame_depends_on)
+      .OptionalList("depends_on", &job.depends_on, kMaxDependencies)
+      .OptionalList("frame_depends_on", &job.frame_depends_on, kMaxDependencies)
       .Optional("fail_after_workers", &job.fail_after_workers)
-      .Optional("limits", &job.limits)
-      .Optional("pools", &job.pools)
-      .Optional("tags", &job.tags)
-      .Optional("assets", &job.asset_files)
+      .OptionalList("limits", &job.limits, kMaxLabels)
+      .OptionalList("pools", &job.pools, kMaxLabels)
+      .OptionalList("tags", &job.tags, kMaxLabels)
+      .OptionalList("assets", &job.asset_files, kMaxAssets)
       .Optional("interruptible", &job.interruptible);
   std::string deadline;
   r.Optional("deadline", &deadline);
@@ -520,7 +549,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     yaml::MapReader o(output, "output");
     o.Optional("directory", &job.output.directory)
         .Optional("pattern", &job.output.pattern)
-        .Optional("formats", &job.output.formats)
+        .OptionalList("formats", &job.output.formats, 4)
         .Optional("shared_dir", &job.output.shared_dir)
         .Optional("reuse", &job.output.reuse);
     std::string exr = "half";
@@ -543,7 +572,6 @@ StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job
 }
 
 Status SplitPluginFrames(JobSpec* job) {
-  if (!job->splits_frames()) return Status::Ok();
   TSR_ASSIGN_OR_RETURN(auto settings, ResolvedSettings(*job));
   auto number = [&](const char* key) {
     auto it = settings.find(key);
@@ -552,6 +580,11 @@ Status SplitPluginFrames(JobSpec* job) {
     return value;
   };
   const int width = number("width"), height = number("height");
+  if (!job->splits_frames()) {
+    job->parts.clear();
+    // A frame size the job gives is checked against what a worker can send back.
+    return width > 0 && height > 0 ? SplitFrames(job, width, height, 1) : Status::Ok();
+  }
   if (width <= 0 || height <= 0) {
     return Status::InvalidArgument("tiles: the " + job->renderer +
                                    " renderer needs settings.width and settings.height to be "
@@ -578,8 +611,40 @@ std::vector<FrameChunk> ExpandFrames(const JobSpec& job) {
   return chunks;
 }
 
-Status SplitFrames(JobSpec* job, int width, int height, int samples) {
+int64_t LargestResultBytes(const JobSpec& job, int width, int height, int channels) {
+  // Integer division splits evenly: the largest tile is the rounded-up share of each side.
+  const int64_t w = (int64_t{width} + job.tiles_x - 1) / std::max(1, job.tiles_x);
+  const int64_t h = (int64_t{height} + job.tiles_y - 1) / std::max(1, job.tiles_y);
+  std::shared_ptr<const plugin::PluginSpec> plugin;
+  if (job.uses_plugin()) plugin = plugin::FindPlugin(job.renderer);
+  // Parts of a split frame from a renderer with exact accumulations travel as 32.32 fixed
+  // point (8 bytes a channel) with a small header; everything else as 32-bit floats.
+  const bool exact = job.splits_frames() && (job.renderer == kRendererPathTracer ||
+                                             (plugin != nullptr && plugin->sample_parts));
+  return w * h * std::max(1, channels) * (exact ? 8 : 4) + (exact ? 4096 : 0);
+}
+
+Status SplitFrames(JobSpec* job, int width, int height, int samples, int channels) {
   job->parts.clear();
+  if (width > kMaxImageSide || height > kMaxImageSide) {
+    return Status::InvalidArgument(
+        "width, height: " + std::to_string(width) + "x" + std::to_string(height) +
+        " is larger than the farm takes back (each side at most " + std::to_string(kMaxImageSide) +
+        ", the scheduler's max_image_side)");
+  }
+  // Workers that write to shared storage send no pixels for whole frames.
+  const bool sends_pixels = job->splits_frames() || job->output.shared_dir.empty();
+  if (job->produces_frames() && sends_pixels) {
+    const int64_t bytes = LargestResultBytes(*job, width, height, channels);
+    if (bytes > protocol::kMaxResultBytes) {
+      const std::string what = job->splits_frames() ? "one tile of a " : "a ";
+      return Status::InvalidArgument(
+          "tiles: " + what + std::to_string(width) + "x" + std::to_string(height) + " frame with " +
+          std::to_string(channels) + " channels is " + std::to_string(bytes) +
+          " bytes, more than the result limit of " + std::to_string(protocol::kMaxResultBytes) +
+          " bytes a worker can send back; split the frame into (more) tiles");
+    }
+  }
   if (!job->splits_frames()) return Status::Ok();
   if (job->tiles_x > width || job->tiles_y > height) {
     return Status::InvalidArgument("tiles: " + std::to_string(job->tiles_x) + "x" +

@@ -63,7 +63,15 @@
 //                            #   jobs of the same user; another user's folder is always refused)
 //
 // Limits: at most kMaxFramesPerJob frames and kMaxTasksPerJob tasks per job, frame numbers within
-// [kMinFrame, kMaxFrame].
+// [kMinFrame, kMaxFrame]. Lists: tags, pools and limits at most kMaxLabels entries each (each a
+// name of 1..kMaxNameLength characters), depends_on and frame_depends_on kMaxDependencies each,
+// assets kMaxAssets, output.formats 4, settings kMaxSettings names (a list setting at most
+// plugin::kMaxListWords words of plugin::kMaxValueBytes bytes each). The file must be valid UTF-8
+// (an error gives the byte offset) and is refused past the bounds of shared/yaml_util.h (depth,
+// alias expansion) before any field is read. A frame (or the part of one a task renders) must fit
+// in one result message: width x height x channels x 4 bytes (8 for the exact accumulation of a
+// split path-tracer frame) at most protocol::kMaxResultBytes, each side at most kMaxImageSide;
+// larger frames are refused at submit, to be split into tiles.
 
 #include <cstdint>
 #include <map>
@@ -91,6 +99,11 @@ inline constexpr size_t kMaxDependencies = 100;
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
 inline constexpr int kMaxDeadlineDays = 366;
+inline constexpr size_t kMaxLabels = 64;    // tags, pools, limits: entries of each list
+inline constexpr size_t kMaxSettings = 64;  // setting names in one job
+inline constexpr size_t kMaxJobYamlBytes = kMaxSceneBytes + (1 << 20);  // inline scene and all
+// The largest image side a frame result may have (the scheduler's broker refuses larger ones).
+inline constexpr int kMaxImageSide = 16384;
 
 struct OutputSpec {
   std::string directory;                              // relative; empty = "<name>-<job id>"
@@ -202,8 +215,14 @@ Status ValidateJob(const JobSpec& job);
 std::vector<FrameChunk> ExpandFrames(const JobSpec& job);
 
 // Fills job->parts from tiles and sample_parts for a frame of width x height pixels and `samples`
-// samples per pixel; an error names the field that does not fit the scene.
-Status SplitFrames(JobSpec* job, int width, int height, int samples);
+// samples per pixel; an error names the field that does not fit the scene. Also refuses a frame
+// (or part) whose result could never come back: larger than protocol::kMaxResultBytes with
+// `channels` float channels (spec::ResultChannels of the scene), or a side above kMaxImageSide.
+Status SplitFrames(JobSpec* job, int width, int height, int samples, int channels = 4);
+
+// The bytes of the largest result one task of `job` sends for a width x height frame with
+// `channels` channels (a tile when split; an exact accumulation for split path-tracer frames).
+int64_t LargestResultBytes(const JobSpec& job, int width, int height, int channels);
 
 // The effective output pattern and file name for a frame: "beauty.####" + 7 + "exr" ->
 // "beauty.0007.exr". Negative frames keep their sign: "beauty.-007.exr".

@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "shared/utf8.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::plugin {
@@ -130,13 +131,27 @@ StatusOr<SettingType> ParseType(const std::string& s, const std::string& field) 
                                  "path, list)");
 }
 
+// What every value and every word of a list must be: UTF-8, no control characters (NUL among
+// them), at most kMaxValueBytes bytes.
+Status CheckText(const std::string& value, const std::string& field) {
+  TSR_RETURN_IF_ERROR(utf8::Check(value, field));
+  if (HasControl(value)) return Status::InvalidArgument(field + ": control characters");
+  if (value.size() > kMaxValueBytes) {
+    return Status::InvalidArgument(field + ": " + std::to_string(value.size()) +
+                                   " bytes, more than the limit of " +
+                                   std::to_string(kMaxValueBytes));
+  }
+  return Status::Ok();
+}
+
 // Validates one value of a setting; returns its canonical text.
 StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
                                  const std::string& field) {
   auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(field + ": expected " + what + ", got '" + value + "'");
   };
-  if (HasControl(value)) return Status::InvalidArgument(field + ": control characters");
+  // A list's text is JSON: its words are checked one by one below.
+  if (s.type != SettingType::kList) TSR_RETURN_IF_ERROR(CheckText(value, field));
   switch (s.type) {
     case SettingType::kBool:
       if (value == "true" || value == "false") return value;
@@ -190,8 +205,13 @@ StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
     }
     case SettingType::kList: {
       TSR_ASSIGN_OR_RETURN(std::vector<std::string> words, ListValue(value));
-      for (const std::string& w : words) {
-        if (HasControl(w)) return Status::InvalidArgument(field + ": control characters");
+      if (words.size() > kMaxListWords) {
+        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxListWords) +
+                                       " words, got " + std::to_string(words.size()));
+      }
+      // Each word becomes an argv word as it is: the same checks as a string value.
+      for (size_t i = 0; i < words.size(); ++i) {
+        TSR_RETURN_IF_ERROR(CheckText(words[i], field + "[" + std::to_string(i) + "]"));
       }
       return nlohmann::json(words).dump();
     }
@@ -203,6 +223,7 @@ Status ReadArgs(const YAML::Node& node, const std::string& field, std::vector<Ar
   if (!node.IsSequence()) {
     return Status::InvalidArgument(field + ": expected a list, got " + yaml::KindName(node));
   }
+  TSR_RETURN_IF_ERROR(yaml::CheckListSize(node, field, kMaxArgs));
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string f = field + "[" + std::to_string(i) + "]";
     ArgItem item;
@@ -211,7 +232,9 @@ Status ReadArgs(const YAML::Node& node, const std::string& field, std::vector<Ar
     } else if (node[i].IsMap()) {
       yaml::MapReader r(node[i], f);
       std::string insert;
-      r.Optional("when", &item.when).Optional("args", &item.words).Optional("insert", &insert);
+      r.Optional("when", &item.when)
+          .OptionalList("args", &item.words, kMaxArgs)
+          .Optional("insert", &insert);
       TSR_RETURN_IF_ERROR(r.Finish());
       if (!insert.empty()) {
         if (insert != "settings" || !item.when.empty() || !item.words.empty()) {
@@ -233,6 +256,13 @@ Status ReadArgs(const YAML::Node& node, const std::string& field, std::vector<Ar
 }
 
 Status CheckRegex(const std::string& re, const std::string& field, unsigned* groups) {
+  // std::regex compiles recursively: a long pattern from a plugin declaration could exhaust the
+  // stack of the scheduler that registers it.
+  if (re.size() > kMaxRegexBytes) {
+    return Status::InvalidArgument(field + ": a pattern of " + std::to_string(re.size()) +
+                                   " bytes, more than the limit of " +
+                                   std::to_string(kMaxRegexBytes));
+  }
   try {
     std::regex compiled(re);
     *groups = static_cast<unsigned>(compiled.mark_count());
@@ -454,18 +484,19 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   r.Required("name", &p.name).Optional("description", &p.description).Optional("native", &p.native);
   {
     yaml::MapReader e(r.Child("executable"), "executable");
-    e.Optional("names", &p.executable_names).Optional("from_setting", &p.executable_setting);
+    e.OptionalList("names", &p.executable_names, 16)
+        .Optional("from_setting", &p.executable_setting);
     r.Fail(e.Finish());
   }
   {
     yaml::MapReader v(r.Child("version"), "version");
-    v.Optional("args", &p.version_args).Optional("regex", &p.version_regex);
+    v.OptionalList("args", &p.version_args, 16).Optional("regex", &p.version_regex);
     r.Fail(v.Finish());
   }
   {
     yaml::MapReader s(r.Child("scene"), "scene");
-    s.Optional("extensions", &p.scene_extensions)
-        .Optional("binary", &p.binary_scene_extensions)
+    s.OptionalList("extensions", &p.scene_extensions, 16)
+        .OptionalList("binary", &p.binary_scene_extensions, 16)
         .Optional("required", &p.scene_required);
     r.Fail(s.Finish());
   }
@@ -502,16 +533,18 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
         .Optional("frame_group", &p.progress_frame_group);
     r.Fail(g.Finish());
   }
-  r.Optional("errors", &p.error_regexes).Optional("success_exit_codes", &p.success_exit_codes);
+  r.OptionalList("errors", &p.error_regexes, kMaxPatterns)
+      .OptionalList("success_exit_codes", &p.success_exit_codes, 64);
   YAML::Node settings = r.Child("settings");
   TSR_RETURN_IF_ERROR(r.Finish());
 
-  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
+  if (p.name.empty() || p.name.size() > 64 ||
+      !std::all_of(p.name.begin(), p.name.end(), [](char c) {
         return std::islower(static_cast<unsigned char>(c)) ||
                std::isdigit(static_cast<unsigned char>(c)) || c == '_';
       })) {
     return Status::InvalidArgument("name: '" + p.name +
-                                   "' must be lower-case letters, digits and '_'");
+                                   "' must be 1..64 lower-case letters, digits and '_'");
   }
   if (!p.native && p.executable_names.empty() == p.executable_setting.empty()) {
     return Status::InvalidArgument(
@@ -583,6 +616,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
     if (!settings.IsMap()) {
       return Status::InvalidArgument("settings: expected a map of setting names");
     }
+    TSR_RETURN_IF_ERROR(yaml::CheckListSize(settings, "settings", kMaxSettings));
     for (const auto& kv : settings) {
       SettingSpec s;
       s.name = kv.first.Scalar();
@@ -596,7 +630,9 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
       sr.Required("type", &type).Optional("description", &s.description);
       if (sr.Has("min")) sr.Optional("min", &min), s.min = min;
       if (sr.Has("max")) sr.Optional("max", &max), s.max = max;
-      sr.Optional("values", &s.values).Optional("required", &s.required).Optional("args", &s.args);
+      sr.OptionalList("values", &s.values, 256)
+          .Optional("required", &s.required)
+          .OptionalList("args", &s.args, kMaxArgs);
       YAML::Node def = sr.Child("default");
       TSR_RETURN_IF_ERROR(sr.Finish());
       TSR_ASSIGN_OR_RETURN(s.type, ParseType(type, f + ".type"));
@@ -607,6 +643,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
         std::string text;
         if (def.IsSequence()) {
           std::vector<std::string> words;
+          TSR_RETURN_IF_ERROR(yaml::CheckListSize(def, f + ".default", kMaxListWords));
           TSR_RETURN_IF_ERROR(yaml::Convert(def, f + ".default", &words));
           text = nlohmann::json(words).dump();
         } else if (def.IsScalar()) {

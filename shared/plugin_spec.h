@@ -22,7 +22,10 @@
 // A word that refers to a setting without a value (not given, no default) is left out.
 //
 // Safety: a value that would start an argv word with '-' is refused (no option injection), as
-// are control characters; path settings must stay inside the task directory.
+// are control characters; path settings must stay inside the task directory. Every value (each
+// word of a list too) must be valid UTF-8 of at most kMaxValueBytes bytes; a list has at most
+// kMaxListWords words. plugin.yaml itself is bounded: at most kMaxArgs argv items, kMaxSettings
+// settings, kMaxPatterns error patterns, patterns of at most kMaxRegexBytes.
 
 #include <map>
 #include <optional>
@@ -34,6 +37,13 @@
 #include "shared/status.h"
 
 namespace tessera::plugin {
+
+inline constexpr size_t kMaxValueBytes = 4096;  // one setting value, or one word of a list
+inline constexpr size_t kMaxListWords = 1024;   // words of one list setting
+inline constexpr size_t kMaxArgs = 256;         // argv items (and words of a group) in plugin.yaml
+inline constexpr size_t kMaxSettings = 128;     // settings a plugin declares
+inline constexpr size_t kMaxPatterns = 32;      // error patterns
+inline constexpr size_t kMaxRegexBytes = 1024;  // one pattern
 
 enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList };
 const char* SettingTypeName(SettingType type);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -9,6 +10,9 @@
 
 namespace tessera::spec {
 namespace {
+
+// A scene as a job carries it (job_spec.h kMaxSceneBytes), with room for a job file around it.
+constexpr size_t kMaxSceneBytesParsed = (16u << 20) + (1u << 20);
 
 Status Invalid(const std::string& path, const std::string& what) {
   return Status::InvalidArgument(path + ": " + what);
@@ -446,7 +450,9 @@ StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text, const std::string
 
 namespace {
 StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "scene"));
+  yaml::Limits limits;
+  limits.max_document_bytes = kMaxSceneBytesParsed;
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "scene", limits));
   SceneSpec scene;
   yaml::MapReader r(root, "");
   r.Required("width", &scene.width)
@@ -458,7 +464,7 @@ StatusOr<SceneSpec> ParseSceneNode(std::string_view yaml_text) {
   YAML::Node materials = r.Child("materials");
   YAML::Node objects = r.Child("objects");
   std::vector<std::string> aovs;
-  r.Optional("aovs", &aovs);
+  r.OptionalList("aovs", &aovs, 3);
   TSR_RETURN_IF_ERROR(r.Finish());
   for (size_t i = 0; i < aovs.size(); ++i) {
     Aov aov;
@@ -577,6 +583,58 @@ std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file) {
   if (file.empty() || file[0] == '/' || scene.asset_dir.empty()) return file;
   if (scene.asset_dir.back() == '/') return scene.asset_dir + file;
   return scene.asset_dir + "/" + file;
+}
+
+}  // namespace tessera::spec
+
+namespace tessera::spec {
+
+bool PathInside(const std::string& root, const std::string& path) {
+  if (root.empty() || path.compare(0, root.size(), root) != 0) return false;
+  return path.size() == root.size() || root.back() == '/' || path[root.size()] == '/';
+}
+
+int ResultChannels(const SceneSpec& scene) {
+  int channels = 4;
+  for (Aov aov : scene.aovs) channels += aov == Aov::kDepth ? 1 : 3;
+  return channels;
+}
+
+StatusOr<std::string> OpenableAssetPath(const SceneSpec& scene, const std::string& file,
+                                        const std::string& key) {
+  const std::string path = ResolveAssetPath(scene, file);
+  if (!scene.confine_inputs) return path;
+  namespace fs = std::filesystem;
+  const bool absolute = !file.empty() && file[0] == '/';
+  if (!absolute && scene.asset_dir.empty()) {
+    return Status::PermissionDenied(key + ": '" + file +
+                                    "' is relative, and there is no task folder to read it from");
+  }
+  if (absolute && scene.input_roots.empty()) {
+    return Status::PermissionDenied(
+        key + ": '" + file +
+        "' is an absolute path; this worker reads no files outside the task folder "
+        "(worker.input_roots is empty)");
+  }
+  std::error_code ec;
+  // Symlinks and '..' resolved: what is checked is what will be opened.
+  const std::string canonical = fs::canonical(path, ec).string();
+  if (ec) return Status::NotFound(key + ": '" + file + "': no such file");
+  if (absolute) {
+    std::string roots;
+    for (const std::string& root : scene.input_roots) {
+      if (PathInside(root, canonical)) return canonical;
+      roots += (roots.empty() ? "" : ", ") + root;
+    }
+    return Status::PermissionDenied(key + ": '" + file + "'" +
+                                    (canonical != file ? " (" + canonical + ")" : "") +
+                                    " is outside this worker's input roots (" + roots + ")");
+  }
+  const std::string dir = fs::canonical(scene.asset_dir, ec).string();
+  if (ec || !PathInside(dir, canonical)) {
+    return Status::PermissionDenied(key + ": '" + file + "' leads outside the task folder");
+  }
+  return canonical;
 }
 
 }  // namespace tessera::spec

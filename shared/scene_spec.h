@@ -60,7 +60,10 @@
 //                               #   scale: ..}, ...]` instead of `transform`: linear
 //                               #   interpolation of each part, clamped outside the keys.
 //
-// Asset files (meshes, textures, environment maps) are read when a frame is rendered; a missing
+// Asset files (meshes, textures, environment maps) are read when a frame is rendered. On a worker
+// a relative path must stay inside the task folder and an absolute one must lie inside one of the
+// worker's `worker.input_roots` (none by default), both after symlinks and '..' are resolved; any
+// other path fails the task with an error naming the key and the path. A missing
 // or unreadable file, an empty mesh or one whose triangles all have zero area fails the render
 // with an error naming the object and the path (zero-area triangles among good ones are
 // skipped). Non-finite numbers (.nan, .inf) are rejected. Emissive spheres and quads are lights
@@ -191,6 +194,10 @@ struct SceneSpec {
   std::vector<MeshSpec> meshes;         // objects of type mesh, in document order
   std::vector<Aov> aovs;                // sorted, unique
   std::string asset_dir;                // relative asset paths are resolved against this
+  // Set by the host that renders it (a worker): every file must resolve inside asset_dir
+  // (relative paths) or inside one of input_roots (absolute ones; canonical folders).
+  bool confine_inputs = false;
+  std::vector<std::string> input_roots;
 };
 
 // Parses and validates a scene document. Relative asset paths (meshes, textures, environment)
@@ -200,6 +207,19 @@ StatusOr<SceneSpec> ParseSceneYaml(std::string_view yaml_text, const std::string
 // An asset path as the renderer opens it: `file` when absolute or asset_dir is empty, else
 // asset_dir/file.
 std::string ResolveAssetPath(const SceneSpec& scene, const std::string& file);
+
+// The path to open for an asset `file` the scene names under `key` ("objects[2].file"):
+// ResolveAssetPath's, and when scene.confine_inputs its canonical form, checked to lie inside
+// asset_dir (relative paths) or one of input_roots (absolute ones). PermissionDenied names the
+// key and the path; NotFound when it does not exist.
+StatusOr<std::string> OpenableAssetPath(const SceneSpec& scene, const std::string& file,
+                                        const std::string& key);
+
+// Whether `path` is `root` or lies below it, comparing whole components of two canonical paths.
+bool PathInside(const std::string& root, const std::string& path);
+
+// Float channels of the scene's frames: RGBA plus 3 (albedo), 3 (normal), 1 (depth) per AOV.
+int ResultChannels(const SceneSpec& scene);
 
 // The relative asset files the scene names (mesh files, textures, the environment map), sorted
 // and unique: what travels with a job as blobs. Absolute paths are left out (a shared-storage

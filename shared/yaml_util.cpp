@@ -1,18 +1,156 @@
 #include "shared/yaml_util.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <cmath>
 #include <limits>
+#include <variant>
+
+#include "shared/utf8.h"
 
 namespace tessera::yaml {
 
-StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what) {
+namespace {
+
+// Visits every node as if aliases were expanded (an alias is visited once per use), so the
+// bounds hold for what a reader of the document will see. It stops at the first bound crossed:
+// the work is never more than the budget, whatever the aliases multiply to.
+class Walker {
+ public:
+  Walker(const Limits& limits, const std::string& what, size_t document_bytes)
+      : limits_(limits), what_(what) {
+    const size_t ratio_budget = document_bytes * limits.max_expansion + (64u << 10);
+    budget_ = std::min(limits.max_expanded_bytes, ratio_budget);
+  }
+
+  Status Walk(const YAML::Node& node, int depth) {
+    if (depth > limits_.max_depth) {
+      return Fail("nested more than " + std::to_string(limits_.max_depth) +
+                  " levels deep (the limit)");
+    }
+    used_ += 1;
+    switch (node.Type()) {
+      case YAML::NodeType::Scalar:
+        TSR_RETURN_IF_ERROR(Scalar(node.Scalar()));
+        break;
+      case YAML::NodeType::Sequence: {
+        TSR_RETURN_IF_ERROR(CheckBudget());
+        TSR_RETURN_IF_ERROR(CheckItems(node.size()));
+        size_t i = 0;
+        for (const YAML::Node& child : node) {
+          path_.emplace_back(i++);
+          TSR_RETURN_IF_ERROR(Walk(child, depth + 1));
+          path_.pop_back();
+        }
+        break;
+      }
+      case YAML::NodeType::Map: {
+        TSR_RETURN_IF_ERROR(CheckBudget());
+        TSR_RETURN_IF_ERROR(CheckItems(node.size()));
+        for (const auto& kv : node) {
+          if (kv.first.IsScalar()) {
+            path_.emplace_back(&kv.first.Scalar());
+            TSR_RETURN_IF_ERROR(Scalar(kv.first.Scalar()));
+          } else {
+            path_.emplace_back(std::string("?"));
+            TSR_RETURN_IF_ERROR(Walk(kv.first, depth + 1));
+          }
+          TSR_RETURN_IF_ERROR(Walk(kv.second, depth + 1));
+          path_.pop_back();
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return CheckBudget();
+  }
+
+ private:
+  Status Scalar(const std::string& value) {
+    used_ += value.size();
+    if (value.size() > limits_.max_string_bytes) {
+      return Fail("a string of " + std::to_string(value.size()) +
+                  " bytes, more than the limit of " + std::to_string(limits_.max_string_bytes));
+    }
+    // The document was valid UTF-8, but escapes ("\ud800", "\0") can still make a value that
+    // is not.
+    if (std::optional<size_t> bad = utf8::FirstInvalid(value)) {
+      return Fail("not valid UTF-8 after escapes (byte " + std::to_string(*bad) + " of the value)");
+    }
+    if (value.find('\0') != std::string::npos) return Fail("contains a NUL character");
+    return CheckBudget();
+  }
+
+  Status CheckItems(size_t items) {
+    if (items <= limits_.max_items) return Status::Ok();
+    return Fail(std::to_string(items) + " entries, more than the limit of " +
+                std::to_string(limits_.max_items));
+  }
+
+  Status CheckBudget() {
+    if (used_ <= budget_) return Status::Ok();
+    return Status::InvalidArgument(
+        what_ + ": aliases expand the document to more than " + std::to_string(budget_) +
+        " bytes (the limit: " + std::to_string(limits_.max_expansion) +
+        " times its own size plus 64 KiB, at most " + std::to_string(limits_.max_expanded_bytes) +
+        "); refused as an alias bomb");
+  }
+
+  Status Fail(const std::string& problem) const {
+    std::string path;
+    for (const auto& part : path_) {
+      if (const size_t* index = std::get_if<size_t>(&part)) {
+        path += "[" + std::to_string(*index) + "]";
+      } else {
+        const std::string& key = std::holds_alternative<const std::string*>(part)
+                                     ? *std::get<const std::string*>(part)
+                                     : std::get<std::string>(part);
+        // A key that is itself bad is shown by its printable start only.
+        path += (path.empty() ? "" : ".") + utf8::Sanitize(key.substr(0, 64));
+      }
+    }
+    return Status::InvalidArgument(what_ + ": " + (path.empty() ? "document" : path) + ": " +
+                                   problem);
+  }
+
+  const Limits& limits_;
+  const std::string& what_;
+  size_t budget_ = 0;
+  size_t used_ = 0;
+  std::vector<std::variant<size_t, const std::string*, std::string>> path_;
+};
+
+}  // namespace
+
+StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what, const Limits& limits) {
+  if (text.size() > limits.max_document_bytes) {
+    return Status::InvalidArgument(what + ": " + std::to_string(text.size()) +
+                                   " bytes, more than the limit of " +
+                                   std::to_string(limits.max_document_bytes));
+  }
+  TSR_RETURN_IF_ERROR(utf8::Check(text, what));
+  YAML::Node root;
   try {
-    return YAML::Load(std::string(text));
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    return Status::InvalidArgument(what + ": nested more than " + std::to_string(limits.max_depth) +
+                                   " levels deep (the limit), at line " +
+                                   std::to_string(e.mark.line + 1));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(what + ": YAML syntax error at line " +
                                    std::to_string(e.mark.line + 1) + ", column " +
                                    std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
+  Walker walker(limits, what, text.size());
+  TSR_RETURN_IF_ERROR(walker.Walk(root, 0));
+  return root;
+}
+
+Status CheckListSize(const YAML::Node& node, const std::string& path, size_t max_items) {
+  if (!(node.IsSequence() || node.IsMap()) || node.size() <= max_items) return Status::Ok();
+  return Status::InvalidArgument(path + ": at most " + std::to_string(max_items) +
+                                 " entries, got " + std::to_string(node.size()));
 }
 
 std::string KindName(const YAML::Node& node) {

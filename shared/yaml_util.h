@@ -1,6 +1,19 @@
 #pragma once
 // Strict YAML reading for specs and configs: unknown keys are errors, wrong types are errors, and
 // every error names the full path of the field ("scene.camera.fov: expected a number").
+//
+// Every document (job, scene, plugin.yaml, a C++ plugin's declaration, config files) is parsed by
+// Parse(), which refuses hostile input before any field is read:
+//   - text that is not valid UTF-8 ("job: not valid UTF-8 (byte 812)");
+//   - nesting deeper than Limits::max_depth levels;
+//   - a document whose aliases expand it past Limits::max_expanded_bytes, or past
+//     Limits::max_expansion times its own size (a "billion laughs" alias bomb: 24 KB that reads
+//     as 20 MB);
+//   - any one list or map longer than Limits::max_items, any one string longer than
+//     Limits::max_string_bytes;
+//   - a value that is not valid UTF-8 after escapes ("\ud800") or holds a NUL ("\0").
+// Each error names the document, the field path and the limit. Fields with their own smaller
+// maximum (a job's tags, pools...) are read with MapReader::OptionalList, which names the field.
 
 #include <yaml-cpp/yaml.h>
 
@@ -14,8 +27,24 @@
 
 namespace tessera::yaml {
 
-// Parses a YAML document; a syntax error names `what` and the line/column.
-StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what);
+// The bounds Parse() enforces. The defaults fit every document Tessera reads (a scene of
+// spec::kMaxSceneBytes with spec::kMaxObjects objects among them).
+struct Limits {
+  size_t max_document_bytes = 32u << 20;  // the text itself
+  int max_depth = 64;                     // nested lists and maps
+  size_t max_items = 100000;              // entries of any one list or map
+  size_t max_string_bytes = 1u << 20;     // any one scalar (key or value)
+  // After alias expansion: the scalar bytes plus one per node, at most this...
+  size_t max_expanded_bytes = 64u << 20;
+  // ...and at most this many times the document's own size (plus a 64 KiB allowance), so an
+  // alias that is used a few times is fine and one that multiplies the document is not.
+  size_t max_expansion = 4;
+};
+
+// Parses a YAML document and checks it against `limits` (see the top of this file); errors name
+// `what` (and the line/column of a syntax error, the field path of a value over a limit).
+StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what,
+                           const Limits& limits = Limits());
 
 // Short human name for a node's kind ("a map", "a list", "a string"...), for error messages.
 std::string KindName(const YAML::Node& node);
@@ -24,6 +53,10 @@ std::string KindName(const YAML::Node& node);
 // int64_t, double, std::string, std::array<double, 3> (a 3-element list), std::vector<T>.
 template <typename T>
 Status Convert(const YAML::Node& node, const std::string& path, T* out);
+
+// InvalidArgument "<path>: at most N entries, got M" when `node` is a list or map longer than
+// `max_items` (anything else passes: the conversion names a wrong type).
+Status CheckListSize(const YAML::Node& node, const std::string& path, size_t max_items);
 
 // Reads one YAML map. Keys are looked up by name; at Finish() any key never looked up is reported
 // as unknown. The first error wins and sticks, so callers can read all fields, then check once.
@@ -49,6 +82,17 @@ class MapReader {
     YAML::Node child = Take(key);
     if (!status_.ok() || !child.IsDefined() || child.IsNull()) return *this;
     status_ = Convert(child, PathOf(key), out);
+    return *this;
+  }
+
+  // A list field with its own maximum: more than `max_items` entries is refused naming the
+  // field and the limit, before any entry is converted.
+  template <typename T>
+  MapReader& OptionalList(const char* key, std::vector<T>* out, size_t max_items) {
+    YAML::Node child = Take(key);
+    if (!status_.ok() || !child.IsDefined() || child.IsNull()) return *this;
+    status_ = CheckListSize(child, PathOf(key), max_items);
+    if (status_.ok()) status_ = Convert(child, PathOf(key), out);
     return *this;
   }
 

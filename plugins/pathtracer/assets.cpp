@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+
+#include "shared/utf8.h"
 
 namespace tessera::pathtracer {
 namespace {
@@ -30,15 +33,18 @@ Status CheckReadable(const std::string& path) {
 
 StatusOr<spec::MeshData> LoadObjMesh(const std::string& path) {
   TSR_RETURN_IF_ERROR(CheckReadable(path));
-  tinyobj::ObjReaderConfig config;
-  config.triangulate = true;
-  config.vertex_color = false;
-  config.mtl_search_path = "";
-  tinyobj::ObjReader reader;
-  if (!reader.ParseFromFile(path, config)) {
-    return Status::InvalidArgument("'" + path + "': " + reader.Error());
+  // Read from a stream with no material reader: an OBJ's `mtllib` line opens no other file
+  // (only the file the scene names, already checked by the caller, is read).
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("'" + path + "': cannot open");
+  tinyobj::attrib_t attrib;
+  std::vector<tinyobj::shape_t> shapes;
+  std::vector<tinyobj::material_t> materials;
+  std::string warn, err;
+  if (!tinyobj::LoadObj(&attrib, &shapes, &materials, &warn, &err, &in, nullptr,
+                        /*triangulate=*/true)) {
+    return Status::InvalidArgument("'" + path + "': " + utf8::Sanitize(err));
   }
-  const tinyobj::attrib_t& attrib = reader.GetAttrib();
   spec::MeshData mesh;
   mesh.positions.assign(attrib.vertices.begin(), attrib.vertices.end());
   mesh.normals.assign(attrib.normals.begin(), attrib.normals.end());
@@ -46,7 +52,7 @@ StatusOr<spec::MeshData> LoadObjMesh(const std::string& path) {
   for (float v : mesh.positions) {
     if (!std::isfinite(v)) return Status::InvalidArgument("'" + path + "': non-finite vertex");
   }
-  for (const auto& shape : reader.GetShapes()) {
+  for (const auto& shape : shapes) {
     const auto& m = shape.mesh;
     size_t offset = 0;
     for (size_t f = 0; f < m.num_face_vertices.size(); ++f) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/renderer.h"
 #include "shared/scene_spec.h"
+#include "shared/utf8.h"
 
 namespace tessera::pathtracer {
 namespace {
@@ -27,7 +29,8 @@ struct Owned {
 };
 
 int Fail(const Status& status, char* error, uint64_t error_size) {
-  std::snprintf(error, error_size, "%s", status.message().c_str());
+  // Messages quote paths and values from the scene: never hand the host invalid UTF-8.
+  std::snprintf(error, error_size, "%s", utf8::Sanitize(status.message()).c_str());
   return status.code() == StatusCode::kCancelled ? TSR_RENDER_CANCELLED : TSR_RENDER_FAILED;
 }
 
@@ -46,6 +49,18 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
   StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(
       std::string_view(r->scene, r->scene_size), r->scene_dir != nullptr ? r->scene_dir : "");
   if (!scene.ok()) return Fail(scene.status().WithContext("scene"), error, error_size);
+  if (r->settings_json != nullptr) {
+    const nlohmann::json settings = nlohmann::json::parse(r->settings_json, nullptr, false);
+    if (settings.is_object() && settings.contains(kInputRootsSetting)) {
+      const nlohmann::json& roots = settings[kInputRootsSetting];
+      scene->confine_inputs = true;
+      if (roots.is_array()) {
+        for (const nlohmann::json& root : roots) {
+          if (root.is_string()) scene->input_roots.push_back(root.get<std::string>());
+        }
+      }
+    }
+  }
 
   RenderRequest request;
   request.frame = r->frame;

@@ -184,7 +184,9 @@ Status AddMeshTriangles(const spec::MeshSpec& mesh, const spec::MeshData& data, 
 }
 
 Status LoadEnvironment(const spec::SceneSpec& scene, FlatScene* out) {
-  const std::string path = spec::ResolveAssetPath(scene, scene.background.environment);
+  TSR_ASSIGN_OR_RETURN(
+      const std::string path,
+      spec::OpenableAssetPath(scene, scene.background.environment, "background.environment"));
   StatusOr<RgbImage> image = LoadRgbImage(path);
   if (!image.ok()) return image.status().WithContext("background.environment");
   const int w = image->width, h = image->height;
@@ -354,7 +356,9 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
   for (const auto& m : scene.materials) {
     kernel::Material k = ToMaterial(m);
     if (!m.texture.empty()) {
-      const std::string path = spec::ResolveAssetPath(scene, m.texture);
+      TSR_ASSIGN_OR_RETURN(
+          const std::string path,
+          spec::OpenableAssetPath(scene, m.texture, "materials." + m.name + ".texture"));
       auto it = texture_index.find(path);
       if (it == texture_index.end()) {
         StatusOr<RgbImage> image = LoadRgbImage(path);
@@ -425,7 +429,10 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
   for (const auto& mesh : scene.meshes) {
     const spec::MeshData* data = mesh.data.get();
     if (data == nullptr) {
-      const std::string path = spec::ResolveAssetPath(scene, mesh.file);
+      TSR_ASSIGN_OR_RETURN(
+          const std::string path,
+          spec::OpenableAssetPath(scene, mesh.file,
+                                  "objects[" + std::to_string(mesh.object_index) + "].file"));
       auto it = loaded.find(path);
       if (it == loaded.end()) {
         StatusOr<spec::MeshData> read = LoadObjMesh(path);

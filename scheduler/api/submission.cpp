@@ -115,7 +115,8 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
             "names; or give an absolute path on shared storage)");
       }
     }
-    TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples));
+    TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples,
+                                          spec::ResultChannels(*scene)));
   } else {
     TSR_RETURN_IF_ERROR(spec::SplitPluginFrames(&job));
   }
