@@ -75,6 +75,13 @@ int main(int argc, char** argv) {
   app.add_option("--pool", flags.pools,
                  "a pool this worker serves (repeat; replaces worker.pools)");
   app.add_option("--tag", flags.tags, "a tag this worker has (repeat; replaces worker.tags)");
+  app.add_option("--command-program", flags.command_programs,
+                 "a program jobs of the command renderer may run, a name or an absolute path "
+                 "(repeat; replaces worker.command_programs)");
+  app.add_option("--run-as", flags.run_as, "user renderer processes run as (worker.run_as)");
+  app.add_option("--input-root", flags.input_roots,
+                 "a folder scenes may read files from by absolute path (repeat; replaces "
+                 "worker.input_roots)");
   bool exit_with_parent = false;
   app.add_flag("--exit-with-parent", exit_with_parent,
                "drain and leave when the program that started this worker exits (the "
@@ -103,6 +110,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  tessera::StatusOr<tessera::worker::Confinement> confinement =
+      tessera::worker::ResolveConfinement(*config);
+  if (!confinement.ok()) {
+    std::fprintf(stderr, "tessera-worker: %s\n", confinement.status().message().c_str());
+    return 2;
+  }
+
   tessera::worker::HardwareInfo hardware = tessera::worker::ProbeHardware();
   // Cloud facts are informational: a metadata service that does not answer does not stop a worker.
   if (tessera::StatusOr<tessera::protocol::CloudInfo> cloud =
@@ -119,8 +133,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: %s\n", options.status().message().c_str());
     return 2;
   }
+  options->render.command_programs = confinement->command_programs;
+  options->render.run_as = confinement->run_as;
+  options->render.input_roots = confinement->input_roots;
+  if (confinement->run_as) {
+    spdlog::info("renderers run as {} (uid {}, gid {})", confinement->run_as->user,
+                 confinement->run_as->uid, confinement->run_as->gid);
+  } else if (::geteuid() == 0) {
+    spdlog::warn("renderers run as root: set worker.run_as to a user of their own");
+  }
   options->render.plugins = std::make_shared<tessera::worker::PluginList>(
-      tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path)));
+      tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path),
+                                     confinement->command_programs));
   options->render.native = std::make_shared<const tessera::worker::NativePluginList>(
       tessera::worker::LoadNativePlugins(config->native_plugins));
   spdlog::info(

@@ -9,6 +9,7 @@
 
 #include "plugins/pathtracer/plugin_entry.h"
 #include "shared/scene_spec.h"
+#include "shared/utf8.h"
 
 namespace tessera::worker {
 
@@ -49,8 +50,8 @@ Status NativePlugin::Check(const std::string& what) {
   }
   const TsrRendererPlugin& t = *table_;
   name_ = t.name ? t.name : "";
-  version_ = t.version ? t.version : "";
-  description_ = t.description ? t.description : "";
+  version_ = utf8::Sanitize(t.version ? t.version : "");
+  description_ = utf8::Sanitize(t.description ? t.description : "");
   declaration_ = t.declaration_yaml ? t.declaration_yaml : "";
   if (name_.empty() || name_.size() > 64 || !std::all_of(name_.begin(), name_.end(), [](char c) {
         return std::islower(static_cast<unsigned char>(c)) ||
@@ -98,8 +99,10 @@ int IsCancelled(void* host) {
 void OnLog(void* host, const char* line) {
   HostContext& ctx = Ctx(host);
   if (line == nullptr || !ctx.request->on_log) return;
+  // A plugin's bytes: made valid UTF-8 where they enter the worker.
+  const std::string clean = utf8::Sanitize(line);
   std::lock_guard<std::mutex> lock(ctx.mu);
-  ctx.request->on_log(line);
+  ctx.request->on_log(clean);
 }
 int HandbackRequested(void* host) {
   const std::atomic<bool>* handback = Ctx(host).request->handback;
@@ -162,7 +165,7 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
   if (code == TSR_RENDER_HANDED_BACK) return Status::Cancelled("handed back");
   if (code != TSR_RENDER_OK) {
     if (code == TSR_RENDER_CANCELLED || IsCancelled(&ctx)) return Status::Cancelled("cancelled");
-    return Status::Internal(name_ + ": " + (error[0] ? error : "render failed"));
+    return Status::Internal(name_ + ": " + (error[0] ? utf8::Sanitize(error) : "render failed"));
   }
   struct Release {
     const TsrRendererPlugin* t;
@@ -187,6 +190,7 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
   img.pixels.assign(out.pixels,
                     out.pixels + static_cast<size_t>(out.width) * out.height * out.channels);
   img.channel_names = SplitNames(out.channel_names);
+  for (std::string& n : img.channel_names) utf8::SanitizeInPlace(n);
   if (img.channel_names.empty()) {
     const char* rgba[] = {"R", "G", "B", "A"};
     for (int c = 0; c < std::min(out.channels, 4); ++c) img.channel_names.push_back(rgba[c]);
@@ -195,7 +199,7 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
     return Status::Internal(name_ + ": returned " + std::to_string(img.channel_names.size()) +
                             " channel names for " + std::to_string(out.channels) + " channels");
   }
-  result.backend = out.backend != nullptr ? out.backend : name_;
+  result.backend = utf8::Sanitize(out.backend != nullptr ? out.backend : name_);
   if (request.want_accumulation && out.accumulation != nullptr) {
     result.accumulation.assign(static_cast<const char*>(out.accumulation), out.accumulation_size);
   }

@@ -19,6 +19,7 @@
 
 #include "shared/plugin_catalog.h"
 #include "shared/subprocess.h"
+#include "shared/utf8.h"
 #include "worker/blob_cache.h"
 
 extern char** environ;
@@ -115,6 +116,25 @@ StatusOr<image::ImageBuffer> FitToPart(image::ImageBuffer img, const protocol::F
   return out;
 }
 
+// Gives the task folder's directories (not the files: assets are hard links to the worker's
+// cache) to the user renderers run as, so it can write its images and temporary files there.
+Status HandOver(const std::string& task_dir, const subprocess::Identity& who) {
+  std::error_code ec;
+  auto give = [&](const fs::path& dir) -> Status {
+    if (::lchown(dir.c_str(), who.uid, who.gid) != 0) {
+      return Status::Internal("cannot hand the task folder " + dir.string() + " to " + who.user +
+                              ": " + std::strerror(errno));
+    }
+    return Status::Ok();
+  };
+  TSR_RETURN_IF_ERROR(give(task_dir));
+  for (fs::recursive_directory_iterator it(task_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) TSR_RETURN_IF_ERROR(give(it->path()));
+  }
+  if (ec) return Status::Internal("cannot walk the task folder " + task_dir + ": " + ec.message());
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string EffectivePluginPath(const std::string& configured) {
@@ -123,12 +143,19 @@ std::string EffectivePluginPath(const std::string& configured) {
   return path ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-PluginList DetectPlugins(const std::string& search_path) {
+PluginList DetectPlugins(const std::string& search_path,
+                         const std::vector<std::string>& command_programs) {
   PluginList found;
   for (const plugin::PluginSpec& spec : plugin::BuiltinPlugins()) {
     AvailablePlugin a;
     a.spec = spec;
     if (!spec.executable_setting.empty()) {
+      if (command_programs.empty()) {
+        spdlog::info("plugin {}: not offered, worker.command_programs allows no program",
+                     spec.name);
+        continue;
+      }
+      spdlog::info("plugin {}: jobs may run {}", spec.name, Join(command_programs, ", "));
       found.push_back(std::move(a));  // the job names the program; checked per task
       continue;
     }
@@ -186,6 +213,20 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
   std::string executable = plugin.executable;
   if (!spec.executable_setting.empty()) {
     const std::string program = settings[spec.executable_setting];
+    const std::string field = "settings." + spec.executable_setting;
+    if (options.command_programs.empty()) {
+      return Status::FailedPrecondition("renderer " + spec.name +
+                                        " is off on this worker: worker.command_programs lists "
+                                        "no program a job may run");
+    }
+    // Exactly as listed: a name stays a name (found in the plugin path), a path stays that path.
+    if (std::find(options.command_programs.begin(), options.command_programs.end(), program) ==
+        options.command_programs.end()) {
+      return Status::PermissionDenied(field + ": '" + program +
+                                      "' is not a program this worker allows (worker."
+                                      "command_programs: " +
+                                      Join(options.command_programs, ", ") + ")");
+    }
     auto found = FindProgram(program, options.search_path);
     if (!found) {
       return Status::FailedPrecondition("settings." + spec.executable_setting + ": program '" +
@@ -242,6 +283,16 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
     return Status::InvalidArgument("scene: renderer " + spec.name + " needs a scene file");
   }
 
+  if (options.run_as) TSR_RETURN_IF_ERROR(HandOver(task_dir, *options.run_as));
+  subprocess::RunOptions run_options;
+  run_options.run_as = options.run_as;
+  run_options.scrub_environment = true;
+  run_options.set_env["HOME"] = task_dir;
+  if (options.run_as) {
+    run_options.set_env["USER"] = options.run_as->user;
+    run_options.set_env["LOGNAME"] = options.run_as->user;
+  }
+
   std::optional<Clock::time_point> deadline;
   if (assign.timeout_s > 0) deadline = Clock::now() + std::chrono::seconds(assign.timeout_s);
   const int frame_count = assign.frame_end - assign.frame_start + 1;
@@ -252,8 +303,8 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
     TSR_ASSIGN_OR_RETURN(std::vector<std::string> args, plugin::BuildArgv(spec, ctx));
     std::vector<std::string> argv = {executable};
     argv.insert(argv.end(), args.begin(), args.end());
-    spdlog::debug("task {}: running {}", assign.task_id, Join(argv, " "));
-    if (options.on_output) options.on_output("$ " + Join(argv, " "));
+    spdlog::debug("task {}: running {}", assign.task_id, utf8::Sanitize(Join(argv, " ")));
+    if (options.on_output) options.on_output(utf8::Sanitize("$ " + Join(argv, " ")));
     OutputScanner scanner(spec, [&](double fraction, std::optional<int> frame) {
       double done = first - assign.frame_start;
       if (frame && *frame >= first && *frame <= last) {
@@ -263,11 +314,16 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
       if (options.on_progress) options.on_progress((done + fraction) / frame_count);
     });
     const auto started = Clock::now();
-    ProcessResult r =
-        RunProcess(argv, task_dir, options.cancel, deadline, [&](const std::string& line) {
+    ProcessResult r = RunProcess(
+        argv, task_dir, options.cancel, deadline,
+        [&](const std::string& raw) {
+          // Program output is made valid here, where it is captured: patterns, messages, the
+          // task log and everything that stores or shows them see only valid UTF-8.
+          const std::string line = utf8::Sanitize(raw);
           scanner.Line(line);
           if (options.on_output) options.on_output(line);
-        });
+        },
+        run_options);
     if (r.cancelled) return Status::Cancelled("cancelled");
     const std::string errors = Join(scanner.error_lines(), " | ");
     const std::string detail =
@@ -295,10 +351,17 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
     for (int frame = first; frame <= last; ++frame) {
       TSR_ASSIGN_OR_RETURN(std::string path, plugin::OutputPath(spec, ctx, frame));
-      if (!fs::exists(path, ec)) {
+      const fs::file_status st = fs::symlink_status(path, ec);
+      if (!fs::exists(st)) {
         return Status::Internal(spec.name + " exited with code " + std::to_string(r.exit_code) +
                                 " but wrote no image for frame " + std::to_string(frame) + " (" +
                                 fs::path(path).filename().string() + ")" + detail);
+      }
+      // The worker reads the image with its own rights: a link could lead anywhere.
+      if (!fs::is_regular_file(st)) {
+        return Status::PermissionDenied(spec.name + " left " + fs::path(path).filename().string() +
+                                        " for frame " + std::to_string(frame) +
+                                        " as a link or special file, not an image file");
       }
       bool integer = false;
       StatusOr<image::ImageBuffer> img = image::Read(path, &integer);

@@ -11,6 +11,14 @@
 // each image is read with OpenImageIO (8-bit sRGB converted to linear), cropped to the task's
 // tile when the renderer wrote the full frame, and handed to `on_frame`. The folder is removed
 // afterwards.
+//
+// What a job may make the worker do: a plugin whose program a job names (`command`) runs only
+// programs on the worker's allow-list (worker.command_programs, matched exactly; an empty list
+// turns it off and it is not offered). Renderers run as worker.run_as when set (the task folder's
+// directories are handed to that user), with the worker's environment less every TESSERA_*
+// variable and HOME set to the task folder. Everything a renderer prints is made valid UTF-8
+// (invalid bytes become U+FFFD) before it is matched, logged or reported. An image that is a
+// symlink, or not a regular file, is refused.
 
 #include <atomic>
 #include <chrono>
@@ -42,8 +50,10 @@ using PluginList = std::vector<AvailablePlugin>;
 
 // The colon-separated search path used for renderer programs: `configured`, else $PATH.
 std::string EffectivePluginPath(const std::string& configured);
-// Every built-in plugin whose program is found and whose version is detected (logged).
-PluginList DetectPlugins(const std::string& search_path);
+// Every built-in plugin whose program is found and whose version is detected (logged). A plugin
+// whose program a job names is offered only when `command_programs` allows some program.
+PluginList DetectPlugins(const std::string& search_path,
+                         const std::vector<std::string>& command_programs = {});
 const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name);
 // The attempt's working folder: <data_dir>/tasks/job<J>-task<T>-a<A>.
 std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assign);
@@ -51,6 +61,10 @@ std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assi
 struct PluginTaskOptions {
   std::string data_dir;  // task folders go under <data_dir>/tasks
   std::string search_path;
+  // The programs a job may name (worker.command_programs); empty: none.
+  std::vector<std::string> command_programs;
+  // The user renderers run as (worker.run_as); unset: the worker's own.
+  std::optional<subprocess::Identity> run_as;
   int threads = 0;
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(double)> on_progress;            // 0..1 over the whole task

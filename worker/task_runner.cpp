@@ -1,6 +1,7 @@
 #include "worker/task_runner.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq_addon.hpp>
 
+#include "plugins/pathtracer/plugin_entry.h"
 #include "shared/file_io.h"
+#include "shared/utf8.h"
 #include "worker/blob_cache.h"
 
 namespace tessera::worker {
@@ -101,7 +104,7 @@ TaskRunner::~TaskRunner() {
 
 void TaskRunner::Log(const std::string& line) {
   std::lock_guard<std::mutex> lock(log_mu_);
-  log_ += line;
+  log_ += utf8::Sanitize(line);
   log_ += '\n';
   // Trim at a line start, in slack-sized steps so long logs are not copied on every line.
   if (log_.size() > protocol::kMaxTaskLogBytes + protocol::kMaxTaskLogBytes / 4) {
@@ -157,7 +160,7 @@ void TaskRunner::Run() {
     back.attempt = ref_.attempt;
     back.frame = current_frame_.load();
     back.samples_done = checkpoint_.empty() ? 0 : checkpoint_samples_;
-    back.reason = handback_reason_;
+    back.reason = utf8::Sanitize(handback_reason_);
     Log("handed back at frame " + std::to_string(back.frame) + ": " + back.reason);
     back.log = log_;
     spdlog::info("{}: handed back at frame {} after {:.2f} s ({}{})", who, back.frame,
@@ -180,13 +183,23 @@ void TaskRunner::Run() {
                  SecondsSince(start));
     Send(out, true, {});
   } else {
+    // The message may quote a renderer, a plugin or a scene: valid UTF-8 before it leaves.
+    const std::string message = utf8::Sanitize(status.message());
     spdlog::warn("{}: failed after {} frame(s), {:.2f} s: {}", who, frames_done,
-                 SecondsSince(start), status.message());
-    Log("failed: " + status.message());
-    protocol::TaskFailed failed{ref_.task_id, ref_.attempt, status.message()};
+                 SecondsSince(start), message);
+    Log("failed: " + message);
+    protocol::TaskFailed failed{ref_.task_id, ref_.attempt, message};
     failed.log = log_;
     Send(out, true, protocol::Encode(protocol::MessageType::kTaskFailed, failed));
   }
+}
+
+std::string TaskRunner::DataDir() const {
+  if (!settings_.data_dir.empty()) return settings_.data_dir;
+  std::error_code ec;
+  return (std::filesystem::temp_directory_path(ec) /
+          ("tessera-worker-" + std::to_string(::getpid())))
+      .string();
 }
 
 int TaskRunner::RenderThreads() const {
@@ -204,22 +217,31 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
 }
 
 Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done) {
-  // The job's files (meshes, textures, caches) sit in a task folder, by the paths it gives.
-  std::string scene_dir;
+  // The job's files (meshes, textures, caches) sit in a task folder, by the paths it gives. The
+  // folder exists even without assets: relative paths in a scene resolve there and nowhere else.
+  const std::string scene_dir = TaskFolder(DataDir(), assign_);
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
       std::error_code ec;
       if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
-  } cleanup;
-  if (!asset_files_.empty()) {
-    scene_dir = TaskFolder(settings_.data_dir, assign_);
-    cleanup.dir = scene_dir;
-    TSR_RETURN_IF_ERROR(LinkAssets(scene_dir, asset_files_));
+  } cleanup{scene_dir};
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(scene_dir, ec);
+    if (ec) {
+      return Status::Internal("cannot create the task folder " + scene_dir + ": " + ec.message());
+    }
   }
+  TSR_RETURN_IF_ERROR(LinkAssets(scene_dir, asset_files_));
   nlohmann::json settings = nlohmann::json::object();
-  for (const auto& [name, value] : assign_.settings) settings[name] = value;
+  for (const auto& [name, value] : assign_.settings) {
+    // Settings come off the wire: JSON cannot carry invalid UTF-8 (the plugin checks values).
+    settings[utf8::Sanitize(name)] = utf8::Sanitize(value);
+  }
+  // Where the scene's files may come from (no job setting can have this name: it overrides).
+  settings[pathtracer::kInputRootsSetting] = settings_.input_roots;
 
   NativePlugin::Request request;
   request.part = assign_.part;
@@ -238,8 +260,9 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
   request.cancel = &cancel_;
   request.handback = &handback_;
   request.on_log = [this, &plugin](const std::string& line) {
-    spdlog::info("task {} attempt {}: {}: {}", ref_.task_id, ref_.attempt, plugin.name(), line);
-    Log(line);
+    const std::string clean = utf8::Sanitize(line);
+    spdlog::info("task {} attempt {}: {}: {}", ref_.task_id, ref_.attempt, plugin.name(), clean);
+    Log(clean);
   };
   request.on_checkpoint = [this](std::string checkpoint, int samples) {
     checkpoint_ = std::move(checkpoint);
@@ -376,8 +399,10 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
   }
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
   PluginTaskOptions options;
-  options.data_dir = settings_.data_dir;
+  options.data_dir = DataDir();
   options.search_path = EffectivePluginPath(settings_.plugin_path);
+  options.command_programs = settings_.command_programs;
+  options.run_as = settings_.run_as;
   // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
   options.threads = RenderThreads();
   options.cancel = &cancel_;

@@ -59,6 +59,12 @@ struct RenderSettings {
   std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
   std::string data_dir;
   std::string plugin_path;
+  // What jobs may make this worker do (worker/worker_config.h Confinement): the programs the
+  // command renderer may run, the user renderers run as, and the folders scenes may read from
+  // by absolute path (canonical).
+  std::vector<std::string> command_programs;
+  std::optional<subprocess::Identity> run_as;
+  std::vector<std::string> input_roots;
   // Shared storage mounted elsewhere on this machine: scheduler path prefix -> local prefix.
   std::map<std::string, std::string> path_map;
   // Where the runner writes each result before handing it to the agent (none: not spooled).
@@ -98,6 +104,8 @@ class TaskRunner {
   void Run();  // the render thread
   Status WaitForAssets();
   Status RenderAll(zmq::socket_t& out, int* frames_done);
+  // Where task folders go: settings.data_dir, else a folder of this process under the temp dir.
+  std::string DataDir() const;
   // CPU threads a render may use: worker.threads, else every core (always at least 1).
   int RenderThreads() const;
   // A C++ plugin (the path tracer among them), frame by frame in this thread.
@@ -116,7 +124,7 @@ class TaskRunner {
   protocol::FrameResult ResultOf(int frame, int width, int height, int channels, double seconds,
                                  const std::string& backend) const;
   // Appends a line to the task's log (any thread), keeping its last
-  // protocol::kMaxTaskLogBytes.
+  // protocol::kMaxTaskLogBytes. Invalid UTF-8 (a renderer's or plugin's bytes) becomes U+FFFD.
   void Log(const std::string& line);
 
   zmq::context_t& context_;

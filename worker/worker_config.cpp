@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <string>
@@ -52,6 +53,27 @@ YAML::Node Section(yaml::MapReader& top, const char* key) {
   YAML::Node child = top.Child(key);
   if (child.IsDefined()) return child;
   return YAML::Node(YAML::NodeType::Map);
+}
+
+// A list of words; a plain string is read as a comma-separated list, which is how an
+// environment override gives one (TESSERA_WORKER_COMMAND_PROGRAMS=blender-wrapper,ffmpeg).
+Status ReadList(const YAML::Node& node, const std::string& field, size_t max_items,
+                std::vector<std::string>* out) {
+  if (!node.IsDefined() || node.IsNull()) return Status::Ok();
+  if (node.IsScalar()) {
+    out->clear();
+    const std::string& text = node.Scalar();
+    for (size_t pos = 0; pos <= text.size();) {
+      size_t comma = text.find(',', pos);
+      if (comma == std::string::npos) comma = text.size();
+      if (comma > pos) out->push_back(text.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    if (out->size() > max_items) return yaml::CheckListSize(YAML::Node(*out), field, max_items);
+    return Status::Ok();
+  }
+  TSR_RETURN_IF_ERROR(yaml::CheckListSize(node, field, max_items));
+  return yaml::Convert(node, field, out);
 }
 
 // CURVE settings: keys and tokens are checked now, and a link that would leave this machine
@@ -105,7 +127,11 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("plugin_path", &c.plugin_path)
         .Optional("native_plugins", &c.native_plugins)
         .Optional("cache_mb", &c.cache_mb)
-        .Optional("simulate_gpus", &c.simulate_gpus);
+        .Optional("simulate_gpus", &c.simulate_gpus)
+        .Optional("run_as", &c.run_as);
+    r.Fail(ReadList(r.Child("command_programs"), "worker.command_programs", kMaxCommandPrograms,
+                    &c.command_programs));
+    r.Fail(ReadList(r.Child("input_roots"), "worker.input_roots", kMaxInputRoots, &c.input_roots));
     YAML::Node map = r.Child("path_map");
     if (r.ok() && map.IsDefined() && !map.IsNull()) {
       if (!map.IsMap()) {
@@ -164,6 +190,32 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
                                      "]: must be the absolute path of a shared library");
     }
   }
+  for (size_t i = 0; i < c.command_programs.size(); ++i) {
+    const std::string& p = c.command_programs[i];
+    const bool name = !p.empty() && p.find('/') == std::string::npos;
+    const bool path = !p.empty() && p[0] == '/' &&
+                      std::filesystem::path(p).lexically_normal().string() == p && p.back() != '/';
+    if ((!name && !path) || p[0] == '-' || p.size() > 1024 ||
+        std::any_of(p.begin(), p.end(),
+                    [](char ch) { return static_cast<unsigned char>(ch) < 0x20; })) {
+      return Status::InvalidArgument("worker.command_programs[" + std::to_string(i) + "]: '" + p +
+                                     "' must be a program name or an absolute path without '.' "
+                                     "or '..' parts");
+    }
+  }
+  for (size_t i = 0; i < c.input_roots.size(); ++i) {
+    if (c.input_roots[i].empty() || c.input_roots[i][0] != '/') {
+      return Status::InvalidArgument("worker.input_roots[" + std::to_string(i) +
+                                     "]: must be an absolute path, got '" + c.input_roots[i] + "'");
+    }
+  }
+  if (!c.run_as.empty() && (c.run_as.size() > 64 || c.run_as[0] == '-' ||
+                            !std::all_of(c.run_as.begin(), c.run_as.end(), [](char ch) {
+                              return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                     ch == '-' || ch == '.';
+                            }))) {
+    return Status::InvalidArgument("worker.run_as: '" + c.run_as + "' is not a user name");
+  }
   TSR_RETURN_IF_ERROR(CheckAddress(c.scheduler_address));
   TSR_RETURN_IF_ERROR(CheckSecurity(&c));
   TSR_RETURN_IF_ERROR(CheckOneOf("worker.backend", c.backend, {"auto", "cpu", "cuda"}));
@@ -198,6 +250,35 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   return c;
 }
 
+StatusOr<Confinement> ResolveConfinement(const WorkerConfig& config) {
+  Confinement out;
+  out.command_programs = config.command_programs;
+  if (!config.run_as.empty()) {
+    StatusOr<subprocess::Identity> who = subprocess::LookupUser(config.run_as);
+    if (!who.ok()) return who.status().WithContext("worker.run_as");
+    const uid_t self = ::geteuid();
+    if (who->uid != self) {
+      if (self != 0) {
+        return Status::FailedPrecondition(
+            "worker.run_as: the worker runs as uid " + std::to_string(self) +
+            ", not root, so it cannot run renderers as " + config.run_as + " (uid " +
+            std::to_string(who->uid) + "); start it as root or leave run_as empty");
+      }
+      out.run_as = std::move(*who);
+    }
+  }
+  for (size_t i = 0; i < config.input_roots.size(); ++i) {
+    std::error_code ec;
+    const std::filesystem::path root = std::filesystem::canonical(config.input_roots[i], ec);
+    if (ec || !std::filesystem::is_directory(root, ec)) {
+      return Status::NotFound("worker.input_roots[" + std::to_string(i) + "]: '" +
+                              config.input_roots[i] + "' is not a folder on this machine");
+    }
+    out.input_roots.push_back(root.string());
+  }
+  return out;
+}
+
 StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ_vars,
                                         const std::string& default_name) {
   std::string path = flags.config_path;
@@ -220,6 +301,11 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     if (flags.threads >= 0) root["worker"]["threads"] = flags.threads;
     if (!flags.pools.empty()) root["worker"]["pools"] = flags.pools;
     if (!flags.tags.empty()) root["worker"]["tags"] = flags.tags;
+    if (!flags.command_programs.empty()) {
+      root["worker"]["command_programs"] = flags.command_programs;
+    }
+    if (!flags.run_as.empty()) root["worker"]["run_as"] = flags.run_as;
+    if (!flags.input_roots.empty()) root["worker"]["input_roots"] = flags.input_roots;
     if (!flags.log_level.empty()) root["log"]["level"] = flags.log_level;
   } catch (const YAML::Exception&) {
     // A section that is not a map cannot take the flag; the reader below names that section.

@@ -35,6 +35,18 @@
 //                                     #   path tracer is always there
 //     simulate_gpus: 0                # testing only: report N simulated GPUs (their tasks render
 //                                     #   on the CPU) to exercise GPU slots and pinning
+//     command_programs: []            # programs jobs of the `command` renderer may run: names
+//                                     #   (looked up in plugin_path) or absolute paths, matched
+//                                     #   exactly (listing python3 allows no other program; it
+//                                     #   does allow any Python code). Empty: the command
+//                                     #   renderer is off and not offered to the scheduler
+//     run_as: ""                      # renderer processes run as this user (the worker, as root,
+//                                     #   drops to its uid, gid and groups before exec); empty:
+//                                     #   as the worker's own user. A worker not running as root
+//                                     #   can only name itself
+//     input_roots: []                 # folders (absolute) a scene may name files in by absolute
+//                                     #   path, after symlinks and '..' are resolved; empty: a
+//                                     #   scene reads only the files that travel with its job
 //   heartbeat:
 //     interval_ms: 1000               # used until the scheduler's kWelcome says otherwise
 //     liveness: 5                     # silent intervals before the worker reconnects
@@ -54,10 +66,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "shared/status.h"
+#include "shared/subprocess.h"
 #include "worker/cloud_metadata.h"
 
 namespace tessera::worker {
@@ -83,6 +97,9 @@ struct WorkerConfig {
   int simulate_gpus = 0;                        // testing: N simulated GPUs rendered on the CPU
   int cache_mb = 20480;                         // the asset cache's bound
   std::map<std::string, std::string> path_map;  // shared storage: scheduler prefix -> local
+  std::vector<std::string> command_programs;    // what the command renderer may run; empty: off
+  std::string run_as;                           // renderers' user; empty: the worker's
+  std::vector<std::string> input_roots;         // where absolute scene paths may lead
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
   std::string log_level = "info";
@@ -92,6 +109,19 @@ struct WorkerConfig {
 // Parses the merged document (a map of sections, as config::LoadLayered returns it) and validates
 // every value. An empty worker.name becomes `default_name`.
 StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::string& default_name);
+
+inline constexpr size_t kMaxCommandPrograms = 256;
+inline constexpr size_t kMaxInputRoots = 64;
+
+// What the programs this worker runs may do, resolved against the machine at start-up.
+struct Confinement {
+  std::vector<std::string> command_programs;
+  std::optional<subprocess::Identity> run_as;  // unset: the worker's own user
+  std::vector<std::string> input_roots;        // canonical
+};
+// Refused (the worker does not start) when run_as names no user, or names another user while
+// the worker is not root, or an input root does not exist.
+StatusOr<Confinement> ResolveConfinement(const WorkerConfig& config);
 
 // Command-line values; an empty string / negative number means "not given".
 struct ConfigFlags {
@@ -104,8 +134,11 @@ struct ConfigFlags {
   std::string backend;
   int threads = -1;
   std::string log_level;
-  std::vector<std::string> pools;  // non-empty: replaces worker.pools
-  std::vector<std::string> tags;   // non-empty: replaces worker.tags
+  std::vector<std::string> pools;             // non-empty: replaces worker.pools
+  std::vector<std::string> tags;              // non-empty: replaces worker.tags
+  std::vector<std::string> command_programs;  // non-empty: replaces worker.command_programs
+  std::string run_as;
+  std::vector<std::string> input_roots;  // non-empty: replaces worker.input_roots
 };
 
 // The whole layering: picks the file (flags.config_path, else kDefaultConfigPath when it exists),

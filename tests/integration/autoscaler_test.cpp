@@ -33,6 +33,8 @@ class AutoscalerTest : public ::testing::Test {
               "#!/bin/sh\nsleep \"$1\"\ni=$3\nwhile [ \"$i\" -le \"$4\" ]; do\n  cp '" + png +
                   "' \"$2/$(printf 'frame_%06d.png' \"$i\")\"\n  i=$((i + 1))\ndone\n");
     ::chmod(task_script_.c_str(), 0755);
+    // The local provider's workers inherit the scheduler's environment: they may run the task.
+    ::setenv("TESSERA_WORKER_COMMAND_PROGRAMS", task_script_.c_str(), 1);
     farm_->AppendSchedulerConfig("autoscaler:\n  interval_s: 1\n" + settings + "  groups:\n" +
                                  groups);
     ASSERT_TRUE(farm_->StartScheduler()) << farm_->SchedulerLog();

@@ -72,6 +72,11 @@ bool LocalFarm::StartWorkerWith(const std::string& name, const std::vector<std::
   if (std::find(extra.begin(), extra.end(), "--threads") == extra.end()) {
     argv.insert(argv.end(), {"--threads", "1"});
   }
+  if (std::find(extra.begin(), extra.end(), "--command-program") == extra.end()) {
+    for (const std::string& program : command_programs_) {
+      argv.insert(argv.end(), {"--command-program", program});
+    }
+  }
   // Appended, so a test that restarts a worker keeps the whole story in one log.
   workers_.emplace(name, Process::Start(argv, dir_ + "/worker-" + name + ".log"));
   return workers_.at(name).running();

@@ -34,10 +34,17 @@ class LocalFarm {
   void UseCurve();
   // A join token from the API (and the scheduler's public key, hex); empty on failure.
   std::string CreateJoinToken(std::string* public_key, int uses = 0);
-  // A worker with the usual test flags (CPU, one thread) plus `extra` (e.g. --config FILE,
+  // A worker with the usual test flags (CPU, one thread, --command-program for each of
+  // command_programs() unless `extra` gives its own) plus `extra` (e.g. --config FILE,
   // --public-key, --join-token, --data-dir). Returns whether it is running.
   bool StartWorkerWith(const std::string& name, const std::vector<std::string>& extra);
   std::string WorkerLog(const std::string& name) const;
+  // The programs test workers let the command renderer run (worker.command_programs, which is
+  // empty on a real worker until an operator lists some). Empty: the command renderer is off.
+  const std::vector<std::string>& command_programs() const { return command_programs_; }
+  void set_command_programs(std::vector<std::string> programs) {
+    command_programs_ = std::move(programs);
+  }
   Process& worker(const std::string& name) { return workers_.at(name); }
 
   // The bearer token sent with every request: the admin token the scheduler wrote at first start
@@ -77,6 +84,7 @@ class LocalFarm {
   std::string broker_endpoint_;
   Process scheduler_;
   std::map<std::string, Process> workers_;
+  std::vector<std::string> command_programs_ = {"echo", "false", "true", "sleep"};
 };
 
 }  // namespace tessera::testing

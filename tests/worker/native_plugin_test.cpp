@@ -5,6 +5,11 @@
 #include "worker/native_plugin.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/plugin_entry.h"
@@ -193,6 +198,84 @@ TEST(NativePluginTest, PathTracerRunsBehindTheSameTable) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("pathtracer: scene"), std::string::npos)
       << bad.status().message();
+}
+
+// The path tracer confined the way a worker runs it: absolute paths only inside the input
+// roots, relative ones only inside the task folder, both after symlinks and '..'.
+class PathTracerInputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("tessera-inputs-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::create_directories(dir_ + "/root");
+    std::filesystem::create_directories(dir_ + "/task");
+    std::ofstream(dir_ + "/root/tri.obj") << kTriangle;
+    std::ofstream(dir_ + "/outside.obj") << kTriangle;
+    std::ofstream(dir_ + "/task/local.obj") << kTriangle;
+    std::filesystem::create_symlink(dir_ + "/outside.obj", dir_ + "/root/escape.obj");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Renders a scene whose one object is a mesh from `file`, the worker's way.
+  Status Render(const std::string& file, const std::vector<std::string>& roots) {
+    const NativePlugin* tracer = FindNativePlugin(*BuiltinNativePlugins(), "pathtracer");
+    NativePlugin::Request request;
+    request.frame = 1;
+    request.scene =
+        "width: 8\nheight: 8\nsamples: 1\nmax_depth: 1\nbackground: {color: [1, 1, 1]}\n"
+        "camera: {keyframes: [{frame: 1, position: [0, 0, 3], look_at: [0, 0, 0], fov: 40}]}\n"
+        "materials: {m: {type: diffuse, color: [0.5, 0.5, 0.5]}}\n"
+        "objects: [{type: mesh, file: '" +
+        file + "', material: m}]\n";
+    request.scene_dir = dir_ + "/task";
+    request.settings_json =
+        nlohmann::json{{pathtracer::kInputRootsSetting, nlohmann::json(roots)}}.dump();
+    return tracer->Render(request).status();
+  }
+
+  static constexpr const char* kTriangle = "v -1 -1 0\nv 1 -1 0\nv 0 1 0\nf 1 2 3\n";
+  std::string dir_;
+};
+
+TEST_F(PathTracerInputsTest, AbsolutePathsAreRefusedWithoutInputRoots) {
+  Status s = Render("/etc/shadow", {});
+  EXPECT_EQ(s.message(),
+            "pathtracer: objects[0].file: '/etc/shadow' is an absolute path; this worker reads no "
+            "files outside the task folder (worker.input_roots is empty)");
+  // Any absolute path, even one that exists and is harmless.
+  s = Render(dir_ + "/root/tri.obj", {});
+  EXPECT_NE(s.message().find("worker.input_roots is empty"), std::string::npos) << s.message();
+}
+
+TEST_F(PathTracerInputsTest, PathsInsideARootRenderAndLinksOutOfItAreRefused) {
+  const std::string root = std::filesystem::canonical(dir_ + "/root").string();
+  EXPECT_TRUE(Render(dir_ + "/root/tri.obj", {root}).ok());
+  Status s = Render(dir_ + "/root/escape.obj", {root});
+  EXPECT_EQ(s.message(), "pathtracer: objects[0].file: '" + dir_ + "/root/escape.obj' (" +
+                             std::filesystem::canonical(dir_ + "/outside.obj").string() +
+                             ") is outside this worker's input roots (" + root + ")");
+  s = Render(dir_ + "/root/../outside.obj", {root});
+  EXPECT_NE(s.message().find("is outside this worker's input roots"), std::string::npos)
+      << s.message();
+  s = Render("/etc/passwd", {root});
+  EXPECT_NE(s.message().find("'/etc/passwd' is outside this worker's input roots"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(PathTracerInputsTest, RelativePathsStayInsideTheTaskFolder) {
+  EXPECT_TRUE(Render("local.obj", {}).ok());
+  Status s = Render("../outside.obj", {});
+  EXPECT_EQ(s.message(),
+            "pathtracer: objects[0].file: '../outside.obj' leads outside the task folder");
+  std::filesystem::create_symlink(dir_ + "/outside.obj", dir_ + "/task/link.obj");
+  s = Render("link.obj", {});
+  EXPECT_EQ(s.message(), "pathtracer: objects[0].file: 'link.obj' leads outside the task folder");
 }
 
 }  // namespace

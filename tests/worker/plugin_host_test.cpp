@@ -1,11 +1,15 @@
 // The plugin host running real programs: no shell, process-group kill at the timeout, crashes,
 // a renderer that exits 0 without an image, a missing program, and POV-Ray tiles (when
 // installed) cropped to the region and identical to the same pixels of a whole-frame render.
+// What a job may make it run: only programs on the worker's allow-list, as worker.run_as,
+// without the worker's TESSERA_* environment; what a renderer prints is kept as valid UTF-8.
 
 #include "worker/plugin_host.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,6 +18,7 @@
 #include <thread>
 
 #include "shared/plugin_catalog.h"
+#include "shared/utf8.h"
 
 namespace tessera::worker {
 namespace {
@@ -25,6 +30,7 @@ struct RunOutcome {
   Status status;
   std::vector<std::pair<int, image::ImageBuffer>> frames;
   std::vector<double> progress;
+  std::vector<std::string> output;  // every line the renderer printed, as the worker keeps it
 };
 
 class PluginHostTest : public ::testing::Test {
@@ -53,9 +59,12 @@ class PluginHostTest : public ::testing::Test {
     PluginTaskOptions options;
     options.data_dir = dir_;
     options.search_path = EffectivePluginPath("");
+    options.command_programs = programs_;
+    options.run_as = run_as_;
     options.threads = 1;
     options.cancel = &cancel_;
     options.on_progress = [&](double f) { run.progress.push_back(f); };
+    options.on_output = [&](const std::string& line) { run.output.push_back(line); };
     options.on_frame = [&](int frame, image::ImageBuffer img, double) {
       run.frames.emplace_back(frame, std::move(img));
       return Status::Ok();
@@ -74,8 +83,20 @@ class PluginHostTest : public ::testing::Test {
     return a;
   }
 
+  // Writes an executable script into the test folder; returns its path.
+  std::string Script(const std::string& name, const std::string& body) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+
   std::string dir_;
   std::atomic<bool> cancel_{false};
+  // The worker's worker.command_programs for these runs.
+  std::vector<std::string> programs_ = {"echo", "sh",       "sleep",
+                                        "true", "oiiotool", "no-such-renderer-here"};
+  std::optional<subprocess::Identity> run_as_;
 };
 
 bool Installed(const std::string& name) {
@@ -173,6 +194,122 @@ TEST_F(PluginHostTest, FailingExitCodeAndMissingImageAndMissingProgram) {
   run = Execute("command", Command({}, "no-such-renderer-here"));
   EXPECT_NE(run.status.message().find("is not found on this worker"), std::string::npos)
       << run.status.message();
+}
+
+TEST_F(PluginHostTest, OnlyProgramsOnTheAllowListRun) {
+  const std::string marker = dir_ + "/pwned";
+  programs_ = {"echo", "python3"};
+  // `program: sh, argv: [-c, ...]` is a shell: not allowed unless sh itself is listed.
+  RunOutcome run = Execute("command", Command({"-c", "touch " + marker}, "sh"));
+  ASSERT_FALSE(run.status.ok());
+  EXPECT_EQ(run.status.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(run.status.message(),
+            "settings.program: 'sh' is not a program this worker allows "
+            "(worker.command_programs: echo, python3)");
+  EXPECT_FALSE(fs::exists(marker));
+  EXPECT_TRUE(run.output.empty()) << "nothing was started";
+  // An interpreter on the list implies nothing else, and a name is not its absolute path.
+  run = Execute("command", Command({"-c", "touch " + marker}, "/bin/sh"));
+  EXPECT_EQ(run.status.code(), StatusCode::kPermissionDenied) << run.status.message();
+  if (auto python = FindProgram("python3", EffectivePluginPath(""))) {
+    run = Execute("command", Command({"-c", "print(1)"}, *python));
+    EXPECT_EQ(run.status.code(), StatusCode::kPermissionDenied) << run.status.message();
+  }
+  EXPECT_FALSE(fs::exists(marker));
+  // A listed program runs.
+  run = Execute("command", Command({"allowed-and-ran"}, "echo"));
+  EXPECT_NE(run.status.message().find("wrote no image"), std::string::npos) << run.status.message();
+  ASSERT_EQ(run.output.size(), 2u);
+  EXPECT_EQ(run.output[1], "allowed-and-ran");
+  // An absolute path is allowed when the list names that path.
+  const std::string script = Script("render.sh", "echo script-ran\n");
+  programs_ = {script};
+  run = Execute("command", Command({}, script));
+  ASSERT_EQ(run.output.size(), 2u) << run.status.message();
+  EXPECT_EQ(run.output[1], "script-ran");
+}
+
+TEST_F(PluginHostTest, AnEmptyAllowListTurnsTheCommandRendererOff) {
+  programs_.clear();
+  RunOutcome run = Execute("command", Command({"hello"}, "echo"));
+  EXPECT_EQ(run.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(run.status.message(),
+            "renderer command is off on this worker: worker.command_programs lists no program a "
+            "job may run");
+  // And the worker does not offer it to the scheduler.
+  for (const AvailablePlugin& p : DetectPlugins(EffectivePluginPath(""), {})) {
+    EXPECT_NE(p.spec.name, "command");
+  }
+  bool offered = false;
+  for (const AvailablePlugin& p : DetectPlugins(EffectivePluginPath(""), {"echo"})) {
+    offered |= p.spec.name == "command";
+  }
+  EXPECT_TRUE(offered);
+}
+
+TEST_F(PluginHostTest, RenderersGetNoneOfTheWorkersTesseraEnvironment) {
+  ::setenv("TESSERA_SCHEDULER_JOIN_TOKEN", "tsrj-secret-of-the-worker", 1);
+  programs_ = {"sh"};
+  RunOutcome run = Execute("command", Command({"-c", "env; echo HOME=$HOME"}, "sh"));
+  ::unsetenv("TESSERA_SCHEDULER_JOIN_TOKEN");
+  bool home = false;
+  for (const std::string& line : run.output) {
+    EXPECT_EQ(line.find("tsrj-secret-of-the-worker"), std::string::npos) << line;
+    home |= line == "HOME=" + dir_ + "/tasks/job1-task1-a1";
+  }
+  EXPECT_TRUE(home) << "HOME is the task folder";
+}
+
+TEST_F(PluginHostTest, RendererOutputThatIsNotUtf8IsKeptSanitised) {
+  const std::string script =
+      Script("garbage.sh", "printf 'frame \\377\\376 done\\n'; printf 'ERROR: bad \\300\\n'\n");
+  programs_ = {script};
+  RunOutcome run = Execute("command", Command({}, script));
+  ASSERT_FALSE(run.status.ok());
+  for (const std::string& line : run.output) EXPECT_TRUE(utf8::IsValid(line)) << line;
+  ASSERT_GE(run.output.size(), 3u);
+  EXPECT_EQ(run.output[1], "frame \xEF\xBF\xBD\xEF\xBF\xBD done");
+  EXPECT_TRUE(utf8::IsValid(run.status.message())) << run.status.message();
+  EXPECT_NE(run.status.message().find("ERROR: bad \xEF\xBF\xBD"), std::string::npos)
+      << run.status.message();
+}
+
+TEST_F(PluginHostTest, AnImageThatIsALinkIsRefused) {
+  programs_ = {"sh"};
+  const std::string secret = dir_ + "/secret.png";
+  std::ofstream(secret) << "not for the renderer";
+  RunOutcome run = Execute(
+      "command",
+      Command({"-c", "ln -s " + secret + " \"$1\"/frame_000001.png", "sh", "{output_dir}"}, "sh"));
+  EXPECT_EQ(run.status.code(), StatusCode::kPermissionDenied) << run.status.message();
+  EXPECT_NE(run.status.message().find("as a link or special file"), std::string::npos)
+      << run.status.message();
+}
+
+TEST_F(PluginHostTest, RenderersRunAsTheConfiguredUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to change user";
+  StatusOr<subprocess::Identity> nobody = subprocess::LookupUser("nobody");
+  ASSERT_TRUE(nobody.ok()) << nobody.status().message();
+  run_as_ = *nobody;
+  programs_ = {"id", "sh"};
+  RunOutcome run = Execute("command", Command({"-u"}, "id"));
+  ASSERT_GE(run.output.size(), 2u) << run.status.message();
+  EXPECT_EQ(run.output[1], std::to_string(nobody->uid));
+  run = Execute("command", Command({"-G"}, "id"));
+  ASSERT_GE(run.output.size(), 2u) << run.status.message();
+  EXPECT_EQ(run.output[1].find(" 0"), std::string::npos) << "no root group: " << run.output[1];
+  // It can write its images in the task folder (handed to it), and nothing of root's.
+  const std::string marker = dir_ + "/root-only";
+  ::mkdir(marker.c_str(), 0755);
+  run =
+      Execute("command",
+              Command({"-c", "touch \"$1\"/x && echo wrote; touch " + marker + "/y || echo refused",
+                       "sh", "{output_dir}"},
+                      "sh"));
+  ASSERT_GE(run.output.size(), 3u) << run.status.message();
+  EXPECT_EQ(run.output[1], "wrote");
+  EXPECT_EQ(run.output.back(), "refused");
+  EXPECT_FALSE(fs::exists(marker + "/y"));
 }
 
 TEST_F(PluginHostTest, CommandImagesAreReadPerFrame) {

@@ -2,9 +2,11 @@
 // ZeroMQ over TCP loopback) against a scheduler played by the test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "shared/curve.h"
@@ -70,6 +72,76 @@ TEST(WorkerConfig, DefaultsWhenEmpty) {
   EXPECT_EQ(c->heartbeat_interval_ms, 1000);
   EXPECT_EQ(c->heartbeat_liveness, 5);
   EXPECT_EQ(c->log_level, "info");
+}
+
+TEST(WorkerConfig, ConfinementKeysAreCheckedAndOffByDefault) {
+  StatusOr<WorkerConfig> c = ParseText("{}");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->command_programs.empty()) << "the command renderer is off by default";
+  EXPECT_TRUE(c->run_as.empty());
+  EXPECT_TRUE(c->input_roots.empty());
+  c = ParseText(
+      "worker:\n  command_programs: [ffmpeg, /opt/tools/render.sh]\n  run_as: render\n"
+      "  input_roots: [/mnt/projects]\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->command_programs, (std::vector<std::string>{"ffmpeg", "/opt/tools/render.sh"}));
+  EXPECT_EQ(c->run_as, "render");
+  EXPECT_EQ(c->input_roots, (std::vector<std::string>{"/mnt/projects"}));
+  // An environment override gives a list as comma-separated text.
+  c = ParseText("worker:\n  command_programs: 'ffmpeg,/opt/x'\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->command_programs, (std::vector<std::string>{"ffmpeg", "/opt/x"}));
+  for (const char* bad : {"bin/sh", "/opt/../bin/sh", "/opt/./x", "-c", "''"}) {
+    c = ParseText(std::string("worker:\n  command_programs: [") + bad + "]\n");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().message().rfind("worker.command_programs[0]: ", 0), 0u)
+        << c.status().message();
+  }
+  c = ParseText("worker:\n  input_roots: [mnt/projects]\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind("worker.input_roots[0]: must be an absolute path", 0), 0u);
+  c = ParseText("worker:\n  run_as: 'root; rm'\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "worker.run_as: 'root; rm' is not a user name");
+}
+
+TEST(WorkerConfig, ConfinementIsResolvedAgainstTheMachine) {
+  StatusOr<WorkerConfig> c = ParseText("worker:\n  run_as: no-such-user-here\n");
+  ASSERT_TRUE(c.ok());
+  StatusOr<Confinement> k = ResolveConfinement(*c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().message(),
+            "worker.run_as: user 'no-such-user-here' does not exist on this machine");
+  c = ParseText("worker:\n  input_roots: [/no/such/folder]\n");
+  ASSERT_TRUE(c.ok());
+  k = ResolveConfinement(*c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().message(),
+            "worker.input_roots[0]: '/no/such/folder' is not a folder on this machine");
+  // Roots are kept canonical: what a scene's path is compared with after its own resolution.
+  const std::string link = ::testing::TempDir() + "/roots-link-" + std::to_string(::getpid());
+  std::filesystem::remove(link);
+  std::filesystem::create_directory_symlink("/usr", link);
+  c = ParseText("worker:\n  input_roots: [" + link + "]\n");
+  ASSERT_TRUE(c.ok());
+  k = ResolveConfinement(*c);
+  std::filesystem::remove(link);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->input_roots, (std::vector<std::string>{"/usr"}));
+  // Another user while the worker is not root: refused at start.
+  c = ParseText("worker:\n  run_as: nobody\n");
+  ASSERT_TRUE(c.ok());
+  k = ResolveConfinement(*c);
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    ASSERT_TRUE(k->run_as.has_value());
+    EXPECT_EQ(k->run_as->user, "nobody");
+  } else {
+    ASSERT_FALSE(k.ok());
+    EXPECT_NE(k.status().message().find("not root, so it cannot run renderers as nobody"),
+              std::string::npos)
+        << k.status().message();
+  }
 }
 
 TEST(WorkerConfig, ExampleConfigParses) {
