@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "shared/file_io.h"
+#include "shared/yaml_util.h"
 
 namespace tessera::cli {
 
@@ -90,12 +91,9 @@ StatusOr<Connection> ResolveConnection(Connection c) {
   std::error_code ec;
   const bool required = !Env("TESSERA_CONFIG").empty();
   if (!path.empty() && (required || fs::exists(path, ec))) {
-    YAML::Node root;
-    try {
-      root = YAML::LoadFile(path);
-    } catch (const YAML::Exception& e) {
-      return Status::InvalidArgument("config " + path + ": " + e.what());
-    }
+    StatusOr<std::string> text = file_io::ReadAll(path);
+    if (!text.ok()) return Status::InvalidArgument("config " + path + ": cannot read it");
+    TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(*text, "config " + path));
     if (!root.IsNull() && !root.IsMap()) {
       return Status::InvalidArgument("config " + path +
                                      ": expected a map (server, token, token_file, ca_file)");
@@ -195,7 +193,15 @@ StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {
   if (!http_->is_valid()) {
     return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");
   }
-  httplib::Result result = http_->Post(path, body.dump(), "application/json");
+  std::string text;
+  try {
+    text = body.dump();
+  } catch (const json::exception& e) {
+    // Text that is not UTF-8 cannot be JSON: say so instead of sending nothing.
+    return Status::InvalidArgument(std::string("the request holds text that is not UTF-8 (") +
+                                   e.what() + ")");
+  }
+  httplib::Result result = http_->Post(path, text, "application/json");
   if (!result) return Status::Unavailable(TransportReason(result.error()));
   return Decode("POST", path, result->status, result->body);
 }

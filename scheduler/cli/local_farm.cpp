@@ -394,6 +394,11 @@ int LocalFarm::Run() {
                "the API takes no tokens; run tessera-scheduler with its defaults "
                "(broker.security: curve, api.auth: token) for a networked farm"
             << std::endl;
+  // Its workers run as this user with no worker config: the path tracer and the renderers they
+  // find (POV-Ray, Blender), never a program a job names.
+  std::cout << "The command renderer is off on these workers (worker.command_programs is empty); "
+               "a farm that needs it runs tessera-worker with a config that lists its programs"
+            << std::endl;
 
   while (true) {
     int sig = gate_.Wait(std::chrono::seconds(1));

@@ -1,7 +1,9 @@
 #pragma once
 // `tessera up`: a whole farm on this machine — one tessera-scheduler whose autoscaler keeps N
 // local tessera-workers (node group `local`, the local provider) — kept in the foreground until
-// SIGINT/SIGTERM.
+// SIGINT/SIGTERM. Its workers have no worker config: they render with the path tracer and the
+// renderers they find, read no files by absolute path and run no program a job names (the
+// command renderer is off: worker.command_programs is empty).
 
 #include <string>
 

@@ -9,6 +9,7 @@
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/completion.h"
 #include "scheduler/cli/local_farm.h"
+#include "shared/utf8.h"
 
 namespace {
 
@@ -71,9 +72,24 @@ std::optional<int64_t> ParseDuration(const std::string& text) {
   return std::stoll(digits) * unit;
 }
 
+int Main(int argc, char** argv);
+
 }  // namespace
 
+// No exception ends the CLI with an abort: a library that throws (a JSON dump of text that is not
+// UTF-8, an allocation) is reported like any other error.
 int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << tessera::utf8::Sanitize(e.what()) << "\n";
+    return tessera::cli::kExitFailure;
+  }
+}
+
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"tessera: submit and watch render jobs on a Tessera farm"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
@@ -278,6 +294,18 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : tessera::cli::kExitUsage;
   }
 
+  // Arguments that become names, notes and filters travel as JSON text: refused here, naming the
+  // option and the byte, when they are not UTF-8.
+  for (const auto& [value, option] :
+       {std::pair{&job_query.user, "--user"}, std::pair{&job_query.project, "--project"},
+        std::pair{&job_query.state, "--state"}, std::pair{&token_user, "--user"},
+        std::pair{&token_role, "--role"}, std::pair{&note, "--note"},
+        std::pair{&worker_name, "NAME"}, std::pair{&frames, "FRAMES"}}) {
+    if (tessera::Status s = tessera::utf8::Check(*value, option); !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      return tessera::cli::kExitUsage;
+    }
+  }
   if (up_cmd->parsed()) return tessera::cli::RunUp(up);
   if (completion->parsed()) {
     std::cout << (shell == "zsh" ? tessera::cli::ZshCompletion(app)
@@ -342,3 +370,5 @@ int main(int argc, char** argv) {
   }
   return tessera::cli::kExitUsage;
 }
+
+}  // namespace

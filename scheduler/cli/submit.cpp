@@ -17,6 +17,7 @@
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 #include "shared/sha256.h"
+#include "shared/utf8.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::cli {
@@ -111,6 +112,25 @@ void LearnNativePlugins(const ClientOptions& options, const std::string& job_tex
   }
 }
 
+// Whose job it is when the job file does not say: the token's user when a token is given (a
+// farm with tokens refuses a job of anyone else), else the login name.
+std::string DefaultUser(const ClientOptions& options, ApiClient& client) {
+  if (!options.connection.token.empty()) {
+    StatusOr<json> me = client.Get("/api/v1/whoami");
+    if (me.ok() && me->is_object() && me->value("auth", "") == "token") {
+      const std::string user = me->value("user", "");
+      if (!user.empty()) return user;
+    }
+  }
+  const char* login = std::getenv("USER");
+  if (login == nullptr || *login == '\0') return "";
+  std::string name = std::string(login).substr(0, spec::kMaxNameLength);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
+  return name;
+}
+
 }  // namespace
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file) {
@@ -138,6 +158,10 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
                         "larger than " + std::to_string(spec::kMaxSceneBytes) + " bytes");
     }
     scene_text = std::move(read).value();
+    // Stored and shown as text: refused here with the offset, as the scheduler would.
+    if (Status s = utf8::Check(scene_text, "scene"); !s.ok()) {
+      return LocalError(scene_path.string(), s.message());
+    }
     // A plugin's scene is the renderer's own text (.pov, .py): the renderer reads it.
     if (!job->uses_plugin()) {
       StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
@@ -191,13 +215,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
     body["assets"] = std::move(assets);
   }
   // Fair share counts jobs per user; a job file may name its user itself.
-  if (const char* user = std::getenv("USER"); user && *user) {
-    std::string name = std::string(user).substr(0, spec::kMaxNameLength);
-    for (char& c : name) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-    }
-    body["user"] = name;
-  }
+  if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
   StatusOr<json> reply = client.Post("/api/v1/jobs", body);
   if (!reply.ok()) return ReportError(client.server_url(), reply.status());
   const json& submitted = (*reply).contains("job") ? (*reply)["job"] : *reply;

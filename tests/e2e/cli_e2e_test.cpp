@@ -121,6 +121,31 @@ TEST_F(CliE2eTest, SubmitRejectsBadJobFilesWithoutAServer) {
   }
 }
 
+TEST_F(CliE2eTest, BytesThatAreNotUtf8AreAnErrorNotACrash) {
+  Write("scene.yaml", kTinyScene);
+  // In the job file: refused with the byte offset (the CLI used to abort in a JSON dump).
+  const std::string text = "name: a\nscene: scene.yaml\nframes: 1\ntags: [\xff\xfe]\n";
+  std::string job = Write("job.yaml", text);
+  RunResult r = Tessera({"submit", job, "--server", dead_server_});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("job: not valid UTF-8 (byte " + std::to_string(text.find('\xff')) + ")"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << r.err;
+  // In a plugin's scene file, which the CLI does not parse but sends as text.
+  Write("a.pov", "sphere { 0, 1 } // caf\xe9\n");
+  job = Write("pov.yaml", "name: a\nrenderer: povray\nscene: a.pov\nframes: 1\n");
+  r = Tessera({"submit", job, "--server", dead_server_});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("a.pov: scene: not valid UTF-8 (byte 19)"), std::string::npos) << r.err;
+  // In an argument that becomes a name.
+  r = Tessera(
+      {"token", "create", "--user", "ana\xff", "--role", "submitter", "--server", dead_server_});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--user: not valid UTF-8 (byte 3)"), std::string::npos) << r.err;
+}
+
 TEST_F(CliE2eTest, SubmitNamesTheSceneFileForSceneErrors) {
   std::string scene = kTinyScene;
   scene.replace(scene.find("height: 48"), 10, "height: -4");

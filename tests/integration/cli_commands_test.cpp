@@ -188,5 +188,31 @@ TEST_F(CliCommandsTest, WorkerCommandsDrainAndNameUnknownWorkers) {
   EXPECT_TRUE(WaitFor([&] { return !farm_.worker("w1").running(); }, 30s));
 }
 
+TEST_F(CliCommandsTest, SubmitDefaultsTheUserToTheTokensUser) {
+  // A submitter token for ana, used from a login named otherwise: the job is ana's (the farm
+  // refuses a submitter's job for anyone else, so $USER as the default always failed).
+  int status = 0;
+  nlohmann::json created = farm_.Post(
+      "/api/v1/tokens", {{"user", "ana"}, {"role", "submitter"}, {"note", "cli test"}}, &status);
+  ASSERT_EQ(status, 201) << created.dump();
+  const std::string file = farm_.dir() + "/mine.yaml";
+  WriteFile(file, "name: mine\nrenderer: noop\nframes: 1\n");
+  e2e::RunResult r =
+      e2e::RunProcess({Bin("tessera"), "submit", file}, 60s,
+                      {"TESSERA_SERVER=" + farm_.api_url(),
+                       "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=bob"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = r.out.substr(0, r.out.find_first_not_of("0123456789"));
+  ASSERT_FALSE(id.empty()) << r.out;
+  EXPECT_EQ(farm_.Get("/api/v1/jobs/" + id)["job"]["user"], "ana");
+  // A job file that names its user still wins (and is refused for another user's token).
+  WriteFile(file, "name: theirs\nrenderer: noop\nframes: 1\nuser: bob\n");
+  r = e2e::RunProcess({Bin("tessera"), "submit", file}, 60s,
+                      {"TESSERA_SERVER=" + farm_.api_url(),
+                       "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=ana"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "this token submits as 'ana', not 'bob'")) << r.err;
+}
+
 }  // namespace
 }  // namespace tessera::testing
