@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -111,7 +112,8 @@ void StateSamples(Exposition& out, std::string_view name, const std::vector<std:
 
 }  // namespace
 
-std::string RenderMetrics(store::Store& store, broker::Broker& broker) {
+std::string RenderMetrics(store::Store& store, broker::Broker& broker,
+                          const http::ServerCounters& api) {
   using store::JobState, store::TaskState, store::WorkerState;
   Exposition out;
   out.Family("tessera_build_info", "gauge", "Tessera scheduler build; the value is always 1.");
@@ -191,6 +193,29 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker) {
   out.Family("tessera_result_bytes_buffered", "gauge",
              "Bytes of large worker results being received in pieces.");
   out.Sample("tessera_result_bytes_buffered", static_cast<double>(counters.result_bytes_buffered));
+
+  // The API's own health under load or abuse.
+  for (auto [name, type, help, value] : {
+           std::tuple{"tessera_api_connections", "gauge", "Open HTTP API connections.",
+                      api.open_connections},
+           std::tuple{"tessera_api_event_streams", "gauge", "Open event streams (/api/v1/events).",
+                      api.open_streams},
+           std::tuple{"tessera_api_connections_refused_total", "counter",
+                      "API connections refused at accept: over api.max_connections_per_client "
+                      "or api.max_connections.",
+                      api.refused_connections},
+           std::tuple{"tessera_api_requests_timed_out_total", "counter",
+                      "API requests cut off because a phase (headers, body, response) ran past "
+                      "its deadline.",
+                      api.timed_out},
+           std::tuple{"tessera_api_requests_rejected_total", "counter",
+                      "API requests refused before routing: malformed, over a size limit, or not "
+                      "valid UTF-8.",
+                      api.rejected_requests},
+       }) {
+    out.Family(name, type, help);
+    out.Sample(name, static_cast<double>(value));
+  }
   return out.Take();
 }
 

@@ -20,6 +20,11 @@
 //   tessera_render_seconds_total        counter  lease start to done of the completing copies
 //   tessera_assembly_seconds_total      counter  assembler thread time (frames and parts)
 //   tessera_frames_assembled_total      counter  output frames written, whole or from parts
+//   tessera_api_connections             gauge    open HTTP connections
+//   tessera_api_event_streams           gauge    open event streams
+//   tessera_api_connections_refused_total  counter  refused over a connection cap
+//   tessera_api_requests_timed_out_total   counter  a request phase ran past its deadline
+//   tessera_api_requests_rejected_total    counter  malformed, too large, or not UTF-8
 //
 // A store read that fails leaves its families out (and says why in a comment line): the scrape
 // still succeeds, and the missing series are what an alert sees.
@@ -29,10 +34,12 @@
 #include <string>
 
 #include "scheduler/broker/broker.h"
+#include "scheduler/http/server.h"
 #include "scheduler/store/store.h"
 
 namespace tessera::api {
 
-std::string RenderMetrics(store::Store& store, broker::Broker& broker);
+std::string RenderMetrics(store::Store& store, broker::Broker& broker,
+                          const http::ServerCounters& api);
 
 }  // namespace tessera::api

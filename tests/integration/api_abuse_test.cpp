@@ -118,6 +118,13 @@ std::string Post(const std::string& target, const std::string& token, const std:
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
+// The value of an unlabelled sample in the scheduler's /metrics, or -1.
+double Metric(int port, const std::string& token, const std::string& name) {
+  const std::string body = BodyOf(Exchange(port, Get("/metrics", token)));
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
+}
+
 bool Healthy(int port) {
   return StatusOf(Exchange(port, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
                            "127.0.0.1", 5s)) == 200;
@@ -182,6 +189,7 @@ TEST(ApiAbuseTest, HeaderFloodsAnd431AndOversizedBodies413) {
                                 farm.token() + "\r\nContent-Length: 4000000000\r\n\r\n{";
   EXPECT_EQ(StatusOf(Exchange(port, huge_body)), 413);
   EXPECT_TRUE(Healthy(port)) << farm.SchedulerLog();
+  EXPECT_EQ(Metric(port, farm.token(), "tessera_api_requests_rejected_total"), 4);
 }
 
 TEST(ApiAbuseTest, IdleAndDribblingConnectionsNeitherStarveRequestsNorStayForever) {
@@ -265,6 +273,7 @@ TEST(ApiAbuseTest, ConnectionsPerClientAddressAreCapped) {
   }
   EXPECT_TRUE(served_again);
   for (int fd : held) close(fd);
+  EXPECT_EQ(Metric(port, farm.token(), "tessera_api_connections_refused_total"), 1);
 }
 
 TEST(ApiAbuseTest, EventStreamsHoldNoHandlerThreadsAndAreCapped) {
@@ -297,6 +306,21 @@ TEST(ApiAbuseTest, EventStreamsHoldNoHandlerThreadsAndAreCapped) {
     close(fd);
   }
   EXPECT_EQ(told, 40);
+}
+
+TEST(ApiAbuseTest, DashboardPagesMayNotBeFramed) {
+  LocalFarm farm("abuse-frames");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  for (const char* page : {"/", "/app.js"}) {
+    const std::string reply =
+        Exchange(PortOf(farm),
+                 std::string("GET ") + page + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(StatusOf(reply), 200) << page;
+    const std::string head = reply.substr(0, reply.find("\r\n\r\n"));
+    EXPECT_NE(head.find("X-Frame-Options: DENY"), std::string::npos) << head;
+    EXPECT_NE(head.find("frame-ancestors 'none'"), std::string::npos) << head;
+    EXPECT_NE(head.find("X-Content-Type-Options: nosniff"), std::string::npos) << head;
+  }
 }
 
 }  // namespace

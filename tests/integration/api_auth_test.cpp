@@ -1,7 +1,8 @@
 // The HTTP API's credentials, against a real scheduler: bearer tokens with roles on every
 // endpoint, submitters confined to their own jobs, revocation and expiry, tokens stored only as
-// hashes and surviving a restart; HTTPS with TLS 1.2 or later; and the CLI finding its server
-// and token in flags, the environment and its config file.
+// hashes and surviving a restart; HTTPS with TLS 1.2 (or 1.3) or later; output folders and
+// dependencies a submitter may name, and the server paths a viewer may not see; and the CLI
+// finding its server and token in flags, the environment and its config file.
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -307,6 +308,24 @@ TEST(ApiAuthTest, HttpsServesTls12AndLaterOnly) {
   EXPECT_TRUE(Contains(untrusted.err, "TLS certificate not trusted")) << untrusted.err;
 }
 
+TEST(ApiAuthTest, HttpsCanRequireTls13) {
+  LocalFarm farm("auth-tls13");
+  std::string cert, key;
+  if (!MakeCertificate(farm.dir(), &cert, &key)) {
+    GTEST_SKIP() << "the openssl tool cannot make a test certificate (apt-get install openssl)";
+  }
+  farm.AppendSchedulerConfig("api:\n  tls_cert_file: " + cert + "\n  tls_key_file: " + key +
+                             "\n  tls_min_version: \"1.3\"\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const int port = std::stoi(farm.api_url().substr(farm.api_url().rfind(':') + 1));
+  EXPECT_TRUE(Handshake(port, TLS1_3_VERSION));
+  EXPECT_FALSE(Handshake(port, TLS1_2_VERSION));
+  farm.set_ca_file(cert);
+  int status = 0;
+  farm.Get("/api/v1/whoami", &status);
+  EXPECT_EQ(status, 200);
+}
+
 // ---- the CLI's credentials ------------------------------------------------------------------
 
 TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
@@ -388,6 +407,94 @@ TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
       run({"token", "create", "--user", "d", "--role", "viewer", "--ttl", "soon"}, as_admin);
   EXPECT_EQ(bad_ttl.exit_code, 2);
   EXPECT_TRUE(Contains(bad_ttl.err, "--ttl")) << bad_ttl.err;
+}
+
+// ---- what a submitter may write and see -----------------------------------------------------
+
+int SubmitAs(LocalFarm& farm, const std::string& token, const std::string& job_yaml,
+             nlohmann::json* reply) {
+  return StatusAs(farm, token, "POST", "/api/v1/jobs", {{"job_yaml", job_yaml}}, reply);
+}
+
+TEST(ApiAuthTest, AJobsOutputFolderIsItsOwn) {
+  LocalFarm farm("auth-folders");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string ana = CreateToken(farm, "ana", "submitter");
+  const std::string bob = CreateToken(farm, "bob", "submitter");
+  const std::string into_a = kNoopJob + "output:\n  directory: shots/a\n";
+  nlohmann::json reply;
+  ASSERT_EQ(SubmitAs(farm, ana, into_a, &reply), 201) << reply.dump();
+  const int64_t first = reply["job"]["id"];
+
+  // Another user may not write into it (not even through another spelling of the path)...
+  for (const std::string dir : {"shots/a", "shots/a/"}) {
+    EXPECT_EQ(SubmitAs(farm, bob, kNoopJob + "output:\n  directory: " + dir + "\n", &reply), 403)
+        << dir << ": " << reply.dump();
+    EXPECT_TRUE(Contains(reply.value("error", ""), "output.directory")) << reply.dump();
+    EXPECT_TRUE(Contains(reply.value("error", ""), "job " + std::to_string(first))) << reply.dump();
+  }
+  // ... nor, with reuse, even if asked.
+  EXPECT_EQ(SubmitAs(farm, bob, into_a + "  reuse: true\n", &reply), 403) << reply.dump();
+  // Its owner only when asking explicitly.
+  EXPECT_EQ(SubmitAs(farm, ana, into_a, &reply), 409) << reply.dump();
+  EXPECT_TRUE(Contains(reply.value("error", ""), "output.reuse")) << reply.dump();
+  EXPECT_EQ(SubmitAs(farm, ana, into_a + "  reuse: true\n", &reply), 201) << reply.dump();
+  // Refusals stored nothing: two jobs in all.
+  int status = 0;
+  EXPECT_EQ(farm.Get("/api/v1/jobs", &status)["jobs"].size(), 2u);
+  // Default folders (<name>-<id>) never collide.
+  EXPECT_EQ(SubmitAs(farm, bob, kNoopJob, &reply), 201) << reply.dump();
+}
+
+TEST(ApiAuthTest, DependenciesMustNameJobsThatExist) {
+  LocalFarm farm("auth-deps");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  nlohmann::json reply;
+  const std::string admin = farm.token();
+  ASSERT_EQ(SubmitAs(farm, admin, kNoopJob, &reply), 201) << reply.dump();
+  const int64_t first = reply["job"]["id"];
+  int64_t newest = first;
+  for (const std::string field : {"depends_on", "frame_depends_on"}) {
+    // The id the next job will get is not a job yet: naming it (a job waiting on itself
+    // forever) is refused like any other id that does not exist.
+    for (int64_t id : {newest + 1, int64_t{999999}}) {
+      const std::string job =
+          kNoopJob + field + ": [" + std::to_string(first) + ", " + std::to_string(id) + "]\n";
+      EXPECT_EQ(SubmitAs(farm, admin, job, &reply), 400) << job << reply.dump();
+      EXPECT_TRUE(Contains(reply.value("error", ""),
+                           field + "[1]: job " + std::to_string(id) + " does not exist"))
+          << reply.dump();
+    }
+    ASSERT_EQ(
+        SubmitAs(farm, admin, kNoopJob + field + ": [" + std::to_string(first) + "]\n", &reply),
+        201)
+        << reply.dump();
+    newest = reply["job"]["id"];
+  }
+}
+
+TEST(ApiAuthTest, ViewersSeeNoServerPaths) {
+  LocalFarm farm("auth-paths");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string ana = CreateToken(farm, "ana", "submitter");
+  const std::string viewer = CreateToken(farm, "vic", "viewer");
+  nlohmann::json reply;
+  ASSERT_EQ(SubmitAs(farm, ana, kNoopJob + "output:\n  directory: shots/p\n", &reply), 201);
+  const std::string path = "/api/v1/jobs/" + std::to_string(reply["job"]["id"].get<int64_t>());
+  const std::string absolute = reply["job"]["output_dir"];
+  EXPECT_EQ(absolute.front(), '/') << absolute;
+
+  // The owner and the admin see where the frames are on the scheduler's disk...
+  ASSERT_EQ(StatusAs(farm, ana, "GET", path, {}, &reply), 200);
+  EXPECT_EQ(reply["job"]["output_dir"], absolute);
+  ASSERT_EQ(StatusAs(farm, farm.token(), "GET", path, {}, &reply), 200);
+  EXPECT_EQ(reply["job"]["output_dir"], absolute);
+  // ... a viewer only the folder under the output root, in the job and in the list.
+  ASSERT_EQ(StatusAs(farm, viewer, "GET", path, {}, &reply), 200);
+  EXPECT_EQ(reply["job"]["output_dir"], "shots/p");
+  ASSERT_EQ(StatusAs(farm, viewer, "GET", "/api/v1/jobs", {}, &reply), 200);
+  EXPECT_EQ(reply["jobs"][0]["output_dir"], "shots/p");
+  EXPECT_FALSE(Contains(reply.dump(), farm.dir())) << reply.dump();
 }
 
 }  // namespace
