@@ -214,7 +214,8 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   const double first_load_ms = std::stod(
       browser_->Evaluate("document.documentElement.dataset.firstPaintMs")->get<std::string>());
   std::printf("dashboard first load (navigation start to jobs table): %.0f ms\n", first_load_ms);
-  EXPECT_LT(first_load_ms, 5000);
+  // The README's target is 1 s; a shared CI machine gets twice that before this fails.
+  EXPECT_LT(first_load_ms, 2 * 1000);
 
   // ---- the finished job: a thumbnail for every frame ----
   ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(done)));
@@ -222,15 +223,12 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   EXPECT_EQ(Count(".frame"), 8);
   EXPECT_EQ(Count(".frame.f-done"), 8);
   farm.Get("/api/v1/jobs/" + std::to_string(done) + "/frames", &status);
-  if (status == 200) {
-    EXPECT_TRUE(
-        browser_->WaitFor("[...document.querySelectorAll('.frame img')].filter(i => i.complete && "
-                          "i.naturalWidth > 0).length === 8",
-                          15s))
-        << Dom();
-  } else {
-    std::printf("NOTE: GET /api/v1/jobs/ID/frames answered %d: thumbnails not checked\n", status);
-  }
+  ASSERT_EQ(status, 200) << "the frames the page shows come from this endpoint";
+  EXPECT_TRUE(
+      browser_->WaitFor("[...document.querySelectorAll('.frame img')].filter(i => i.complete && "
+                        "i.naturalWidth > 0).length === 8",
+                        15s))
+      << Dom();
   Snapshot("job-done");
 
   // ---- the failed job: its task's message, and its log when opened ----
@@ -295,13 +293,28 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   EXPECT_EQ(Count(".actions"), 0) << Text("#view");
   EXPECT_NE(Text("#who").find("viewer"), std::string::npos);
 
-  // ---- the scheduler goes away: a banner, and the page keeps what it showed ----
+  // ---- live: a job submitted while the page is open appears and finishes on it ----
   ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs"));
   ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  ASSERT_EQ(Count("tr.job-row"), 3);
+  browser_->Evaluate("window.__sameDocument = true");  // gone if the page reloads
+  const int64_t live =
+      farm.Submit("name: live-one\nscene: s\nframes: 1-2\n", TinySceneYaml(), &error);
+  ASSERT_GT(live, 0) << error;
+  const std::string live_row =
+      "[...document.querySelectorAll('tr.job-row')].find(r => "
+      "r.querySelector('.job-name').textContent === 'live-one')";
+  EXPECT_TRUE(browser_->WaitFor(live_row, 15s)) << Dom();
+  EXPECT_TRUE(browser_->WaitFor(live_row + "?.querySelector('.badge').textContent === 'done'", 60s))
+      << Dom();
+  EXPECT_EQ(browser_->Evaluate("window.__sameDocument === true"), json(true))
+      << "the page was reloaded instead of updated";
+
+  // ---- the scheduler goes away: a banner, and the page keeps what it showed ----
   farm.KillScheduler();
   ASSERT_TRUE(browser_->WaitFor("!document.getElementById('banner').hidden", 15s)) << Dom();
   EXPECT_NE(Text("#banner").find("Cannot reach the scheduler"), std::string::npos);
-  EXPECT_EQ(Count("tr.job-row"), 3);
+  EXPECT_EQ(Count("tr.job-row"), 4);
   Snapshot("unreachable");
 }
 
