@@ -384,12 +384,14 @@ SimResult Simulate(uint64_t seed, const std::vector<NodeGroup>& groups, const Se
   return r;
 }
 
-TEST(AutoscalerSimTest, ADayOfSubmissionsCostsWithinAStatedFactorOfTheCheapestSchedule) {
+// One simulated day: every job finishes, the budget is never exceeded, and every missed deadline
+// was flagged by the policy beforehand. Returns cost / lower bound.
+double CheckADay(uint64_t seed, bool print) {
   const std::vector<NodeGroup> groups = Groups();
   Settings settings;  // the defaults: a 15 min horizon, 5 min grace, 10 min cooldown
   settings.budget_per_hour = 40;
-  ASSERT_EQ(WhyInvalid(groups, settings), "");
-  const SimResult r = Simulate(20240611, groups, settings);
+  EXPECT_EQ(WhyInvalid(groups, settings), "");
+  const SimResult r = Simulate(seed, groups, settings);
 
   int finished = 0, deadlines = 0, met = 0;
   for (const Job& j : r.jobs) {
@@ -400,33 +402,52 @@ TEST(AutoscalerSimTest, ADayOfSubmissionsCostsWithinAStatedFactorOfTheCheapestSc
       ++met;
     } else {
       EXPECT_TRUE(r.flagged_misses.count(j.id))
-          << "job " << j.id << " missed its deadline by " << j.finished - *j.deadline
+          << "seed " << seed << ": job " << j.id << " missed its deadline by "
+          << j.finished - *j.deadline
           << " s, and the policy never said the budget or a limit would not allow it";
     }
   }
   const double ratio = r.cost / r.bound;
-  std::printf(
-      "autoscaler sim: %zu jobs, %lld tasks over %.1f h: cost $%.2f, lower bound $%.2f, ratio "
-      "%.3f; mean wait from submission to a task's start %.1f min (to a job's first task %.1f "
-      "min); deadlines met %d/%d; %d nodes launched, %d spot reclaims (%.1f node-h redone), %d "
-      "spot provider errors; peak spend $%.2f/h (cap $%.0f/h), budget cap binding in %d of %.0f "
-      "ticks\n",
-      r.jobs.size(), static_cast<long long>(r.tasks_started), r.hours, r.cost, r.bound, ratio,
-      r.task_wait_s / std::max<int64_t>(1, r.tasks_started) / 60,
-      r.first_task_wait_s / r.jobs.size() / 60, met, deadlines, r.launched, r.reclaims,
-      r.redone_s / 3600, r.provider_errors, r.max_spend, settings.budget_per_hour,
-      r.budget_held_ticks, r.hours * 60);
-
+  if (print) {
+    std::printf(
+        "autoscaler sim, seed %llu: %zu jobs, %lld tasks over %.1f h: cost $%.2f, lower bound "
+        "$%.2f, ratio %.3f; mean wait from submission to a task's start %.1f min (to a job's "
+        "first task %.1f min); deadlines met %d/%d; %d nodes launched, %d spot reclaims (%.1f "
+        "node-h redone), %d spot provider errors; peak spend $%.2f/h (cap $%.0f/h), budget cap "
+        "binding in %d of %.0f ticks\n",
+        static_cast<unsigned long long>(seed), r.jobs.size(),
+        static_cast<long long>(r.tasks_started), r.hours, r.cost, r.bound, ratio,
+        r.task_wait_s / std::max<int64_t>(1, r.tasks_started) / 60,
+        r.first_task_wait_s / r.jobs.size() / 60, met, deadlines, r.launched, r.reclaims,
+        r.redone_s / 3600, r.provider_errors, r.max_spend, settings.budget_per_hour,
+        r.budget_held_ticks, r.hours * 60);
+  }
   // Nothing starves to save money: every job finishes. The budget is never exceeded.
-  EXPECT_EQ(finished, static_cast<int>(r.jobs.size()));
-  EXPECT_GT(deadlines, 5);
-  EXPECT_LE(r.max_spend, settings.budget_per_hour + 1e-9);
-  // The stated factor: at most 1.75x the cheapest possible schedule. Measured: 1.64 here; over
-  // seeds 1..30 of this scenario 1.34..2.17 (median 1.7) -- the bound is loose where the two
-  // reserved nodes idle at night (it lets them absorb a day's on-demand-only work) and where
-  // spot runs at max, and it pays nothing for boots, idle grace minutes, the hysteresis margin,
-  // work lost to reclaims, or on-demand cover during spot back-offs.
-  EXPECT_LE(ratio, 1.75);
+  EXPECT_EQ(finished, static_cast<int>(r.jobs.size())) << "seed " << seed;
+  EXPECT_GT(deadlines, 5) << "seed " << seed;
+  EXPECT_LE(r.max_spend, settings.budget_per_hour + 1e-9) << "seed " << seed;
+  return ratio;
+}
+
+TEST(AutoscalerSimTest, DaysOfSubmissionsCostWithinStatedFactorsOfTheCheapestSchedule) {
+  // Thirty different days (seeds 1..30), not one chosen one. The stated factors: the median day
+  // at most 1.75x the cheapest possible schedule, no day over 2.25x. Measured: median 1.7, range
+  // 1.34..2.17. The bound is loose where the two reserved nodes idle at night (it lets them absorb
+  // a day's on-demand-only work) and where spot runs at max, and it pays nothing for boots, idle
+  // grace minutes, the hysteresis margin, work lost to reclaims, or on-demand cover during spot
+  // back-offs.
+  std::vector<double> ratios;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    const double ratio = CheckADay(seed, /*print=*/seed == 1);
+    EXPECT_LE(ratio, 2.25) << "seed " << seed;
+    ratios.push_back(ratio);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double median = (ratios[14] + ratios[15]) / 2;
+  std::printf(
+      "autoscaler sim over seeds 1..30: cost / lower bound median %.3f, min %.3f, max %.3f\n",
+      median, ratios.front(), ratios.back());
+  EXPECT_LE(median, 1.75);
 }
 
 }  // namespace
