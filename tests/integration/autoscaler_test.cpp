@@ -253,8 +253,17 @@ TEST_F(AutoscalerTest, SpotNodeTakenBackBacksOffTheGroupAndOnDemandCovers) {
   ASSERT_EQ(done.value("state", ""), "done") << done.dump();
   EXPECT_TRUE(reclaimed) << farm_->Get("/api/v1/autoscaler").dump(2);
   EXPECT_TRUE(Decided(farm_->Get("/api/v1/autoscaler"), "give-up", "taken back"));
-  // The lost task was not charged against its retries, and on-demand finished the work.
+  // The lost task ran again (a later attempt) without being charged against its retries, and
+  // on-demand finished the work.
   EXPECT_EQ(done["tasks"]["failed"], 0);
+  const nlohmann::json tasks =
+      farm_->Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
+  int rerun = 0;
+  for (const auto& t : tasks) {
+    EXPECT_EQ(t["failures"], 0) << t.dump();
+    rerun += t["attempt"].get<int>() > 1;
+  }
+  EXPECT_GE(rerun, 1) << "the task the reclaimed node held was run again: " << tasks.dump();
   int on_demand = 0;
   const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
   for (const auto& w : workers) on_demand += w["node_group"] == "od";
