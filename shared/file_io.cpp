@@ -1,10 +1,12 @@
 #include "shared/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -37,6 +39,16 @@ Status WriteAtomically(const std::string& path, const std::vector<std::string_vi
     const std::string why = std::strerror(ok ? errno : saved_errno);
     ::unlink(tmp.c_str());
     return Status::Internal("cannot write " + path + ": " + why);
+  }
+  return Status::Ok();
+}
+
+Status MakePrivateDirectory(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && (errno != EEXIST || ::chmod(dir.c_str(), 0700) != 0)) {
+    return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
   }
   return Status::Ok();
 }

@@ -21,4 +21,9 @@ Status WriteAtomically(const std::string& path, const std::vector<std::string_vi
 // The whole file (NotFound when it cannot be opened).
 StatusOr<std::string> ReadAll(const std::string& path);
 
+// Data files (the database, blobs, parts, keys, the worker's spool and cache) are the daemon's
+// user's alone: files mode 0600, folders 0700. Creates `dir` (mode 0700; missing parents with
+// the usual mode) or, when it exists, makes it 0700.
+Status MakePrivateDirectory(const std::string& dir);
+
 }  // namespace tessera::file_io

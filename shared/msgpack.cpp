@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "shared/utf8.h"
+
 namespace tessera::msgpack {
 
 // ---- Writer ----------------------------------------------------------------------------------
@@ -366,7 +368,11 @@ Status Reader::Skip(int depth) {
   }
 }
 
-Status Within(const std::string& where, const Status& s) {
+Status Within(const std::string& key, const Status& s) {
+  // A map's key is the peer's: what lands in a log line or an answer is valid and short.
+  constexpr size_t kMaxKeyBytes = 64;
+  std::string where = utf8::Sanitize(std::string_view(key).substr(0, kMaxKeyBytes));
+  if (key.size() > kMaxKeyBytes) where += "...";
   const std::string& m = s.message();
   // Paths join as "part.x0" and "running[2].attempt". The reader's own messages never contain
   // ": " nor start with '[', so either mark a message that already carries a path.

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "shared/utf8.h"
+
 namespace tessera::protocol {
 
 const char* MessageTypeName(MessageType type) {
@@ -124,6 +126,189 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
   if (frames.size() >= first + 3) env.payload = std::move(frames[first + 2]);
   for (size_t i = first + 3; i < frames.size(); ++i) env.extra.push_back(std::move(frames[i]));
   return env;
+}
+
+}  // namespace tessera::protocol
+
+// ---- the boundary checks --------------------------------------------------------------------
+
+namespace tessera::protocol {
+namespace {
+
+// An identifier: refused unless valid UTF-8 of at most `max` bytes.
+Status Name(const std::string& text, const std::string& field, size_t max = kMaxNameBytes) {
+  TSR_RETURN_IF_ERROR(utf8::Check(text, field));
+  if (text.size() > max) {
+    return Status::InvalidArgument(field + ": at most " + std::to_string(max) + " bytes (got " +
+                                   std::to_string(text.size()) + ")");
+  }
+  return Status::Ok();
+}
+
+Status Names(const std::vector<std::string>& list, const std::string& field,
+             size_t max_entries = kMaxListEntries) {
+  if (list.size() > max_entries) {
+    return Status::InvalidArgument(field + ": at most " + std::to_string(max_entries) +
+                                   " entries (got " + std::to_string(list.size()) + ")");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    TSR_RETURN_IF_ERROR(Name(list[i], field + "[" + std::to_string(i) + "]"));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Count(const std::vector<T>& list, const std::string& field, size_t max_entries) {
+  if (list.size() <= max_entries) return Status::Ok();
+  return Status::InvalidArgument(field + ": at most " + std::to_string(max_entries) +
+                                 " entries (got " + std::to_string(list.size()) + ")");
+}
+
+// Cuts `text` to at most `max` bytes without splitting a character.
+void CutTo(std::string& text, size_t max) {
+  if (text.size() <= max) return;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+}
+
+// Free text: made valid, then cut.
+void Text(std::string& text, size_t max = kMaxTextBytes) {
+  utf8::SanitizeInPlace(text);
+  CutTo(text, max);
+}
+
+// A log: made valid, and only its last kMaxTaskLogBytes kept (what the scheduler keeps anyway).
+void Log(std::string& log) {
+  utf8::SanitizeInPlace(log);
+  if (log.size() <= kMaxTaskLogBytes) return;
+  size_t from = log.size() - kMaxTaskLogBytes;
+  while (from < log.size() && (static_cast<unsigned char>(log[from]) & 0xC0) == 0x80) ++from;
+  log.erase(0, from);
+}
+
+Status Gpus(std::vector<GpuInfo>& gpus) {
+  TSR_RETURN_IF_ERROR(Count(gpus, "gpus", kMaxListEntries));
+  for (GpuInfo& g : gpus) {
+    Text(g.name);
+    Text(g.driver_version);
+    Text(g.runtime_version);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Check(Register& m) {
+  TSR_RETURN_IF_ERROR(Name(m.name, "name"));
+  if (m.name.empty()) return Status::InvalidArgument("name: must be 1..128 bytes");
+  Text(m.hostname);
+  Text(m.version);
+  Text(m.os);
+  Text(m.cpu_model);
+  for (std::string* s : {&m.cloud.provider, &m.cloud.region, &m.cloud.zone, &m.cloud.instance_type,
+                         &m.cloud.lifecycle}) {
+    Text(*s);
+  }
+  TSR_RETURN_IF_ERROR(Gpus(m.gpus));
+  TSR_RETURN_IF_ERROR(Names(m.backends, "backends"));
+  TSR_RETURN_IF_ERROR(Names(m.pools, "pools"));
+  TSR_RETURN_IF_ERROR(Names(m.tags, "tags"));
+  TSR_RETURN_IF_ERROR(Names(m.features, "features"));
+  TSR_RETURN_IF_ERROR(Count(m.running, "running", kMaxTaskRefs));
+  TSR_RETURN_IF_ERROR(Count(m.delivering, "delivering", kMaxTaskRefs));
+  TSR_RETURN_IF_ERROR(Count(m.plugins, "plugins", kMaxPlugins));
+  for (size_t i = 0; i < m.plugins.size(); ++i) {
+    PluginOffer& p = m.plugins[i];
+    const std::string at = "plugins[" + std::to_string(i) + "]";
+    TSR_RETURN_IF_ERROR(Name(p.name, at + ".name"));
+    TSR_RETURN_IF_ERROR(Names(p.capabilities, at + ".capabilities"));
+    TSR_RETURN_IF_ERROR(Name(p.declaration, at + ".declaration", kMaxDeclarationBytes));
+    Text(p.version);
+    Text(p.executable);
+    Text(p.description);
+  }
+  return Status::Ok();
+}
+
+Status Check(Enrol& m) {
+  TSR_RETURN_IF_ERROR(Name(m.name, "name"));
+  if (m.name.empty()) return Status::InvalidArgument("name: must be 1..128 bytes");
+  return Name(m.public_key, "public_key");
+}
+
+Status Check(Enrolled& m) { return Name(m.name, "name"); }
+
+Status Check(Reject& m) {
+  Text(m.reason, kMaxMessageTextBytes);
+  return Status::Ok();
+}
+
+Status Check(Heartbeat& m) {
+  TSR_RETURN_IF_ERROR(Count(m.running, "running", kMaxTaskRefs));
+  return Count(m.delivering, "delivering", kMaxTaskRefs);
+}
+
+Status Check(Assign& m) {
+  constexpr size_t kAny = kMaxMessageBytes;
+  TSR_RETURN_IF_ERROR(Name(m.scene_yaml, "scene_yaml", kAny));
+  TSR_RETURN_IF_ERROR(Name(m.renderer, "renderer"));
+  TSR_RETURN_IF_ERROR(Name(m.scene_name, "scene_name", kAny));
+  TSR_RETURN_IF_ERROR(Name(m.resume_checkpoint, "resume_checkpoint"));
+  TSR_RETURN_IF_ERROR(Count(m.gpus, "gpus", kMaxListEntries));
+  TSR_RETURN_IF_ERROR(Count(m.acks, "acks", kMaxTaskRefs));
+  for (const auto& [key, value] : m.settings) {
+    TSR_RETURN_IF_ERROR(Name(key, "settings", kAny));
+    TSR_RETURN_IF_ERROR(Name(value, "settings." + key, kAny));
+  }
+  for (const auto& [path, hash] : m.assets) {
+    TSR_RETURN_IF_ERROR(Name(path, "assets", kAny));
+    TSR_RETURN_IF_ERROR(Name(hash, "assets." + path));
+  }
+  TSR_RETURN_IF_ERROR(Name(m.output.dir, "output.dir", kAny));
+  TSR_RETURN_IF_ERROR(Name(m.output.pattern, "output.pattern", kAny));
+  return Names(m.output.formats, "output.formats");
+}
+
+Status Check(Progress& m) {
+  Text(m.message);
+  return Status::Ok();
+}
+
+Status Check(FrameResult& m) {
+  Text(m.backend);
+  TSR_RETURN_IF_ERROR(Names(m.channel_names, "channel_names", kMaxChannels));
+  return Name(m.encoding, "encoding");
+}
+
+Status Check(TaskDone& m) {
+  Log(m.log);
+  return Status::Ok();
+}
+
+Status Check(TaskFailed& m) {
+  Text(m.message, kMaxMessageTextBytes);
+  Log(m.log);
+  return Status::Ok();
+}
+
+Status Check(Handback& m) {
+  Text(m.reason, kMaxMessageTextBytes);
+  Log(m.log);
+  return Status::Ok();
+}
+
+Status Check(ChunkAck& m) {
+  Text(m.error, kMaxMessageTextBytes);
+  return Status::Ok();
+}
+
+Status Check(BlobRequest& m) { return Name(m.hash, "hash"); }
+
+Status Check(BlobData& m) {
+  TSR_RETURN_IF_ERROR(Name(m.hash, "hash"));
+  Text(m.error, kMaxMessageTextBytes);
+  return Status::Ok();
 }
 
 }  // namespace tessera::protocol

@@ -12,6 +12,9 @@
 // Conversation:
 //   worker -> kRegister(capabilities, renderer plugins)
 //                                              scheduler -> kWelcome(worker_id, timings) | kReject
+//   A worker's name belongs to its live connection: a kRegister under the name of a connection
+//   that is still alive (heartbeating, not closed) from another connection gets kReject with
+//   retry_after_ms (not now; try again once that one has gone), never the name.
 //   worker -> kHeartbeat every heartbeat_ms    scheduler -> kHeartbeatAck
 //   scheduler -> kAssign(task_id, attempt, ...)
 //   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed
@@ -32,7 +35,10 @@
 // Enrolment (CURVE farms): a new worker connects with the key pair derived from its join token,
 // sends kEnrol(name, its own public key) and gets kEnrolled (or kReject); it then reconnects
 // with its own key pair and registers. The scheduler's ZAP handler admits only the keys of
-// valid join tokens and of enrolled workers, and a join-token connection may only enrol.
+// valid join tokens and of enrolled workers, and a join-token connection may only enrol. A name
+// enrolled with a valid key is never enrolled again with another key (kReject), unless the
+// token was made for that name (a replacement machine: the old key's connection is dropped) or
+// an operator revoked and readmitted the name.
 //   scheduler -> kUnknownWorker when it gets a message from a peer it has not welcomed
 //                (e.g. after a scheduler restart, or after it declared the worker dead):
 //                the worker registers again.
@@ -73,6 +79,31 @@ inline constexpr int64_t kMaxMessageBytes = 2 << 20;
 inline constexpr int64_t kMaxResultBytes = int64_t{1} << 30;
 // Most channels a frame result may carry (beauty plus AOVs).
 inline constexpr int kMaxChannels = 32;
+
+// What one message may carry, checked as it is read (Envelope::As), on both sides. Every string
+// is either refused or made valid there, so nothing downstream (the store's JSON columns, the
+// API's answers, the event stream) can throw on it:
+//  - identifiers -- a worker's name, its pools, tags, backends and features, plugin names and
+//    capabilities, channel names, blob hashes -- are refused unless they are valid UTF-8 of at
+//    most kMaxNameBytes; so is every string of an assignment (scene text, settings, paths), at
+//    any length, and a C++ plugin's declaration (at most kMaxDeclarationBytes). They name
+//    things people configure and query, or are what a person wrote; replacing a byte would make
+//    another name or another scene.
+//  - free text a program produced -- host name, OS, versions, GPU names, progress and failure
+//    messages, reasons, errors, task logs -- is made valid (each invalid sequence becomes
+//    U+FFFD) and cut to its size: kMaxTextBytes, kMaxMessageTextBytes, or the last
+//    kMaxTaskLogBytes of a log.
+//  - lists are refused beyond their count: kMaxListEntries (pools, tags, backends, features,
+//    GPUs, capabilities, GPU indices), kMaxPlugins, kMaxTaskRefs (running, delivering, acks).
+inline constexpr size_t kMaxNameBytes = 128;
+inline constexpr size_t kMaxTextBytes = 1024;
+inline constexpr size_t kMaxMessageTextBytes = 16 * 1024;
+inline constexpr size_t kMaxDeclarationBytes = 64 * 1024;  // a C++ plugin's plugin.yaml text
+inline constexpr size_t kMaxListEntries = 64;
+inline constexpr size_t kMaxPlugins = 256;
+// A worker lists each task it runs or still delivers: its slots (at most 64) plus the results
+// that finished while the scheduler was away.
+inline constexpr size_t kMaxTaskRefs = 4096;
 
 enum class MessageType : uint8_t {
   // worker -> scheduler
@@ -194,6 +225,9 @@ struct Welcome {
 
 struct Reject {
   std::string reason;
+  // > 0: not for good, only not now (another live connection holds the worker's name): the
+  // worker connects again after this long. 0: refused for good; the worker stops.
+  int retry_after_ms = 0;
 };
 
 struct Heartbeat {
@@ -412,7 +446,7 @@ TSR_MESSAGE_FIELDS(Register, name, hostname, version, cpu_cores, ram_mb, gpus, b
 TSR_MESSAGE_FIELDS(Enrol, name, public_key)
 TSR_MESSAGE_FIELDS(Enrolled, name)
 TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)
-TSR_MESSAGE_FIELDS(Reject, reason)
+TSR_MESSAGE_FIELDS(Reject, reason, retry_after_ms)
 TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering)
 TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
@@ -432,11 +466,35 @@ TSR_MESSAGE_FIELDS(ChunkAck, transfer, received, retry_after_ms, error)
 TSR_MESSAGE_FIELDS(BlobRequest, hash, offset, length)
 TSR_MESSAGE_FIELDS(BlobData, hash, offset, total, error)
 
+// The boundary checks above, one per message (Envelope::As calls them after reading): refuse
+// what must not be changed, make valid and cut what may be. A message without strings or lists
+// has nothing to check.
+Status Check(Register& m);
+Status Check(Enrol& m);
+Status Check(Enrolled& m);
+Status Check(Reject& m);
+Status Check(Heartbeat& m);
+Status Check(Assign& m);
+Status Check(Progress& m);
+Status Check(FrameResult& m);
+Status Check(TaskDone& m);
+Status Check(TaskFailed& m);
+Status Check(Handback& m);
+Status Check(ChunkAck& m);
+Status Check(BlobRequest& m);
+Status Check(BlobData& m);
+inline Status Check(Welcome&) { return Status::Ok(); }
+inline Status Check(Cancel&) { return Status::Ok(); }
+inline Status Check(ResultAck&) { return Status::Ok(); }
+inline Status Check(Chunk&) { return Status::Ok(); }
+
 template <typename T>
 StatusOr<T> Envelope::As() const {
   msgpack::Reader r(body.data(), body.size());
   T value;
-  if (Status s = Unpack(r, value); !s.ok()) {
+  Status s = Unpack(r, value);
+  if (s.ok()) s = Check(value);
+  if (!s.ok()) {
     return Status::InvalidArgument(std::string(MessageTypeName(type)) + " body: " + s.message());
   }
   return value;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <thread>
 #include <zmq_addon.hpp>
 
 namespace tessera::worker {
@@ -20,8 +21,6 @@ using protocol::MessageType;
 // timers. It also bounds the progress rate (the protocol asks for at most 4 per second).
 constexpr std::chrono::milliseconds kTick{100};
 constexpr std::chrono::milliseconds kProgressInterval{250};
-// Warnings about an unreachable scheduler or malformed messages: at most one per interval.
-constexpr std::chrono::seconds kNoisyLogInterval{10};
 // How long kGoodbye may take to leave once Stop() was asked for.
 constexpr int kGoodbyeLingerMs = 500;
 // Leave(): how long the path tracer may take to reach a checkpoint before renders are stopped.
@@ -141,30 +140,57 @@ Status Agent::Run() {
   Connect(Clock::now());
 
   while (!stop_requested_.load() && reject_status_.ok()) {
-    if (OnLifecycle(Clock::now())) break;  // drained, or left
-    OnTimers(Clock::now());
-    std::vector<zmq::pollitem_t> items = {{outbox_->handle(), 0, ZMQ_POLLIN, 0}};
-    const size_t dealer_item = items.size();
-    if (dealer_) items.push_back({dealer_->handle(), 0, ZMQ_POLLIN, 0});
-    const size_t monitor_item = items.size();
-    if (monitor_) items.push_back({monitor_->handle(), 0, ZMQ_POLLIN, 0});
-    try {
-      zmq::poll(items, kTick);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      throw;
-    }
-    if (items[0].revents & ZMQ_POLLIN) DrainOutbox();
-    if (items.size() > dealer_item && dealer_ && (items[dealer_item].revents & ZMQ_POLLIN)) {
-      DrainScheduler(Clock::now());
-    }
-    if (items.size() > monitor_item && monitor_ && (items[monitor_item].revents & ZMQ_POLLIN)) {
-      DrainMonitor(Clock::now());
-    }
+    // Each message is handled under its own guard (DrainScheduler, DrainOutbox); this one keeps
+    // any other exception of a pass from ending the agent: renders and results carry on.
+    bool leave = false;
+    Guarded("a pass of the I/O loop", [&] { leave = Pass(); });
+    if (leave) break;  // drained, or left
   }
 
   Shutdown(/*say_goodbye=*/reject_status_.ok());
   return reject_status_;
+}
+
+bool Agent::Pass() {
+  if (OnLifecycle(Clock::now())) return true;
+  OnTimers(Clock::now());
+  std::vector<zmq::pollitem_t> items = {{outbox_->handle(), 0, ZMQ_POLLIN, 0}};
+  const size_t dealer_item = items.size();
+  if (dealer_) items.push_back({dealer_->handle(), 0, ZMQ_POLLIN, 0});
+  const size_t monitor_item = items.size();
+  if (monitor_) items.push_back({monitor_->handle(), 0, ZMQ_POLLIN, 0});
+  try {
+    zmq::poll(items, kTick);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return false;
+    throw;
+  }
+  if (items[0].revents & ZMQ_POLLIN) DrainOutbox();
+  if (items.size() > dealer_item && dealer_ && (items[dealer_item].revents & ZMQ_POLLIN)) {
+    DrainScheduler(Clock::now());
+  }
+  if (items.size() > monitor_item && monitor_ && (items[monitor_item].revents & ZMQ_POLLIN)) {
+    DrainMonitor(Clock::now());
+  }
+  return false;
+}
+
+template <typename F>
+void Agent::Guarded(const char* what, F&& fn) {
+  try {
+    fn();
+    return;
+  } catch (const std::exception& e) {
+    noisy_.Log(spdlog::level::err, std::string("caught:") + what,
+               "exception while handling {}: {}; it was dropped and the worker goes on", what,
+               e.what());
+  } catch (...) {
+    noisy_.Log(spdlog::level::err, std::string("caught:") + what,
+               "unknown exception while handling {}; it was dropped and the worker goes on", what);
+  }
+  if (stop_requested_.load()) return;
+  // A pass that throws at once again must not spin: the next one waits a tick.
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void Agent::CloseDealer() {
@@ -324,7 +350,7 @@ void Agent::DrainScheduler(Clock::time_point now) {
       return;
     }
     heard_at_ = now;  // any traffic proves the scheduler is alive
-    HandleMessage(frames, now);
+    Guarded("a message from the scheduler", [&] { HandleMessage(frames, now); });
   }
 }
 
@@ -334,21 +360,23 @@ void Agent::DrainOutbox() {
     if (!zmq::recv_multipart(*outbox_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
       return;
     }
-    HandleOutbox(frames);
+    HandleOutbox(frames);  // (our own runners' messages: a failure here is a bug, not input)
   }
 }
 
 void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point now) {
   StatusOr<protocol::Envelope> env = protocol::Decode(frames);
   if (!env.ok()) {
-    if (AllowNoisyLog(now)) spdlog::warn("ignored a malformed message: {}", env.status().message());
+    noisy_.Log(spdlog::level::warn, "malformed", "ignored a malformed message: {}",
+               env.status().message());
     return;
   }
   switch (env->type) {
     case MessageType::kWelcome: {
       StatusOr<protocol::Welcome> w = env->As<protocol::Welcome>();
       if (!w.ok()) {
-        spdlog::warn("ignored a malformed WELCOME: {}", w.status().message());
+        noisy_.Log(spdlog::level::warn, "malformed", "ignored a malformed WELCOME: {}",
+                   w.status().message());
         return;
       }
       if (w->heartbeat_ms > 0) heartbeat_ms_ = w->heartbeat_ms;
@@ -399,6 +427,16 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
     case MessageType::kReject: {
       StatusOr<protocol::Reject> r = env->As<protocol::Reject>();
       std::string reason = r.ok() ? r->reason : "(no reason given)";
+      if (r.ok() && r->retry_after_ms > 0) {
+        // Not now (another live connection holds this worker's name): connect again later.
+        noisy_.Log(spdlog::level::warn, "not now",
+                   "the scheduler refused this connection for now: {}; trying again in {} ms",
+                   reason, r->retry_after_ms);
+        Disconnect(now, "refused for now");
+        reconnect_at_ = std::max(
+            reconnect_at_, now + std::chrono::milliseconds(std::min(r->retry_after_ms, 60'000)));
+        return;
+      }
       spdlog::error("the scheduler rejected this worker: {}", reason);
       reject_status_ = Status::FailedPrecondition("rejected by the scheduler: " + reason);
       return;
@@ -426,7 +464,9 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
 void Agent::HandleAssign(const protocol::Envelope& env) {
   StatusOr<protocol::Assign> a = env.As<protocol::Assign>();
   if (!a.ok()) {
-    spdlog::warn("ignored a malformed ASSIGN: {}", a.status().message());
+    // Not run: the scheduler sees it missing from the heartbeats and requeues it.
+    noisy_.Log(spdlog::level::warn, "malformed", "ignored a malformed ASSIGN: {}",
+               a.status().message());
     return;
   }
   for (const protocol::TaskRef& done : a->acks) spool_.Ack(done);
@@ -454,8 +494,13 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
   Slot slot;
   RenderSettings render = options_.render;
   render.spool = &spool_;  // the runner spools its results itself, off this thread
-  slot.runner =
-      std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a), std::move(render));
+  try {
+    slot.runner =
+        std::make_unique<TaskRunner>(context_, outbox_endpoint_, std::move(*a), std::move(render));
+  } catch (const std::exception& e) {  // no thread, no socket: not the task's fault
+    return fail(std::string("cannot start the task on this worker: ") + e.what(),
+                /*charge=*/false);
+  }
   slots_.push_back(std::move(slot));
   running_tasks_.store(static_cast<int>(slots_.size()));
   StartAssets(slots_.back());
@@ -464,7 +509,8 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
 void Agent::HandleCancel(const protocol::Envelope& env) {
   StatusOr<protocol::Cancel> c = env.As<protocol::Cancel>();
   if (!c.ok()) {
-    spdlog::warn("ignored a malformed CANCEL: {}", c.status().message());
+    noisy_.Log(spdlog::level::warn, "malformed", "ignored a malformed CANCEL: {}",
+               c.status().message());
     return;
   }
   Slot* slot = FindSlot({c->task_id, c->attempt});
@@ -549,7 +595,7 @@ void Agent::PumpFetches() {
   for (auto& [hash, f] : fetches_) {
     if (f.fd < 0) {
       f.fd =
-          ::open(cache_.PartPathOf(hash).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+          ::open(cache_.PartPathOf(hash).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (f.fd < 0) {
         const std::string error = std::strerror(errno);
         EndFetch(hash, Status::Internal("cannot write the asset cache: " + error));
@@ -852,13 +898,9 @@ Agent::Slot* Agent::FindSlot(const protocol::TaskRef& ref) {
 }
 
 bool Agent::AllowNoisyLog(Clock::time_point now) {
-  if (now - noisy_log_at_ < kNoisyLogInterval) {
-    ++suppressed_logs_;
-    return false;
-  }
-  if (suppressed_logs_ > 0) spdlog::info("({} similar messages suppressed)", suppressed_logs_);
-  suppressed_logs_ = 0;
-  noisy_log_at_ = now;
+  uint64_t suppressed = 0;
+  if (!noisy_.Allow("link", now, &suppressed)) return false;
+  if (suppressed > 0) spdlog::info("({} similar messages suppressed)", suppressed);
   return true;
 }
 

@@ -32,9 +32,12 @@
 //  - kCancel(task_id, attempt) for a running attempt stops its render; NOTHING more is sent for
 //    that attempt (no kTaskFailed): the scheduler already knows, and fencing would drop it.
 //    kCancel for any other attempt is ignored.
-//  - kReject: Run() returns FailedPrecondition with the reason.
+//  - kReject: Run() returns FailedPrecondition with the reason; a kReject with retry_after_ms
+//    (another live connection holds this worker's name) only closes the connection, and the
+//    agent connects again after that long.
 //  - Stop(): renders are cancelled, kGoodbye is sent, Run() returns Ok.
-//  - Malformed or unexpected messages are logged (rate-limited) and ignored.
+//  - Malformed or unexpected messages are logged (rate-limited) and ignored; so is a message
+//    whose handling throws: no exception ends the I/O loop.
 
 #include <atomic>
 #include <chrono>
@@ -51,6 +54,7 @@
 
 #include "shared/chunked_transfer.h"
 #include "shared/curve.h"
+#include "shared/logging.h"
 #include "shared/protocol.h"
 #include "worker/blob_cache.h"
 #include "worker/hardware_probe.h"
@@ -119,6 +123,11 @@ class Agent {
     Clock::time_point sent_at{};
   };
 
+  // One turn of the I/O loop; true once the agent may go (drained, or left).
+  bool Pass();
+  // Runs `fn`; an exception is logged (rate-limited) and what `fn` was doing dropped.
+  template <typename F>
+  void Guarded(const char* what, F&& fn);
   void Connect(Clock::time_point now);
   void CloseDealer();  // and its monitor
   void Disconnect(Clock::time_point now, const std::string& reason);
@@ -194,8 +203,9 @@ class Agent {
   Clock::time_point heard_at_{};
   Clock::time_point next_heartbeat_{};
   Clock::time_point reconnect_at_{};
-  Clock::time_point noisy_log_at_{};
-  int suppressed_logs_ = 0;
+  // Warnings about an unreachable scheduler, malformed messages, exceptions caught: at most one
+  // per kind every 10 s.
+  logging::RateLimitedLog noisy_{std::chrono::seconds(10)};
   Status reject_status_;
 
   std::atomic<bool> stop_requested_{false};

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "shared/file_io.h"
 #include "shared/sha256.h"
 
 namespace tessera::worker {
@@ -9,9 +10,11 @@ namespace tessera::worker {
 namespace fs = std::filesystem;
 
 Status BlobCache::Open() {
+  // Job assets (and checkpoints) from the scheduler: the worker's user's alone.
+  if (Status s = file_io::MakePrivateDirectory(dir_); !s.ok()) {
+    return Status::Internal("cannot create the blob cache: " + s.message());
+  }
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return Status::Internal("cannot create the blob cache " + dir_ + ": " + ec.message());
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 5 && name.ends_with(".part")) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -88,9 +89,11 @@ std::string ResultSpool::FolderOf(const protocol::TaskRef& ref) const {
 }
 
 Status ResultSpool::Open() {
+  // Rendered frames and logs wait here: the worker's user's alone (0700, files 0600).
+  if (Status s = file_io::MakePrivateDirectory(dir_); !s.ok()) {
+    return Status::Internal("cannot create the result spool: " + s.message());
+  }
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return Status::Internal("cannot create the result spool " + dir_ + ": " + ec.message());
   for (const auto& folder : fs::directory_iterator(dir_, ec)) {
     protocol::TaskRef ref;
     if (std::sscanf(folder.path().filename().c_str(), "%ld-%d", &ref.task_id, &ref.attempt) != 2) {
@@ -134,8 +137,7 @@ Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::mes
     seq = entries_[{ref.task_id, ref.attempt}].next_seq++;
   }
   const std::string folder = FolderOf(ref);
-  std::error_code ec;
-  fs::create_directories(folder, ec);
+  TSR_RETURN_IF_ERROR(file_io::MakePrivateDirectory(folder));
   char name[32];
   std::snprintf(name, sizeof(name), "%06d.msg", seq);
   const std::string path = folder + "/" + name;
@@ -152,7 +154,11 @@ Status ResultSpool::Add(const protocol::TaskRef& ref, const std::vector<zmq::mes
   }
   TSR_RETURN_IF_ERROR(file_io::WriteAtomically(path, pieces, 0600));
   if (final) {
-    std::ofstream(folder + "/" + kFinalMarker).put('\n');
+    const std::string marker = folder + "/" + kFinalMarker;
+    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::Internal("cannot write " + marker + ": " + std::strerror(errno));
+    (void)!::write(fd, "\n", 1);
+    ::close(fd);
     std::lock_guard<std::mutex> lock(mu_);
     entries_[{ref.task_id, ref.attempt}].final = true;
   }

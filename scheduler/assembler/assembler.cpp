@@ -2,6 +2,7 @@
 
 #include <OpenImageIO/imageio.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "plugins/pathtracer/accumulation.h"
 #include "scheduler/assembler/part_store.h"
+#include "shared/file_io.h"
 #include "shared/image_oiio.h"
 #include "shared/job_spec.h"
 
@@ -36,12 +38,43 @@ Assembler::~Assembler() {
   for (auto& t : threads_) t.join();
 }
 
+namespace {
+
+// What a job's answer is about, for when its work throws instead of answering.
+FrameWritten AnswerFor(int64_t job_id, int64_t task_id, int attempt, int frame,
+                       FrameWritten::Kind kind) {
+  FrameWritten w;
+  w.job_id = job_id;
+  w.task_id = task_id;
+  w.attempt = attempt;
+  w.frame = frame;
+  w.kind = kind;
+  return w;
+}
+
+FrameWritten AnswerFor(const FrameJob& j) {
+  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kFrame);
+}
+FrameWritten AnswerFor(const PartJob& j) {
+  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kPart);
+}
+FrameWritten AnswerFor(const AssembleJob& j) {
+  FrameWritten w =
+      AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kAssembled);
+  w.parts_dir = PartsDir(j.output.dir, j.frame);
+  return w;
+}
+
+}  // namespace
+
 void Assembler::Submit(FrameJob job) {
-  Enqueue([job = std::move(job)] { return WriteFrame(job); });
+  FrameWritten answer = AnswerFor(job);
+  Enqueue(std::move(answer), [job = std::move(job)] { return WriteFrame(job); });
 }
 
 void Assembler::SubmitPart(PartJob job) {
-  Enqueue([this, job = std::move(job)] { return StorePart(job); });
+  FrameWritten answer = AnswerFor(job);
+  Enqueue(std::move(answer), [this, job = std::move(job)] { return StorePart(job); });
 }
 
 namespace {
@@ -55,8 +88,9 @@ void CopyPixels(const zmq::message_t& payload, image::ImageBuffer& image) {
 
 // (The payload rides in a shared_ptr because std::function needs a copyable callable.)
 void Assembler::Submit(FrameJob job, zmq::message_t payload) {
-  Enqueue([job = std::move(job),
-           bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
+  FrameWritten answer = AnswerFor(job);
+  Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
+                                                        std::move(payload))]() mutable {
     CopyPixels(*bytes, job.image);
     bytes.reset();
     return WriteFrame(job);
@@ -64,33 +98,55 @@ void Assembler::Submit(FrameJob job, zmq::message_t payload) {
 }
 
 void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
-  Enqueue([this, job = std::move(job),
+  FrameWritten answer = AnswerFor(job);
+  Enqueue(std::move(answer),
+          [this, job = std::move(job),
            bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
-    if (job.pixels.channels > 0) {
-      CopyPixels(*bytes, job.pixels);
-    } else {
-      job.accumulation.assign(static_cast<const char*>(bytes->data()), bytes->size());
-    }
-    bytes.reset();
-    return StorePart(job);
-  });
+            if (job.pixels.channels > 0) {
+              CopyPixels(*bytes, job.pixels);
+            } else {
+              job.accumulation.assign(static_cast<const char*>(bytes->data()), bytes->size());
+            }
+            bytes.reset();
+            return StorePart(job);
+          });
 }
 
 void Assembler::Assemble(AssembleJob job) {
-  Enqueue([this, job = std::move(job)] { return AssembleFrame(job); });
+  FrameWritten answer = AnswerFor(job);
+  Enqueue(std::move(answer), [this, job = std::move(job)] { return AssembleFrame(job); });
 }
 
-void Assembler::Enqueue(std::function<FrameWritten()> work) {
+void Assembler::Enqueue(FrameWritten answer, std::function<FrameWritten()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
+    queue_.push_back({std::move(answer), std::move(work)});
   }
   cv_.notify_one();
 }
 
+FrameWritten Assembler::RunGuarded(Queued& job) {
+  // No exception leaves an assembler thread: it becomes the frame's (or part's) failure, which
+  // the broker retries like a failed write, so no task waits forever on a frame.
+  std::string error;
+  try {
+    return job.work();
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an unknown exception";
+  }
+  errors_caught_.fetch_add(1, std::memory_order_relaxed);
+  FrameWritten failed = std::move(job.answer);
+  failed.status = Status::Internal("frame " + std::to_string(failed.frame) + ": " + error);
+  failed_log_.Log(spdlog::level::err, "exception", "assembler: job {} task {}: {}", failed.job_id,
+                  failed.task_id, failed.status.message());
+  return failed;
+}
+
 void Assembler::Run() {
   for (;;) {
-    std::function<FrameWritten()> job;
+    Queued job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -99,7 +155,7 @@ void Assembler::Run() {
       queue_.pop_front();
     }
     const auto start = std::chrono::steady_clock::now();
-    FrameWritten written = job();
+    FrameWritten written = RunGuarded(job);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count(),
@@ -107,13 +163,20 @@ void Assembler::Run() {
     if (written.status.ok() && written.kind != FrameWritten::Kind::kPart) {
       frames_assembled_.fetch_add(1, std::memory_order_relaxed);
     }
-    on_written_(std::move(written));
+    try {
+      on_written_(std::move(written));
+    } catch (const std::exception& e) {
+      errors_caught_.fetch_add(1, std::memory_order_relaxed);
+      failed_log_.Log(spdlog::level::err, "handoff", "assembler: cannot hand a frame back: {}",
+                      e.what());
+    }
   }
 }
 
 Assembler::Counters Assembler::counters() const {
   return {frames_assembled_.load(std::memory_order_relaxed),
-          static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / 1e9};
+          static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) / 1e9,
+          errors_caught_.load(std::memory_order_relaxed)};
 }
 
 std::string PixelProblem(const std::vector<float>& pixels, int channels) {
@@ -155,6 +218,14 @@ bool RefusePixels(const std::vector<float>& pixels, int channels, bool accept, i
   done->bad_pixels = true;
   done->status = Status::FailedPrecondition("frame " + std::to_string(frame) + ": " + problem);
   return true;
+}
+
+// A frame's parts folder (<output dir>/.parts/<frame>): the farm's own files, mode 0700 like
+// everything it keeps (the frames beside it are the job owner's, with the usual modes).
+Status MakePartsDir(const std::string& parts_dir) {
+  const fs::path dir(parts_dir);
+  TSR_RETURN_IF_ERROR(file_io::MakePrivateDirectory(dir.parent_path().string()));
+  return file_io::MakePrivateDirectory(parts_dir);
 }
 
 // ---- Encoding the outputs ----------------------------------------------------------------------
@@ -346,12 +417,8 @@ FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, FrameCache& c
                    &done)) {
     return done;
   }
-  std::error_code ec;
-  fs::create_directories(job.parts_dir, ec);
-  if (ec) {
-    done.status = Status::Internal("cannot create " + job.parts_dir + ": " + ec.message());
-    return done;
-  }
+  done.status = MakePartsDir(job.parts_dir);
+  if (!done.status.ok()) return done;
   const std::string path =
       (fs::path(job.parts_dir) / (std::to_string(job.task_id) + "_" + std::to_string(a.x0) + "_" +
                                   std::to_string(a.y0) + ".exr"))
@@ -360,6 +427,7 @@ FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, FrameCache& c
   if (named.channel_names.empty()) named.channel_names = DefaultChannelNames(named.channels);
   done.status = image::WriteExr(path, named, /*half=*/false);
   if (!done.status.ok()) return done;
+  (void)!::chmod(path.c_str(), 0600);  // (the folder is private already)
   done.files.push_back(path);
   cache.PutResolved(job.parts_dir, job.task_id,
                     {job.frame, 0, 0, named.channels, named.channel_names}, a.x0, a.y0, named.width,
@@ -417,12 +485,8 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   if (RefusePixels(part->pixels, part->channels, job.accept_bad_pixels, job.frame, &done)) {
     return done;
   }
-  std::error_code ec;
-  fs::create_directories(job.parts_dir, ec);
-  if (ec) {
-    done.status = Status::Internal("cannot create " + job.parts_dir + ": " + ec.message());
-    return done;
-  }
+  done.status = MakePartsDir(job.parts_dir);
+  if (!done.status.ok()) return done;
   // A tile with all its samples is final already: kept as its finished pixels, half the bytes
   // of the sums. A sample part is kept exact (the worker's bytes, just checked: a checkpoint), to
   // be merged with its region's other parts.

@@ -33,6 +33,7 @@
 #include <zmq.hpp>
 
 #include "shared/image_io.h"
+#include "shared/logging.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
 
@@ -133,6 +134,7 @@ class Assembler {
   struct Counters {
     uint64_t frames_assembled = 0;  // output frames written: whole, or merged from their parts
     double busy_seconds = 0;        // time its threads spent writing frames and storing parts
+    uint64_t errors_caught = 0;     // exceptions caught on its threads (each failed its frame)
   };
   Counters counters() const;
 
@@ -142,18 +144,25 @@ class Assembler {
   FrameWritten AssembleFrame(const AssembleJob& job);
 
  private:
-  void Enqueue(std::function<FrameWritten()> work);
+  struct Queued {
+    FrameWritten answer;  // what the work is about: answered with an error if it throws
+    std::function<FrameWritten()> work;
+  };
+  void Enqueue(FrameWritten answer, std::function<FrameWritten()> work);
+  FrameWritten RunGuarded(Queued& job);
   void Run();
 
   std::function<void(FrameWritten)> on_written_;
   std::unique_ptr<FrameCache> cache_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<FrameWritten()>> queue_;
+  std::deque<Queued> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> frames_assembled_{0};
   std::atomic<uint64_t> busy_ns_{0};
+  std::atomic<uint64_t> errors_caught_{0};
+  logging::RateLimitedLog failed_log_;
 };
 
 }  // namespace tessera::assembler

@@ -5,7 +5,9 @@
 // source for the assembler.
 
 #include <OpenImageIO/imageio.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -202,7 +204,10 @@ inline Status WriteFileAtomically(const std::string& path, const std::string& he
                                   const void* body, size_t body_bytes) {
   const std::string tmp = path + ".tmp";
   {
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
+    // Mode 0600, like every file the farm keeps for itself.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    std::unique_ptr<FILE, int (*)(FILE*)> f(fd < 0 ? nullptr : ::fdopen(fd, "wb"), &std::fclose);
+    if (fd >= 0 && !f) ::close(fd);
     if (!f || std::fwrite(head.data(), 1, head.size(), f.get()) != head.size() ||
         (body_bytes > 0 && std::fwrite(body, 1, body_bytes, f.get()) != body_bytes) ||
         std::fflush(f.get()) != 0) {

@@ -11,6 +11,7 @@
 
 #include "scheduler/api/views.h"
 #include "shared/file_io.h"
+#include "shared/logging.h"
 
 namespace tessera::autoscaler {
 
@@ -103,9 +104,19 @@ void Autoscaler::Stop() {
 
 void Autoscaler::Run() {
   std::unique_lock lock(wake_mu_);
+  // No exception leaves this thread: a tick that throws is skipped (and logged, at most once a
+  // minute), and the next one plans afresh from the farm as it is then.
+  logging::RateLimitedLog failed(std::chrono::minutes(1));
   while (!stop_) {
     lock.unlock();
-    Tick();
+    try {
+      Tick();
+    } catch (const std::exception& e) {
+      failed.Log(spdlog::level::err, "tick", "autoscaler: a tick failed: {}; trying again",
+                 e.what());
+    } catch (...) {
+      failed.Log(spdlog::level::err, "tick", "autoscaler: a tick failed; trying again");
+    }
     lock.lock();
     wake_cv_.wait_for(lock, std::chrono::seconds(config_.interval_s), [this] { return stop_; });
   }
@@ -386,7 +397,7 @@ StatusOr<NodeRequest> Autoscaler::MakeRequest(const Group& group, const std::str
     // One use, and only as long as a node may take to register.
     const int64_t ttl = config_.settings.registration_timeout.count() + 600;
     TSR_ASSIGN_OR_RETURN(broker::NewJoinToken token,
-                         broker_.CreateJoinToken("autoscaler node " + name, ttl, 1));
+                         broker_.CreateJoinToken("autoscaler node " + name, ttl, 1, name));
     join_token = token.token;
   }
   request.vars["join_token"] = join_token;

@@ -33,10 +33,9 @@ Status PwriteAll(int fd, std::string_view bytes, int64_t offset, const std::stri
 }  // namespace
 
 Status BlobStore::Open() {
-  std::error_code ec;
-  fs::create_directories(fs::path(dir_) / "uploads", ec);
-  if (ec) return Status::Internal("cannot create " + dir_ + "/uploads: " + ec.message());
-  return Status::Ok();
+  // Assets and checkpoints are the farm's users' data: readable by the scheduler's user alone.
+  TSR_RETURN_IF_ERROR(file_io::MakePrivateDirectory(dir_));
+  return file_io::MakePrivateDirectory(dir_ + "/uploads");
 }
 
 std::string BlobStore::PathOf(const std::string& hash) const {
@@ -104,7 +103,7 @@ StatusOr<BlobStore::Progress> BlobStore::Write(const std::string& hash, int64_t 
     return Status::InvalidArgument("total: " + std::to_string(offset + bytes.size()) +
                                    " bytes sent for a blob of " + std::to_string(total));
   }
-  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Internal(part + ": cannot open: " + std::strerror(errno));
   Status written = PwriteAll(fd, bytes, offset, part);
   const bool complete = written.ok() && offset + static_cast<int64_t>(bytes.size()) == total;
@@ -120,7 +119,7 @@ StatusOr<BlobStore::Progress> BlobStore::Write(const std::string& hash, int64_t 
     return Status::InvalidArgument("hash: the uploaded bytes have SHA-256 " + actual + ", not " +
                                    hash + "; the upload was discarded");
   }
-  fs::create_directories(fs::path(PathOf(hash)).parent_path(), ec);
+  TSR_RETURN_IF_ERROR(file_io::MakePrivateDirectory(fs::path(PathOf(hash)).parent_path()));
   fs::rename(part, PathOf(hash), ec);
   if (ec) return Status::Internal("cannot store blob " + hash + ": " + ec.message());
   return Progress{total, true};
@@ -129,9 +128,8 @@ StatusOr<BlobStore::Progress> BlobStore::Write(const std::string& hash, int64_t 
 StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
   const std::string hash = Sha256Hex(bytes);
   if (Size(hash).ok()) return hash;
-  std::error_code ec;
-  fs::create_directories(fs::path(PathOf(hash)).parent_path(), ec);
-  TSR_RETURN_IF_ERROR(file_io::WriteAtomically(PathOf(hash), {bytes}, 0644));
+  TSR_RETURN_IF_ERROR(file_io::MakePrivateDirectory(fs::path(PathOf(hash)).parent_path()));
+  TSR_RETURN_IF_ERROR(file_io::WriteAtomically(PathOf(hash), {bytes}, 0600));
   return hash;
 }
 

@@ -17,7 +17,7 @@ using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
 Broker::Broker(store::Store& store, BrokerOptions options)
-    : store_(store), options_(std::move(options)) {
+    : store_(store), options_(std::move(options)), noisy_(options_.noisy_log_interval) {
   shares_.projects = options_.projects;
 }
 
@@ -124,9 +124,22 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
       router_->set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
       router_->set(zmq::sockopt::zap_domain, "tessera");
     }
+    // Peers refused at the handshake never reach the socket: only its monitor sees them.
+    const char* monitor = "inproc://tessera-broker-monitor";
+    if (zmq_socket_monitor(router_->handle(), monitor,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
+      throw zmq::error_t();
+    }
+    monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+    monitor_->set(zmq::sockopt::linger, 0);
+    monitor_->connect(monitor);
     router_->bind(options_.bind_endpoint);
     endpoint = router_->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
+    if (monitor_) zmq_socket_monitor(router_->handle(), nullptr, 0);
+    monitor_.reset();
     router_.reset();
     started.set_value(
         Status::Unavailable("cannot bind broker at " + options_.bind_endpoint + ": " + e.what()));
@@ -155,12 +168,13 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
   next_touch_ = Clock::now() + std::chrono::seconds(5);
   for (;;) {
     zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+                               {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                               {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_timer_ - Clock::now());
     try {
-      zmq::poll(items, 2, std::max<std::chrono::milliseconds>(wait, std::chrono::milliseconds(0)));
+      zmq::poll(items, 3, std::max<std::chrono::milliseconds>(wait, std::chrono::milliseconds(0)));
     } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) spdlog::error("poll: {}", e.what());
+      if (e.num() != EINTR) noisy_.Log(spdlog::level::err, "poll", "poll: {}", e.what());
     }
     const bool woken = items[1].revents & ZMQ_POLLIN;
     if (woken) {
@@ -169,7 +183,10 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
       std::lock_guard<std::mutex> lock(inbox_mu_);
       if (stop_) break;
     }
-    RunPass(woken);
+    if (items[2].revents & ZMQ_POLLIN) Guarded("reading handshake events", [&] { DrainMonitor(); });
+    // Each step of a pass has its own guard (RunPass); this one is the last resort, so that no
+    // exception ever leaves the thread.
+    Guarded("a pass of the poll loop", [&] { RunPass(woken); });
   }
   std::unique_ptr<assembler::Assembler> assembler;
   {
@@ -177,6 +194,8 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     assembler = std::move(assembler_);
   }
   assembler.reset();  // finish pending writes; their completions are dropped with the inbox
+  zmq_socket_monitor(router_->handle(), nullptr, 0);
+  monitor_.reset();
   router_.reset();
   zap_.reset();
   spdlog::info("broker stopped");
@@ -185,19 +204,21 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 void Broker::RunPass(bool woken) {
   {
     store::Store::WriteGroup group(store_);
+    // Every step is guarded on its own (each inbox closure and each message too, inside), so an
+    // exception drops one step and the pass still commits what the others did.
     if (woken) DrainInbox();
     ReceiveMessages();
     const bool timer = Clock::now() >= next_timer_;
     if (timer) {
-      OnTimer();
+      Guarded("the timers", [&] { OnTimer(); });
       next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     }
-    Dispatch();
+    Guarded("dispatch", [&] { Dispatch(); });
     // After dispatch, so backups only use workers the queue has no work for.
-    if (timer) StartBackups();
-    SendPendingAcks();  // after the last assignment of the pass
-    StoreWorkerStates();
-    PublishPending();
+    if (timer) Guarded("straggler backups", [&] { StartBackups(); });
+    Guarded("acknowledgements", [&] { SendPendingAcks(); });  // after the pass's last assignment
+    Guarded("worker states", [&] { StoreWorkerStates(); });
+    Guarded("events", [&] { PublishPending(); });
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);
     if (Status s = group.Commit(); !s.ok()) {
       // The pass's decisions live in memory but not in the database, and nothing of them has
@@ -270,10 +291,10 @@ void Broker::ReceiveMessages() {
         return;
       }
     } catch (const zmq::error_t& e) {
-      spdlog::warn("receive: {}", e.what());
+      noisy_.Log(spdlog::level::warn, "receive", "receive: {}", e.what());
       return;
     }
-    HandleMessage(frames);
+    Guarded("a worker message", [&] { HandleMessage(frames); });
   }
 }
 
@@ -283,7 +304,7 @@ void Broker::DrainInbox() {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     batch.swap(inbox_);
   }
-  for (auto& fn : batch) fn();
+  for (auto& fn : batch) Guarded("a request from another thread", [&] { fn(); });
 }
 
 void Broker::Send(const std::string& identity, std::vector<zmq::message_t> frames) {
@@ -302,18 +323,18 @@ void Broker::FlushOutbox() {
     }
   }
   outbox_.clear();
-  for (auto& answer : after_commit_) answer();
+  for (auto& answer : after_commit_) Guarded("an answer", [&] { answer(); });
   after_commit_.clear();
 }
 
 void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
-  if (frames.size() < 2) return;
-  std::string identity = frames[0].to_string();
-  StatusOr<protocol::Envelope> decoded = protocol::Decode(frames, 1);
-  if (!decoded.ok()) {
-    spdlog::warn("dropping malformed message: {}", decoded.status().message());
+  if (frames.size() < 2) {
+    if (!frames.empty()) DropMessage(frames[0].to_string(), "an empty message");
     return;
   }
+  std::string identity = frames[0].to_string();
+  StatusOr<protocol::Envelope> decoded = protocol::Decode(frames, 1);
+  if (!decoded.ok()) return DropMessage(identity, decoded.status().message());
   protocol::Envelope& env = *decoded;
   if (env.type == MessageType::kRegister || env.type == MessageType::kEnrol) {
     // On a CURVE farm the ZAP handler tagged the connection with who its key belongs to.
@@ -345,6 +366,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kHeartbeat: {
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
       auto beat = env.As<protocol::Heartbeat>();
+      if (!beat.ok()) DropMessage(identity, beat.status().message());
       if (beat.ok()) {
         if (beat->draining && !worker.draining) {
           worker.draining = true;
@@ -357,7 +379,10 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     }
     case MessageType::kProgress: {
       auto m = env.As<protocol::Progress>();
-      if (!m.ok()) break;
+      if (!m.ok()) {
+        DropMessage(identity, m.status().message());
+        break;
+      }
       if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
         task->LeaseOn(identity)->last_progress = Clock::now();
         MarkJobChanged(task->job_id);
@@ -371,11 +396,13 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kTaskDone: {
       auto m = env.As<protocol::TaskDone>();
       if (m.ok()) OnTaskDone(identity, worker, *m);
+      if (!m.ok()) DropMessage(identity, m.status().message());
       break;
     }
     case MessageType::kTaskFailed: {
       auto m = env.As<protocol::TaskFailed>();
       if (m.ok()) OnTaskFailed(identity, worker, *m);
+      if (!m.ok()) DropMessage(identity, m.status().message());
       break;
     }
     case MessageType::kHandback:
@@ -391,17 +418,15 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       DropWorker(identity, "worker shut down");
       break;
     default:
-      spdlog::warn("worker {} sent unexpected {}", worker.offer.name,
-                   protocol::MessageTypeName(env.type));
+      DropMessage(identity, std::string("unexpected ") + protocol::MessageTypeName(env.type) +
+                                " from worker " + worker.offer.name);
   }
 }
 
 void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env,
                         const std::string& user_id) {
+  // Every string is valid UTF-8 from here on, every list within its limit (protocol::Check).
   auto reg = env.As<protocol::Register>();
-  if (reg.ok() && (reg->name.empty() || reg->name.size() > 128)) {
-    reg = Status::InvalidArgument("name: must be 1..128 characters");
-  }
   if (reg.ok() && options_.curve) {
     // Only an enrolled key registers, and only under the name it was enrolled as.
     std::optional<security::Admission> who = security::ParseUserId(user_id);
@@ -415,18 +440,31 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     }
   }
   if (!reg.ok()) {
+    DropMessage(identity, reg.status().message());
     Send(identity,
          protocol::Encode(MessageType::kReject, protocol::Reject{reg.status().message()}));
     return;
   }
-  // The same worker coming back (new connection or restart): its old leases are void.
   bool drain_requested = false;
-  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
-    if (it->second.offer.name == reg->name) {
-      drain_requested = it->second.drain_requested;
-      DropWorker(it->first, "worker re-registered");
-      break;
+  if (auto old = FindWorker(reg->name); old != workers_.end()) {
+    // A name belongs to its live connection: another peer (another connection: another routing
+    // identity) is refused until that connection is gone -- closed, or silent past the liveness
+    // deadline. The worker itself reconnecting has closed its old connection, so it gets in at
+    // once, or after the deadline when the close has not reached us yet.
+    const auto deadline =
+        std::chrono::milliseconds(int64_t{options_.heartbeat_ms} * options_.liveness);
+    const auto silent = Clock::now() - old->second.last_heard;
+    if (old->first != identity && silent <= deadline && !PeerGone(old->first)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - silent);
+      return RefuseName(identity, reg->name, "registration_refused",
+                        "worker " + reg->name +
+                            " is connected from another peer; a name is held by its live "
+                            "connection (try again once that one has gone)",
+                        static_cast<int>(left.count()) + options_.heartbeat_ms);
     }
+    // The same worker coming back (new connection or restart): its old leases are void.
+    drain_requested = old->second.drain_requested;
+    DropWorker(old->first, "worker re-registered");
   }
   StatusOr<int64_t> id = store_.UpsertWorker(*reg);
   if (!id.ok()) {
@@ -475,8 +513,10 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   for (const protocol::TaskRef& ref : reg->running) Reattach(identity, worker, ref);
   UpdateAllFeasibility();
   RecordEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
+  std::string backends;
+  for (const std::string& b : reg->backends) backends += (backends.empty() ? "" : ",") + b;
   spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
-               reg->cpu_cores, reg->gpus.size(), nlohmann::json(reg->backends).dump());
+               reg->cpu_cores, reg->gpus.size(), backends);
   Send(identity,
        protocol::Encode(MessageType::kWelcome,
                         protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
@@ -687,9 +727,105 @@ Broker::Counters Broker::counters() const {
   c.queue_depth = queue_depth_.load(std::memory_order_relaxed);
   c.blob_bytes_served = blob_bytes_served_.load(std::memory_order_relaxed);
   c.result_bytes_buffered = result_bytes_buffered_.load(std::memory_order_relaxed);
+  c.messages_dropped = messages_dropped_.load(std::memory_order_relaxed);
+  c.handshakes_refused = handshakes_refused_.load(std::memory_order_relaxed);
+  c.names_refused = names_refused_.load(std::memory_order_relaxed);
+  c.errors_caught = errors_caught_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(assembler_mu_);
   if (assembler_) c.assembler = assembler_->counters();
+  c.errors_caught += c.assembler.errors_caught;
   return c;
+}
+
+// ---- the boundary: dropped messages, refused peers, caught exceptions ------------------------
+
+void Broker::OnCaught(const char* what, const char* error) {
+  errors_caught_.fetch_add(1, std::memory_order_relaxed);
+  noisy_.Log(spdlog::level::err, std::string("caught:") + what,
+             "exception while handling {}: {}; it was dropped and the scheduler goes on", what,
+             error);
+}
+
+void Broker::DropMessage(const std::string& identity, const std::string& why) {
+  messages_dropped_.fetch_add(1, std::memory_order_relaxed);
+  auto worker = workers_.find(identity);
+  noisy_.Log(spdlog::level::warn, "dropped message", "dropped a message from {}: {}",
+             worker != workers_.end() ? "worker " + worker->second.offer.name
+                                      : std::string("an unregistered peer"),
+             why);
+}
+
+bool Broker::PeerGone(const std::string& identity) {
+  // ROUTER_MANDATORY: a message to a routing identity whose connection closed fails at once
+  // with EHOSTUNREACH. A heartbeat acknowledgement is harmless to a worker that is still there.
+  std::vector<zmq::message_t> probe =
+      protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object());
+  probe.insert(probe.begin(), zmq::message_t(identity.data(), identity.size()));
+  try {
+    (void)zmq::send_multipart(*router_, probe, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    return e.num() == EHOSTUNREACH;
+  }
+  return false;
+}
+
+void Broker::RefuseName(const std::string& identity, const std::string& name, const char* event,
+                        const std::string& reason, int retry_after_ms) {
+  names_refused_.fetch_add(1, std::memory_order_relaxed);
+  // Logged and recorded at most once per interval per name: a peer retrying in a loop (or an
+  // attacker) writes a line, not the disk full.
+  if (noisy_.Log(spdlog::level::warn, std::string(event) + ":" + name, "{}: {}", event, reason)) {
+    RecordEvent(std::nullopt, std::nullopt, std::nullopt, event, reason);
+    if (options_.events) {
+      Publish("worker", {{"worker", name}, {"state", "refused"}, {"reason", reason}});
+    }
+  }
+  Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reason, retry_after_ms}));
+}
+
+void Broker::DrainMonitor() {
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(*monitor_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      return;
+    }
+    if (frames.empty() || frames[0].size() < 6) continue;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    std::memcpy(&event, frames[0].data(), sizeof(event));
+    std::memcpy(&value, frames[0].data<char>() + 2, sizeof(value));
+    const std::string endpoint = frames.size() > 1 ? frames[1].to_string() : "";
+    handshakes_refused_.fetch_add(1, std::memory_order_relaxed);
+    // A refused key is logged by the ZAP handler, which knows the peer's address.
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    const bool mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                          value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+    const char* why = "the peer broke the ZeroMQ handshake (not a Tessera worker?)";
+    const char* key = "protocol";
+    if (options_.curve && (mismatch || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)) {
+      // A plaintext peer is seen either way: as the mismatch, or hanging up first.
+      key = "no curve";
+      why =
+          "the peer does not speak CURVE or hung up during the handshake (a plaintext "
+          "client, a worker without scheduler.public_key, a port scan)";
+    } else if (mismatch) {
+      key = "curve";
+      why =
+          "the peer speaks CURVE, but this scheduler runs without it (broker.security: "
+          "insecure)";
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      key = "hung up";
+      why = "the peer hung up during the handshake";
+    } else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+      key = "cryptographic";
+      why =
+          "its CURVE handshake does not decrypt: the peer has the wrong server key (check "
+          "the worker's scheduler.public_key against tessera-scheduler --print-public-key)";
+    }
+    noisy_.Log(spdlog::level::warn, std::string("refused:") + key,
+               "refused a connection on {}: {} (event 0x{:x}, code 0x{:x})", endpoint, why, event,
+               value);
+  }
 }
 
 }  // namespace tessera::broker

@@ -45,6 +45,7 @@
 #include "scheduler/store/store.h"
 #include "shared/chunked_transfer.h"
 #include "shared/curve.h"
+#include "shared/logging.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
 
@@ -88,6 +89,10 @@ struct BrokerOptions {
   // each worker's cost and the day's every cost_interval.
   std::function<WorkerPrice(const std::string& name, const protocol::CloudInfo& cloud)> price_of;
   std::chrono::milliseconds cost_interval{10'000};
+  // Lines a peer can cause at will (malformed messages, refused handshakes and registrations,
+  // exceptions caught in the poll loop): at most one per kind per interval, with a count of the
+  // ones left out. Every one is counted (Counters).
+  std::chrono::milliseconds noisy_log_interval = logging::RateLimitedLog::kDefaultInterval;
 };
 
 // What the autoscaler needs of the farm, at one moment: the work the broker would dispatch now
@@ -158,8 +163,11 @@ class Broker {
   bool secure() const { return options_.curve.has_value(); }
   std::string public_key_hex() const;
   // Join tokens: a new one (ttl_s 0: never expires; max_uses 0: unlimited), and revocation
-  // (connections it already admitted may still enrol nothing more).
-  StatusOr<NewJoinToken> CreateJoinToken(const std::string& note, int64_t ttl_s, int max_uses);
+  // (connections it already admitted may still enrol nothing more). A token made for
+  // `worker_name` enrols only that name, and may replace the key it is enrolled with (a
+  // replacement machine); any other token enrols only names without a valid key.
+  StatusOr<NewJoinToken> CreateJoinToken(const std::string& note, int64_t ttl_s, int max_uses,
+                                         const std::string& worker_name = "");
   StatusOr<store::JoinTokenRecord> RevokeJoinToken(int64_t token_id);
   // Revoking a worker removes its key (new connections are refused), tells a connected worker it
   // is rejected and requeues its leases; readmitting lets it enrol again with a join token.
@@ -183,6 +191,17 @@ class Broker {
     uint64_t queue_depth = 0;            // a gauge: tasks in the dispatch queue after the last pass
     uint64_t blob_bytes_served = 0;      // asset bytes sent to workers
     uint64_t result_bytes_buffered = 0;  // a gauge: chunked results being reassembled
+    // Worker messages dropped at the boundary: malformed (not a Tessera message, a bad body) or
+    // refused (a field that is not valid UTF-8, a list beyond its limit).
+    uint64_t messages_dropped = 0;
+    // Peers refused at the CURVE handshake: plaintext, the wrong server key, an unknown key.
+    uint64_t handshakes_refused = 0;
+    // Registrations and enrolments refused for the name they asked for (another live
+    // connection holds it; it is enrolled with another key).
+    uint64_t names_refused = 0;
+    // Exceptions caught at the entry points of the broker's and the assembler's threads: what
+    // was being done was dropped (a message, a pass's step, a frame: its task is retried).
+    uint64_t errors_caught = 0;
     assembler::Assembler::Counters assembler;
   };
   Counters counters() const;
@@ -327,11 +346,37 @@ class Broker {
     auto done = std::make_shared<std::promise<StatusOr<T>>>();
     auto result = done->get_future();
     Post([this, fn = std::move(fn), done] {
-      auto value = std::make_shared<StatusOr<T>>(fn());
+      auto value = std::make_shared<StatusOr<T>>(Status::Internal("the scheduler failed"));
+      // The caller waits for an answer: an exception becomes one.
+      Guarded("a request", [&] { *value = fn(); });
       after_commit_.push_back([done, value] { done->set_value(std::move(*value)); });
     });
     return result.get();
   }
+  // Runs `fn` on the broker thread; an exception leaving it is caught, counted and logged
+  // (rate-limited): what `fn` was doing is dropped and the broker goes on serving.
+  template <typename F>
+  void Guarded(const char* what, F&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      OnCaught(what, e.what());
+    } catch (...) {
+      OnCaught(what, "an unknown exception");
+    }
+  }
+  void OnCaught(const char* what, const char* error);
+  // A worker message that was dropped at the boundary: counted, and logged (rate-limited).
+  void DropMessage(const std::string& identity, const std::string& why);
+  // The ROUTER's handshake events (refused peers), read on the broker thread.
+  void DrainMonitor();
+  // Whether the peer with this routing identity has gone (its connection closed): a message to
+  // it cannot be routed.
+  bool PeerGone(const std::string& identity);
+  // A registration or enrolment refused for the name it asked for: logged and recorded as an
+  // event (both rate-limited per name), counted, and the peer told why.
+  void RefuseName(const std::string& identity, const std::string& name, const char* event,
+                  const std::string& reason, int retry_after_ms);
   // ---- live events (after the pass commits) ---------------------------------------------------
   // The job's tasks or state changed: one "job" event per job at most every kJobEventInterval.
   void MarkJobChanged(int64_t job_id) {
@@ -493,6 +538,12 @@ class Broker {
   std::atomic<uint64_t> queue_depth_{0};
   std::atomic<uint64_t> blob_bytes_served_{0};
   std::atomic<uint64_t> result_bytes_buffered_{0};
+  std::atomic<uint64_t> messages_dropped_{0};
+  std::atomic<uint64_t> handshakes_refused_{0};
+  std::atomic<uint64_t> names_refused_{0};
+  std::atomic<uint64_t> errors_caught_{0};
+  // Lines a peer can cause at will (BrokerOptions::noisy_log_interval).
+  logging::RateLimitedLog noisy_;
   // Held where the broker thread creates and destroys assembler_, and by counters() to read it.
   mutable std::mutex assembler_mu_;
 
@@ -500,6 +551,7 @@ class Broker {
   zmq::context_t context_;
   std::unique_ptr<security::ZapHandler> zap_;  // before router_: the ROUTER asks it
   std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<zmq::socket_t> monitor_;  // the ROUTER's handshake failures
   std::unique_ptr<assembler::Assembler> assembler_;
   std::unordered_map<std::string, WorkerConn> workers_;  // by routing identity
   // Large results arriving in pieces, at most kChunkMemoryBudget bytes buffered in all.

@@ -10,6 +10,7 @@
 #include "plugins/pathtracer/accumulation.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
+#include "shared/utf8.h"
 
 namespace tessera::broker {
 
@@ -55,8 +56,8 @@ Status Broker::LoadKeyRing() {
   return Status::Ok();
 }
 
-StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t ttl_s,
-                                               int max_uses) {
+StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t ttl_s, int max_uses,
+                                               const std::string& worker_name) {
   if (!options_.curve) {
     return Status::FailedPrecondition(
         "this scheduler runs without CURVE (broker.security: insecure): workers need no token");
@@ -64,15 +65,23 @@ StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t 
   if (ttl_s < 0) return Status::InvalidArgument("ttl: must be 0 (never expires) or positive");
   if (max_uses < 0) return Status::InvalidArgument("uses: must be 0 (unlimited) or positive");
   if (note.size() > 256) return Status::InvalidArgument("note: at most 256 characters");
+  TSR_RETURN_IF_ERROR(utf8::Check(note, "note"));
+  TSR_RETURN_IF_ERROR(utf8::Check(worker_name, "name"));
+  if (worker_name.size() > protocol::kMaxNameBytes) {
+    return Status::InvalidArgument("name: at most " + std::to_string(protocol::kMaxNameBytes) +
+                                   " bytes");
+  }
   NewJoinToken created;
   created.token = curve::NewJoinToken();
   TSR_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::JoinTokenKeys(created.token));
   std::optional<int64_t> expires;
   if (ttl_s > 0) expires = store::NowMs() + ttl_s * 1000;
-  TSR_ASSIGN_OR_RETURN(created.record,
-                       store_.CreateJoinToken(keys.public_key, note, expires, max_uses));
+  TSR_ASSIGN_OR_RETURN(created.record, store_.CreateJoinToken(keys.public_key, note, expires,
+                                                              max_uses, worker_name));
   keys_.Put(keys.public_key, security::Admission::JoinToken(created.record.id, expires));
-  spdlog::info("join token {} created{}", created.record.id, note.empty() ? "" : " (" + note + ")");
+  spdlog::info("join token {} created{}{}", created.record.id,
+               worker_name.empty() ? "" : " for worker " + worker_name,
+               note.empty() ? "" : " (" + note + ")");
   return created;
 }
 
@@ -260,7 +269,7 @@ std::unordered_map<std::string, Broker::WorkerConn>::iterator Broker::FindWorker
 void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
                      const std::string& user_id) {
   auto reject = [&](const std::string& reason) {
-    spdlog::warn("enrolment refused: {}", reason);
+    noisy_.Log(spdlog::level::warn, "enrolment refused", "enrolment refused: {}", reason);
     Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reason}));
   };
   if (!options_.curve) return reject("this scheduler does not enrol workers (insecure mode)");
@@ -268,14 +277,32 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
   if (!who || who->kind != security::Admission::Kind::kJoinToken) {
     return reject("enrolment needs a join-token connection");
   }
-  auto m = env.As<protocol::Enrol>();
-  if (!m.ok()) return reject(m.status().message());
-  if (m->name.empty() || m->name.size() > 128) return reject("name: must be 1..128 characters");
+  auto m = env.As<protocol::Enrol>();  // a valid UTF-8 name of 1..128 bytes (protocol::Check)
+  if (!m.ok()) {
+    DropMessage(identity, m.status().message());
+    return reject(m.status().message());
+  }
   StatusOr<std::string> key = curve::ParseKey(m->public_key, "public_key");
   if (!key.ok()) return reject(key.status().message());
   StatusOr<store::Store::Enrolment> enrolled = store_.EnrolWorker(m->name, *key, who->token_id);
+  if (!enrolled.ok() && enrolled.status().code() == StatusCode::kAlreadyExists) {
+    // Someone with a join token asked for a name that belongs to an enrolled worker.
+    return RefuseName(identity, m->name, "enrolment_refused",
+                      "enrolment with join token " + std::to_string(who->token_id) +
+                          " refused: " + enrolled.status().message(),
+                      /*retry_after_ms=*/0);
+  }
   if (!enrolled.ok()) return reject(enrolled.status().message());
-  if (enrolled->replaced_key) keys_.Remove(*enrolled->replaced_key);
+  if (enrolled->replaced_key) {
+    // A token made for this name replaced its key: the machine holding the old one is out.
+    keys_.Remove(*enrolled->replaced_key);
+    if (auto old = FindWorker(m->name); old != workers_.end()) {
+      Send(old->first, protocol::Encode(MessageType::kReject,
+                                        protocol::Reject{"this worker's key was replaced by a new "
+                                                         "enrolment under its name"}));
+      DropWorker(old->first, "its key was replaced by a new enrolment");
+    }
+  }
   keys_.Put(*key, security::Admission::Worker(m->name));
   // A token that just ran out of uses admits nobody new.
   if (!enrolled->token_usable) keys_.RemoveToken(who->token_id);
@@ -332,10 +359,7 @@ void Broker::ClearResume(LiveTask& task) {
 
 void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protocol::Envelope& env) {
   auto m = env.As<protocol::Handback>();
-  if (!m.ok()) {
-    spdlog::warn("worker {}: {}", worker.offer.name, m.status().message());
-    return;
-  }
+  if (!m.ok()) return DropMessage(identity, m.status().message());
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "hand-back");
   if (!task) {
     Ack(identity, m->task_id, m->attempt);

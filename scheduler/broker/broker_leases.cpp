@@ -53,17 +53,17 @@ Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id
     Lease* lease = it->second.LeaseOn(identity);
     if (lease && lease->attempt == attempt) return &it->second;
   }
-  spdlog::info("ignoring {} for task {} attempt {}: not a current lease", what, task_id, attempt);
+  // A late message now and then is normal; a peer sending them in a loop writes a line per
+  // interval.
+  noisy_.Log(spdlog::level::info, std::string("stale:") + what,
+             "ignoring {} for task {} attempt {}: not a current lease", what, task_id, attempt);
   return nullptr;
 }
 
 void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
                            protocol::Envelope& env) {
   auto m = env.As<protocol::FrameResult>();
-  if (!m.ok()) {
-    spdlog::warn("worker {}: {}", worker.offer.name, m.status().message());
-    return;
-  }
+  if (!m.ok()) return DropMessage(identity, m.status().message());
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
   if (!task) return;
   const JobInfo& job = jobs_[task->job_id];

@@ -15,14 +15,12 @@ using protocol::MessageType;
 
 void Broker::OnChunk(const std::string& identity, protocol::Envelope& env) {
   StatusOr<protocol::Chunk> chunk = env.As<protocol::Chunk>();
-  if (!chunk.ok()) {
-    spdlog::warn("dropping a malformed CHUNK: {}", chunk.status().message());
-    return;
-  }
+  if (!chunk.ok()) return DropMessage(identity, chunk.status().message());
   protocol::ChunkReceiver::Outcome out =
       chunks_.Add(identity, *chunk, std::move(env.payload), std::move(env.extra));
   if (!out.ack.error.empty()) {
-    spdlog::warn("refused a chunked message: {}", out.ack.error);
+    noisy_.Log(spdlog::level::warn, "chunk refused", "refused a chunked message: {}",
+               out.ack.error);
   }
   if (out.message) {
     // The whole message is here: handle it as if it had come in one piece.
@@ -39,7 +37,7 @@ void Broker::OnChunk(const std::string& identity, protocol::Envelope& env) {
 
 void Broker::OnBlobRequest(const std::string& identity, const protocol::Envelope& env) {
   StatusOr<protocol::BlobRequest> req = env.As<protocol::BlobRequest>();
-  if (!req.ok()) return;
+  if (!req.ok()) return DropMessage(identity, req.status().message());
   protocol::BlobData data;
   data.hash = req->hash;
   data.offset = req->offset;

@@ -2,11 +2,34 @@
 
 #include "scheduler/api/views.h"
 #include "scheduler/store/store.h"
+#include "shared/utf8.h"
 
 namespace tessera::events {
+namespace {
+
+// Readers serialise events to JSON text, which throws on a string that is not UTF-8. Strings
+// from outside are made valid where they enter; this keeps a slip anywhere from ever reaching a
+// reader (events are few and small: the walk costs nothing that matters).
+void MakeValid(nlohmann::json& value) {
+  if (value.is_string()) {
+    utf8::SanitizeInPlace(value.get_ref<std::string&>());
+  } else if (value.is_array()) {
+    for (nlohmann::json& v : value) MakeValid(v);
+  } else if (value.is_object()) {
+    nlohmann::json valid = nlohmann::json::object();
+    for (auto& [key, v] : value.items()) {
+      MakeValid(v);
+      valid[utf8::Sanitize(key)] = std::move(v);
+    }
+    value = std::move(valid);
+  }
+}
+
+}  // namespace
 
 void EventBus::Publish(const std::string& kind, nlohmann::json data) {
-  data["kind"] = kind;
+  MakeValid(data);
+  data["kind"] = utf8::Sanitize(kind);
   data["time"] = api::IsoTime(store::NowMs());
   {
     std::lock_guard lock(mu_);

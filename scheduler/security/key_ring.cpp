@@ -144,7 +144,10 @@ void ZapHandler::Run() {
         text = "unknown, revoked or expired key";
       }
     }
-    if (code != "200") spdlog::warn("refused a connection from {}: {}", address, text);
+    if (code != "200") {
+      // A peer that retries in a loop (or a scan) writes a line per interval, not per attempt.
+      refused_.Log(spdlog::level::warn, text, "refused a connection from {}: {}", address, text);
+    }
     std::vector<zmq::message_t> reply;
     reply.emplace_back(version.data(), version.size());
     reply.emplace_back(request_id.data(), request_id.size());

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "shared/logging.h"
 #include "shared/status.h"
 
 namespace tessera::security {
@@ -71,6 +72,7 @@ class ZapHandler {
   void Run();
 
   const KeyRing& keys_;
+  logging::RateLimitedLog refused_;  // refusals, by reason
   std::unique_ptr<zmq::socket_t> socket_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

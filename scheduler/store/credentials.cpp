@@ -8,7 +8,7 @@ namespace tessera::store {
 namespace {
 
 constexpr const char* kTokenColumns =
-    "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at";
+    "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at, worker_name";
 constexpr const char* kWorkerKeyColumns = "name, public_key, token_id, enrolled_at, revoked_at";
 constexpr const char* kApiTokenColumns =
     "id, secret_hash, user, role, note, created_at, expires_at, revoked_at";
@@ -23,6 +23,7 @@ JoinTokenRecord ReadToken(const Stmt& s) {
   t.max_uses = static_cast<int>(s.Int(5));
   t.uses = static_cast<int>(s.Int(6));
   t.revoked_at_ms = s.OptInt(7);
+  t.worker_name = s.Text(8);
   return t;
 }
 
@@ -53,15 +54,20 @@ ApiTokenRecord ReadApiToken(const Stmt& s) {
 
 StatusOr<JoinTokenRecord> Store::CreateJoinToken(const std::string& public_key,
                                                  const std::string& note,
-                                                 std::optional<int64_t> expires_at_ms,
-                                                 int max_uses) {
+                                                 std::optional<int64_t> expires_at_ms, int max_uses,
+                                                 const std::string& worker_name) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(
       Stmt s, writer_->Prepare(std::string("INSERT INTO join_tokens (public_key, note, created_at, "
-                                           "expires_at, max_uses) VALUES (?1, ?2, ?3, ?4, ?5) "
-                                           "RETURNING ") +
+                                           "expires_at, max_uses, worker_name) VALUES (?1, ?2, "
+                                           "?3, ?4, ?5, ?6) RETURNING ") +
                                kTokenColumns));
-  s.Bind(1, public_key).Bind(2, note).Bind(3, NowMs()).Bind(4, expires_at_ms).Bind(5, max_uses);
+  s.Bind(1, public_key)
+      .Bind(2, note)
+      .Bind(3, NowMs())
+      .Bind(4, expires_at_ms)
+      .Bind(5, max_uses)
+      .Bind(6, worker_name);
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return writer_->Error("create join token");
   JoinTokenRecord t = ReadToken(s);
@@ -110,6 +116,11 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
     token = ReadToken(s);
     TSR_RETURN_IF_ERROR(s.Run());
   }
+  if (!token.worker_name.empty() && token.worker_name != name) {
+    return Status::FailedPrecondition("join token " + std::to_string(token_id) +
+                                      " was made for worker " + token.worker_name + ", not " +
+                                      name);
+  }
   Enrolment result;
   std::optional<std::string>& replaced = result.replaced_key;
   {
@@ -126,7 +137,18 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
                                           "(tessera worker readmit " +
                                           name + ") before it can enrol again");
       }
-      if (old.public_key != public_key) replaced = old.public_key;
+      if (old.public_key != public_key) {
+        // Otherwise whoever holds any join token could take the name over, lock the real
+        // worker out and receive its tasks.
+        if (token.worker_name != name) {
+          return Status::AlreadyExists(
+              "worker " + name +
+              " is already enrolled with another key; to enrol another machine under this "
+              "name, revoke and readmit it (tessera worker revoke/readmit " +
+              name + ") or use a join token made for this name");
+        }
+        replaced = old.public_key;
+      }
     }
   }
   {
@@ -153,17 +175,40 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
 
 StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool revoked) {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s,
-                       writer_->Prepare(std::string("UPDATE worker_keys SET revoked_at = ") +
-                                        (revoked ? "coalesce(revoked_at, ?2)" : "NULL") +
-                                        " WHERE name = ?1 RETURNING " + kWorkerKeyColumns));
+  // Readmitting deletes the revoked key: left in place, it would authenticate again after a
+  // restart, and it would hold the name against the enrolment readmitting is for.
+  const std::string sql = revoked
+                              ? std::string(
+                                    "UPDATE worker_keys SET revoked_at = coalesce(revoked_at, ?2) "
+                                    "WHERE name = ?1 RETURNING ") +
+                                    kWorkerKeyColumns
+                              : std::string(
+                                    "DELETE FROM worker_keys WHERE name = ?1 AND revoked_at IS NOT "
+                                    "NULL RETURNING ") +
+                                    kWorkerKeyColumns;
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
   s.Bind(1, name);
   if (revoked) s.Bind(2, NowMs());
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return Status::NotFound("no worker named " + name + " has enrolled");
-  WorkerKeyRecord k = ReadWorkerKey(s);
+  if (row) {
+    WorkerKeyRecord k = ReadWorkerKey(s);
+    TSR_RETURN_IF_ERROR(s.Run());
+    return k;
+  }
   TSR_RETURN_IF_ERROR(s.Run());
-  return k;
+  if (!revoked) {
+    // Not revoked: readmitting an enrolled worker changes nothing.
+    TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
+                                                  " FROM worker_keys WHERE name = ?1"));
+    q.Bind(1, name);
+    TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+    if (found) {
+      WorkerKeyRecord k = ReadWorkerKey(q);
+      TSR_RETURN_IF_ERROR(q.Run());
+      return k;
+    }
+  }
+  return Status::NotFound("no worker named " + name + " has enrolled");
 }
 
 StatusOr<std::vector<WorkerKeyRecord>> Store::ListWorkerKeys() {

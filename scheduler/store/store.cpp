@@ -1,8 +1,13 @@
 #include "scheduler/store/store.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -270,6 +275,11 @@ CREATE TABLE native_plugins (
   updated_at  INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // 23 -> 24: a join token may be made for one worker name ('' = any name without a valid
+    // key): only such a token replaces the key a name is enrolled with.
+    R"sql(
+ALTER TABLE join_tokens ADD COLUMN worker_name TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -460,6 +470,19 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return Status::Internal("cannot create data directory " + data_dir + ": " + ec.message());
   std::string path = (std::filesystem::path(data_dir) / "tessera.db").string();
+  // The database holds job files, token hashes and keys: the scheduler's user's alone. SQLite
+  // creates a new file 0644 (less the umask) and gives its -wal and -shm the database file's
+  // mode, so the file is made 0600 before SQLite opens it (an older one is tightened too).
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string file = path + suffix;
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | (*suffix ? 0 : O_CREAT), 0600);
+    if (fd < 0) continue;  // (-wal, -shm: not there yet)
+    const int error = ::fchmod(fd, 0600) == 0 ? 0 : errno;
+    ::close(fd);
+    if (error != 0) {  // another user's file that we may write: say so, and carry on
+      spdlog::warn("cannot make {} private (mode 0600): {}", file, std::strerror(error));
+    }
+  }
   TSR_ASSIGN_OR_RETURN(auto writer, Db::Open(path, /*read_only=*/false, synchronous));
   std::unique_ptr<Store> store(new Store(path, std::move(writer)));
   TSR_RETURN_IF_ERROR(store->Migrate());

@@ -174,6 +174,9 @@ struct JoinTokenRecord {
   int max_uses = 0;                      // 0: unlimited
   int uses = 0;
   std::optional<int64_t> revoked_at_ms;
+  // Made for this worker name: it enrols only that name, and may replace the key the name is
+  // enrolled with (a replacement machine). "": any name that has no valid key.
+  std::string worker_name;
   // Whether it still admits a new enrolment at `now_ms`.
   bool usable(int64_t now_ms) const {
     return !revoked_at_ms && (!expires_at_ms || *expires_at_ms > now_ms) &&
@@ -235,7 +238,7 @@ struct Lease {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 23;
+  static constexpr int kSchemaVersion = 24;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -349,19 +352,25 @@ class Store {
 
   // ---- credentials (credentials.cpp; any thread) -----------------------------------------
   StatusOr<JoinTokenRecord> CreateJoinToken(const std::string& public_key, const std::string& note,
-                                            std::optional<int64_t> expires_at_ms, int max_uses);
+                                            std::optional<int64_t> expires_at_ms, int max_uses,
+                                            const std::string& worker_name = "");
   StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens();
   StatusOr<JoinTokenRecord> RevokeJoinToken(int64_t token_id);
-  // Enrols (or re-enrols: a replacement machine, a lost key) the worker `name` with
-  // `public_key`, using one use of the token, in one transaction. FailedPrecondition when the
-  // token is no longer usable or the name was revoked.
+  // Enrols the worker `name` with `public_key`, using one use of the token, in one transaction.
+  // A name never changes hands silently: when it is enrolled with another valid key, only a
+  // token made for that name may replace the key (a replacement machine, a lost key);
+  // otherwise AlreadyExists, and an operator revokes and readmits the name first.
+  // FailedPrecondition when the token is no longer usable or is for another name, or the name
+  // is revoked (not yet readmitted).
   struct Enrolment {
     std::optional<std::string> replaced_key;  // the worker's previous key, if it had one
     bool token_usable = true;                 // false: that was the token's last use
   };
   StatusOr<Enrolment> EnrolWorker(const std::string& name, const std::string& public_key,
                                   int64_t token_id);
-  // Revokes (or readmits) the worker's key; NotFound if it never enrolled. Returns the record.
+  // Revokes the worker's key, or readmits a revoked name: its old key is forgotten for good and
+  // the name may enrol again with a join token. NotFound if it never enrolled. Returns the
+  // record as it was.
   StatusOr<WorkerKeyRecord> SetWorkerRevoked(const std::string& name, bool revoked);
   StatusOr<std::vector<WorkerKeyRecord>> ListWorkerKeys();
   StatusOr<ApiTokenRecord> CreateApiToken(const ApiTokenRecord& token);

@@ -161,6 +161,72 @@ TEST(FleetTest, RefusesPeersWithoutCurveOrWithAnUnknownKey) {
       << farm.SchedulerLog();
 }
 
+// What a join-token connection is told when it asks to enrol `name` with a fresh key pair:
+// ENROLLED or REJECT (nullopt: nothing within 10 s).
+std::optional<protocol::Envelope> EnrolWithToken(const LocalFarm& farm, const std::string& key_hex,
+                                                 const std::string& token,
+                                                 const std::string& name) {
+  zmq::context_t context;
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  const curve::KeyPair token_keys = curve::JoinTokenKeys(token).value();
+  dealer.set(zmq::sockopt::curve_serverkey, curve::ParseKey(key_hex, "key").value());
+  dealer.set(zmq::sockopt::curve_publickey, token_keys.public_key);
+  dealer.set(zmq::sockopt::curve_secretkey, token_keys.secret_key);
+  dealer.connect(farm.broker_endpoint());
+  auto frames = protocol::Encode(protocol::MessageType::kEnrol,
+                                 protocol::Enrol{name, curve::Generate().public_key});
+  (void)zmq::send_multipart(dealer, frames);
+  zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, 10s) <= 0) return std::nullopt;
+  std::vector<zmq::message_t> reply;
+  if (!zmq::recv_multipart(dealer, std::back_inserter(reply))) return std::nullopt;
+  auto env = protocol::Decode(reply);
+  if (!env.ok()) return std::nullopt;
+  return std::move(*env);
+}
+
+TEST(FleetTest, AJoinTokenDoesNotTakeOverAnEnrolledNameUntilItIsRevokedAndReadmitted) {
+  LocalFarm farm("fleet-takeover");
+  farm.UseCurve();
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string key;
+  const std::string token = farm.CreateJoinToken(&key);
+  ASSERT_FALSE(token.empty()) << farm.SchedulerLog();
+  const std::string data = farm.dir() + "/w1-data";
+  ASSERT_TRUE(
+      farm.StartWorkerWith("w1", {"--public-key", key, "--join-token", token, "--data-dir", data}));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s)) << farm.WorkerLog("w1") << farm.SchedulerLog();
+
+  // Whoever else holds a join token asks for w1's name with a key of its own: refused, and the
+  // real w1 keeps its key, its connection and its work.
+  auto refused = EnrolWithToken(farm, key, token, "w1");
+  ASSERT_TRUE(refused) << farm.SchedulerLog();
+  ASSERT_EQ(refused->type, protocol::MessageType::kReject) << farm.SchedulerLog();
+  EXPECT_TRUE(
+      Contains(refused->As<protocol::Reject>()->reason, "already enrolled with another key"))
+      << refused->As<protocol::Reject>()->reason;
+  EXPECT_TRUE(Contains(farm.SchedulerLog(), "enrolment_refused")) << farm.SchedulerLog();
+  std::string error;
+  int64_t job = farm.Submit("name: still\nrenderer: noop\nframes: 1-2\n", "", &error);
+  ASSERT_GT(job, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(job, 30s)["state"], "done") << farm.SchedulerLog();
+
+  // Revoked, the name is still not free: an operator readmits it first.
+  int status = 0;
+  farm.Post("/api/v1/workers/w1/revoke", {}, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(farm.worker("w1").Wait(20s), 1) << farm.WorkerLog("w1");
+  refused = EnrolWithToken(farm, key, token, "w1");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->type, protocol::MessageType::kReject);
+  farm.Post("/api/v1/workers/w1/readmit", {}, &status);
+  ASSERT_EQ(status, 200);
+  auto enrolled = EnrolWithToken(farm, key, token, "w1");
+  ASSERT_TRUE(enrolled) << farm.SchedulerLog();
+  EXPECT_EQ(enrolled->type, protocol::MessageType::kEnrolled) << farm.SchedulerLog();
+}
+
 // ---- results, drain, spot ---------------------------------------------------------------------
 
 TEST(FleetTest, SpooledResultSurvivesASchedulerRestartAndIsDeliveredOnce) {

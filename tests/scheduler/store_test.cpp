@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -331,6 +332,84 @@ TEST_F(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
   workers = *store_->ListWorkers();
   EXPECT_EQ(workers[1].os, "Ubuntu 24.04 LTS, Linux 6.8.0 x86_64");
   EXPECT_EQ(workers[1].cloud.provider, "");
+}
+
+// ---- credentials: a worker name never changes hands silently ----------------------------------
+
+TEST_F(StoreTest, EnrolmentNeverTakesOverANameEnrolledWithAnotherKey) {
+  auto token = store_->CreateJoinToken("token-key", "any name", std::nullopt, 0);
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  ASSERT_TRUE(store_->EnrolWorker("render-1", "key-a", token->id).ok());
+  // The same machine again (its ENROLLED answer was lost): fine.
+  auto again = store_->EnrolWorker("render-1", "key-a", token->id);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->replaced_key);
+
+  // Anyone else holding a join token: refused, and the enrolled key stays.
+  auto thief = store_->EnrolWorker("render-1", "key-b", token->id);
+  ASSERT_FALSE(thief.ok());
+  EXPECT_EQ(thief.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(thief.status().message().find("already enrolled with another key"), std::string::npos)
+      << thief.status().message();
+  auto keys = store_->ListWorkerKeys();
+  ASSERT_TRUE(keys.ok());
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_EQ((*keys)[0].public_key, "key-a");
+
+  // Revoked: still refused until an operator readmits the name...
+  ASSERT_TRUE(store_->SetWorkerRevoked("render-1", true).ok());
+  auto revoked = store_->EnrolWorker("render-1", "key-b", token->id);
+  ASSERT_FALSE(revoked.ok());
+  EXPECT_EQ(revoked.status().code(), StatusCode::kFailedPrecondition);
+  // ...which forgets the old key for good (it must not come back with a restart)...
+  ASSERT_TRUE(store_->SetWorkerRevoked("render-1", false).ok());
+  EXPECT_TRUE(store_->ListWorkerKeys()->empty());
+  // ...and then another machine may enrol under it.
+  auto replacement = store_->EnrolWorker("render-1", "key-b", token->id);
+  ASSERT_TRUE(replacement.ok()) << replacement.status().ToString();
+  EXPECT_EQ((*store_->ListWorkerKeys())[0].public_key, "key-b");
+  // Readmitting a worker that is not revoked changes nothing; an unknown one is NotFound.
+  ASSERT_TRUE(store_->SetWorkerRevoked("render-1", false).ok());
+  EXPECT_EQ(store_->ListWorkerKeys()->size(), 1u);
+  EXPECT_EQ(store_->SetWorkerRevoked("nobody", false).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, AJoinTokenMadeForANameMayReplaceItsKeyAndEnrolsNothingElse) {
+  auto any = store_->CreateJoinToken("any-key", "", std::nullopt, 0);
+  ASSERT_TRUE(any.ok());
+  ASSERT_TRUE(store_->EnrolWorker("render-1", "key-a", any->id).ok());
+  auto named = store_->CreateJoinToken("named-key", "new disk", std::nullopt, 1, "render-1");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(named->worker_name, "render-1");
+  EXPECT_EQ((*store_->ListJoinTokens())[1].worker_name, "render-1");
+
+  auto other = store_->EnrolWorker("render-2", "key-c", named->id);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("made for worker render-1"), std::string::npos)
+      << other.status().message();
+  auto replaced = store_->EnrolWorker("render-1", "key-b", named->id);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  ASSERT_TRUE(replaced->replaced_key);
+  EXPECT_EQ(*replaced->replaced_key, "key-a");
+  EXPECT_FALSE(replaced->token_usable) << "it had one use";
+}
+
+TEST_F(StoreTest, TheDatabaseAndItsJournalsAreTheSchedulersUsersAlone) {
+  Submit(2);  // writes: the -wal and -shm files exist
+  const std::string db = dir_ + "/tessera.db";
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
+  };
+  EXPECT_EQ(mode(db), 0600);
+  EXPECT_EQ(mode(db + "-wal"), 0600);
+  EXPECT_EQ(mode(db + "-shm"), 0600);
+  // A database an older version left readable by everyone is made private when it opens.
+  store_.reset();
+  ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
+  auto reopened = Store::Open(dir_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ(mode(db), 0600);
 }
 
 TEST(AssemblerTest, WritesEveryRequestedFormatWithPaddedNames) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "shared/chunked_transfer.h"
+#include "shared/utf8.h"
 
 namespace tessera::protocol {
 namespace {
@@ -124,6 +125,103 @@ TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
   auto env = Decode(frames);
   ASSERT_TRUE(env.ok());
   EXPECT_FALSE(env->As<TaskDone>().ok());
+}
+
+// ---- the boundary checks (protocol::Check, applied by Envelope::As) ---------------------------
+
+template <typename T>
+StatusOr<T> RoundTrip(MessageType type, const T& message) {
+  auto frames = Encode(type, message);
+  auto env = Decode(frames);
+  if (!env.ok()) return env.status();
+  return env->template As<T>();
+}
+
+TEST(ProtocolTest, NamesThatAreNotUtf8AreRefusedNamingTheFieldAndTheByte) {
+  Register reg;
+  reg.name = "gpu-07";
+  reg.tags = {"cuda12", "big\xc3\x28vram"};
+  auto refused = RoundTrip(MessageType::kRegister, reg);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "REGISTER body: tags[1]: not valid UTF-8 (byte 3)");
+
+  reg.tags = {};
+  reg.pools = {"\xff"};
+  EXPECT_EQ(RoundTrip(MessageType::kRegister, reg).status().message(),
+            "REGISTER body: pools[0]: not valid UTF-8 (byte 0)");
+  reg.pools = {"default"};
+  reg.name = "w\xed\xa0\x80";  // a surrogate
+  EXPECT_EQ(RoundTrip(MessageType::kRegister, reg).status().message(),
+            "REGISTER body: name: not valid UTF-8 (byte 1)");
+  reg.name = "";
+  EXPECT_FALSE(RoundTrip(MessageType::kRegister, reg).ok());
+  reg.name = "gpu-07";
+  reg.plugins = {{"pov\xc0\xafray", "3.7", "/usr/bin/povray"}};
+  EXPECT_EQ(RoundTrip(MessageType::kRegister, reg).status().message(),
+            "REGISTER body: plugins[0].name: not valid UTF-8 (byte 3)");
+  EXPECT_FALSE(RoundTrip(MessageType::kEnrol, Enrol{"\x80", "key"}).ok());
+  Assign assign;
+  assign.scene_yaml = "camera: \xff";
+  EXPECT_EQ(RoundTrip(MessageType::kAssign, assign).status().message(),
+            "ASSIGN body: scene_yaml: not valid UTF-8 (byte 8)");
+}
+
+TEST(ProtocolTest, TextAProgramPrintedIsMadeValidAndCut) {
+  Register reg;
+  reg.name = "gpu-07";
+  reg.hostname = "node\xff-7";
+  reg.os = std::string(5000, 'o');
+  reg.gpus = {{0, "NVIDIA \xc3\x28", 1, 9, 0}};
+  auto read = RoundTrip(MessageType::kRegister, reg);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->hostname, "node\xef\xbf\xbd-7");
+  EXPECT_EQ(read->os.size(), kMaxTextBytes);
+  EXPECT_EQ(read->gpus[0].name, "NVIDIA \xef\xbf\xbd(");
+
+  // Cut at a character boundary, never inside one.
+  TaskFailed failed;
+  failed.message = std::string(kMaxMessageTextBytes - 1, 'x') + "\xc3\xa9";
+  failed.log = "\xe2\x82\xac" + std::string(kMaxTaskLogBytes, 'l');
+  auto f = RoundTrip(MessageType::kTaskFailed, failed);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->message, std::string(kMaxMessageTextBytes - 1, 'x'));
+  EXPECT_EQ(f->log, std::string(kMaxTaskLogBytes, 'l')) << "the last 64 KiB of the log";
+  Progress p{1, 1, 0.5, "frame \xed\xa0\x80"};
+  EXPECT_TRUE(utf8::IsValid(RoundTrip(MessageType::kProgress, p)->message));
+
+  // Whatever was read is safe to serialise as JSON (what the store and the API do).
+  EXPECT_NO_THROW((void)nlohmann::json(*read).dump());
+}
+
+TEST(ProtocolTest, ListsBeyondTheirLimitAreRefused) {
+  Register reg;
+  reg.name = "gpu-07";
+  reg.tags.assign(kMaxListEntries, "t");
+  EXPECT_TRUE(RoundTrip(MessageType::kRegister, reg).ok());
+  reg.tags.push_back("one-too-many");
+  EXPECT_EQ(RoundTrip(MessageType::kRegister, reg).status().message(),
+            "REGISTER body: tags: at most 64 entries (got 65)");
+  reg.tags = {std::string(kMaxNameBytes + 1, 't')};
+  EXPECT_EQ(RoundTrip(MessageType::kRegister, reg).status().message(),
+            "REGISTER body: tags[0]: at most 128 bytes (got 129)");
+  reg.tags = {};
+  reg.plugins.assign(kMaxPlugins + 1, PluginOffer{"p"});
+  EXPECT_FALSE(RoundTrip(MessageType::kRegister, reg).ok());
+  Heartbeat beat;
+  beat.running.assign(kMaxTaskRefs + 1, TaskRef{1, 1});
+  EXPECT_EQ(RoundTrip(MessageType::kHeartbeat, beat).status().message(),
+            "HEARTBEAT body: running: at most 4096 entries (got 4097)");
+}
+
+TEST(ProtocolTest, ARejectMayOnlyMeanNotNow) {
+  auto r = RoundTrip(MessageType::kReject, Reject{"busy name", 1500});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->retry_after_ms, 1500);
+  // An older scheduler's REJECT (no retry_after_ms) is for good.
+  auto frames = Encode(MessageType::kReject, nlohmann::json{{"reason", "revoked"}});
+  auto old = Decode(frames)->As<Reject>();
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->retry_after_ms, 0);
 }
 
 // ---- chunked transfer -------------------------------------------------------------------------
