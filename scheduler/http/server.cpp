@@ -1,5 +1,6 @@
 #include "scheduler/http/server.h"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -585,6 +586,9 @@ StatusOr<int> Server::Impl::Start() {
   if (ec) return Status::InvalidArgument("api.listen: '" + options_.host + "' is not an address");
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
   acceptor_->open(endpoint.protocol(), ec);
+  // Renderer and worker processes the scheduler starts must not inherit the listening socket:
+  // one outliving a killed scheduler would keep the port from being bound again.
+  if (!ec) ::fcntl(acceptor_->native_handle(), F_SETFD, FD_CLOEXEC);
   if (!ec) acceptor_->set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_->bind(endpoint, ec);
   if (!ec) acceptor_->listen(net::socket_base::max_listen_connections, ec);
@@ -661,6 +665,7 @@ void Server::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     return Accept();
   }
   boost::system::error_code ignored;
+  ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
   socket.set_option(tcp::no_delay(true), ignored);
   if (tls_) {
     std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(

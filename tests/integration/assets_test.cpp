@@ -283,6 +283,21 @@ objects:
   EXPECT_EQ(frame->height, 2160);
   EXPECT_EQ(frame->channels, 11);
   static_assert(int64_t{4096} * 2160 * 11 * 4 > 100 * protocol::kMaxMessageBytes);
+  // The other worker kept rendering while the big frame rendered and travelled: tasks of the
+  // small job finished, on the other worker, before the big job did.
+  const std::string big_worker =
+      farm_.Get("/api/v1/jobs/" + std::to_string(big) + "/tasks")["tasks"][0]["worker_name"];
+  const std::string big_finished = job["finished_at"];
+  const nlohmann::json small_tasks =
+      farm_.Get("/api/v1/jobs/" + std::to_string(many) + "/tasks")["tasks"];
+  int meanwhile = 0;
+  for (const auto& t : small_tasks) {
+    meanwhile += t["worker_name"] != big_worker && t["finished_at"].is_string() &&
+                 t["finished_at"].get<std::string>() < big_finished;
+  }
+  EXPECT_GE(meanwhile, 3) << "tasks of the small job done elsewhere while the big one ran (on "
+                          << big_worker << ", until " << big_finished
+                          << "): " << small_tasks.dump();
   // Nobody was declared dead meanwhile: every heartbeat got through between the pieces.
   EXPECT_EQ(farm_.SchedulerLog().find("removed:"), std::string::npos) << farm_.SchedulerLog();
   nlohmann::json workers = farm_.Get("/api/v1/workers");
