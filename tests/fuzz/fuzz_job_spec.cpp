@@ -1,0 +1,50 @@
+// Fuzzes the job file parser (shared/job_spec.h) as the API and the CLI use it: ParseJobYaml,
+// then ValidateJob and what the scheduler derives from an accepted job. A job that parses must
+// hold only valid UTF-8 (the store writes its lists as JSON text, which would throw otherwise).
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "shared/job_spec.h"
+#include "shared/utf8.h"
+
+namespace {
+
+using tessera::utf8::IsValid;
+
+void MustBeValid(const std::string& text) {
+  if (!IsValid(text)) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  tessera::StatusOr<tessera::spec::JobSpec> job = tessera::spec::ParseJobYaml(text);
+  if (!job.ok()) return 0;
+  MustBeValid(job->name);
+  MustBeValid(job->renderer);
+  MustBeValid(job->project);
+  MustBeValid(job->user);
+  MustBeValid(job->scene_path);
+  MustBeValid(job->scene_yaml);
+  for (const auto* list : {&job->limits, &job->pools, &job->tags, &job->asset_files}) {
+    for (const std::string& s : *list) MustBeValid(s);
+  }
+  for (const auto& [key, value] : job->settings) {
+    MustBeValid(key);
+    MustBeValid(value);
+  }
+  for (const std::string& f : job->output.formats) MustBeValid(f);
+  MustBeValid(job->output.directory);
+  MustBeValid(job->output.pattern);
+  (void)tessera::spec::ValidateJob(*job);
+  (void)tessera::spec::EffectivePattern(*job);
+  (void)tessera::spec::ResolvedSettings(*job);
+  (void)tessera::spec::SceneFileName(*job);
+  int start = 0, end = 0;
+  (void)tessera::spec::ParseFrameRange(std::string(text.substr(0, 64)), &start, &end);
+  return 0;
+}
