@@ -13,7 +13,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   povray povray-includes blender prometheus chromium
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
+  cloud-init shellcheck systemd openssl iproute2
 )
+# kubectl (the manifests' kustomize build) is Debian's kubernetes-client, unless one is installed.
+command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

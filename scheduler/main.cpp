@@ -22,6 +22,7 @@
 #include "scheduler/store/store.h"
 #include "shared/config.h"
 #include "shared/curve.h"
+#include "shared/file_io.h"
 #include "shared/logging.h"
 
 extern char** environ;
@@ -163,6 +164,14 @@ int main(int argc, char** argv) {
   fs::create_directories(output_root, ec);
   if (ec) return Fail(Status::Internal("cannot create output root " + output_root));
   fs::remove(fs::path(data) / "scheduler.json", ec);
+  // A scheduler killed mid-write (a frame, a part, a blob) left a temporary file: nothing of ours
+  // writes yet, so whatever is left is garbage. Frames and parts are written again as needed.
+  for (const std::string& root : {data, output_root}) {
+    if (root != data && root.starts_with(data + "/")) continue;  // already under the data folder
+    for (const std::string& path : file_io::RemoveLeftoverTempFiles(root)) {
+      spdlog::info("removed {}, left by a write that was interrupted", path);
+    }
+  }
 
   auto store = store::Store::Open(data, cfg.synchronous == "full" ? "FULL" : "NORMAL");
   if (!store.ok()) return Fail(store.status());

@@ -1,6 +1,7 @@
 #include "shared/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,24 @@
 
 namespace tessera::file_io {
 namespace {
+
+// ".NAME.tmp-PID-N": the PID, or -1 when `name` is not such a name.
+pid_t ImageTempPid(const std::string& name) {
+  if (name.size() < 2 || name[0] != '.') return -1;
+  const size_t dash = name.rfind('-');
+  const size_t mark = name.rfind(".tmp-", dash == std::string::npos ? 0 : dash);
+  if (dash == std::string::npos || mark == std::string::npos || mark == 0 || mark + 5 >= dash ||
+      dash + 1 >= name.size()) {
+    return -1;
+  }
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 10 &&
+           s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::string_view pid(name.data() + mark + 5, dash - mark - 5);
+  if (!digits(pid) || !digits(std::string_view(name).substr(dash + 1))) return -1;
+  return static_cast<pid_t>(std::stoll(std::string(pid)));
+}
 
 bool WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -51,6 +70,27 @@ Status MakePrivateDirectory(const std::string& dir) {
     return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
   }
   return Status::Ok();
+}
+
+std::vector<std::string> RemoveLeftoverTempFiles(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(
+           root, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    const std::string name = it->path().filename().string();
+    bool leftover = name.size() > 4 && name.ends_with(".tmp");
+    if (const pid_t pid = ImageTempPid(name); pid > 0) {
+      // A writer still alive (another process) finishes or removes its own file.
+      leftover = pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH);
+    }
+    std::error_code rm_ec;
+    if (leftover && fs::remove(it->path(), rm_ec)) removed.push_back(it->path().string());
+  }
+  return removed;
 }
 
 StatusOr<std::string> ReadAll(const std::string& path) {

@@ -26,4 +26,11 @@ StatusOr<std::string> ReadAll(const std::string& path);
 // the usual mode) or, when it exists, makes it 0700.
 Status MakePrivateDirectory(const std::string& dir);
 
+// What writers killed mid-write (kill -9, power loss) left under `root`, recursively: files named
+// "PATH.tmp" (WriteAtomically, the assembler's parts) and ".NAME.tmp-PID-N" (image::
+// WriteAtomically) whose process PID is gone or is the caller's own. Removed, and their paths
+// returned. Only for a daemon's own folders at start-up, before anything of its own writes
+// there: a ".tmp" name carries no PID to tell a live writer by.
+std::vector<std::string> RemoveLeftoverTempFiles(const std::string& root);
+
 }  // namespace tessera::file_io

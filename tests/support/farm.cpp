@@ -31,7 +31,7 @@ LocalFarm::~LocalFarm() {
 bool LocalFarm::StartScheduler(bool reuse_ports) {
   std::error_code ec;
   fs::remove(dir_ + "/data/scheduler.json", ec);
-  std::string api = "127.0.0.1:0", broker = "tcp://127.0.0.1:0";
+  std::string api = "127.0.0.1:0", broker = broker_bind_;
   if (reuse_ports && !api_url_.empty()) {
     api = api_url_.substr(api_url_.find("://") + 3);
     broker = broker_endpoint_;
@@ -64,10 +64,12 @@ bool LocalFarm::StartWorker(const std::string& name, int threads) {
   return StartWorkerWith(name, {"--threads", std::to_string(threads)});
 }
 
-bool LocalFarm::StartWorkerWith(const std::string& name, const std::vector<std::string>& extra) {
+bool LocalFarm::StartWorkerWith(const std::string& name, const std::vector<std::string>& extra,
+                                const std::vector<std::string>& launcher) {
   workers_.erase(name);
-  std::vector<std::string> argv = {
-      Bin("tessera-worker"), "--scheduler", broker_endpoint_, "--name", name, "--backend", "cpu"};
+  std::vector<std::string> argv = launcher;
+  argv.insert(argv.end(), {Bin("tessera-worker"), "--scheduler", broker_endpoint_, "--name", name,
+                           "--backend", "cpu"});
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (std::find(extra.begin(), extra.end(), "--threads") == extra.end()) {
     argv.insert(argv.end(), {"--threads", "1"});

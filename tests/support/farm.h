@@ -32,12 +32,18 @@ class LocalFarm {
   // Switches the scheduler (before StartScheduler) to CURVE: workers then need the scheduler's
   // public key and a join token (CreateJoinToken).
   void UseCurve();
+  // The address the scheduler's broker binds at its first start (default tcp://127.0.0.1:0);
+  // anything but loopback needs UseCurve().
+  void set_broker_bind(std::string endpoint) { broker_bind_ = std::move(endpoint); }
   // A join token from the API (and the scheduler's public key, hex); empty on failure.
   std::string CreateJoinToken(std::string* public_key, int uses = 0);
   // A worker with the usual test flags (CPU, one thread, --command-program for each of
   // command_programs() unless `extra` gives its own) plus `extra` (e.g. --config FILE,
   // --public-key, --join-token, --data-dir). Returns whether it is running.
-  bool StartWorkerWith(const std::string& name, const std::vector<std::string>& extra);
+  // `launcher` goes before the worker's path (e.g. {"/usr/sbin/ip", "netns", "exec", "NS"} to run
+  // it in another network namespace); it must exec the worker, so the handle's PID is the worker.
+  bool StartWorkerWith(const std::string& name, const std::vector<std::string>& extra,
+                       const std::vector<std::string>& launcher = {});
   std::string WorkerLog(const std::string& name) const;
   // The programs test workers let the command renderer run (worker.command_programs, which is
   // empty on a real worker until an operator lists some). Empty: the command renderer is off.
@@ -82,6 +88,7 @@ class LocalFarm {
   std::string token_;
   std::string ca_file_;
   std::string broker_endpoint_;
+  std::string broker_bind_ = "tcp://127.0.0.1:0";
   Process scheduler_;
   std::map<std::string, Process> workers_;
   std::vector<std::string> command_programs_ = {"echo", "false", "true", "sleep"};
