@@ -1,7 +1,8 @@
 // The YAML files under deploy/ as an operator uses them: cloud-init templates that boot a worker
 // and the Kubernetes manifests. Every file parses, each says what its deployment relies on, and
 // the configs they carry use only documented keys. Checks needing a tool this machine lacks
-// (cloud-init, kubectl, dpkg) skip with a message.
+// (cloud-init, kubectl, dpkg) skip with a message, and fail under CI=true
+// (tests/support/require.h).
 #include "tests/deploy/deploy_files.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +10,8 @@
 
 #include <fstream>
 #include <regex>
+
+#include "tests/support/require.h"
 
 namespace tessera::deploy_test {
 namespace {
@@ -174,7 +177,7 @@ TEST(DeployFiles, ConfigsUseOnlyKeysTheExamplesDocument) {
 // (exit 2 would be a rejected configuration). Paths and listen addresses that would need root
 // or fixed ports are overridden by flags; everything else is the deployed file.
 TEST(DeployFiles, ProgramsStartWithTheDeployedConfigs) {
-  if (!OnPath("timeout")) GTEST_SKIP() << "timeout (coreutils) is not installed";
+  TSR_REQUIRE_TOOL("timeout", "coreutils' timeout bounds each program's start");
   const std::string dir = MakeTempDir("configs");
   ASSERT_FALSE(dir.empty());
   struct Start {
@@ -313,7 +316,7 @@ TEST(CloudInit, EmbeddedWorkerConfigNamesSchedulerTokenAndProvider) {
 }
 
 TEST(CloudInit, TemplatesPassCloudInitSchema) {
-  if (!OnPath("cloud-init")) GTEST_SKIP() << "cloud-init is not installed: schema not checked";
+  TSR_REQUIRE_TOOL("cloud-init", "the templates' schema is not checked");
   const std::string dir = MakeTempDir("cloud-init");
   ASSERT_FALSE(dir.empty());
   for (const fs::path& path : CloudInitTemplates()) {
@@ -327,7 +330,7 @@ TEST(CloudInit, TemplatesPassCloudInitSchema) {
 TEST(CloudInit, PackagesProvideEveryLibraryTheBinariesLinkAgainst) {
   std::string why;
   std::optional<std::set<std::string>> needed = RuntimePackages(&why);
-  if (!needed) GTEST_SKIP() << why;
+  TSR_REQUIRE(needed.has_value(), why);
   for (const fs::path& path : CloudInitTemplates()) {
     std::set<std::string> listed;
     for (const YAML::Node& p : At(LoadTemplate(path), {"packages"})) listed.insert(Scalar(p));
@@ -431,7 +434,7 @@ TEST(Kubernetes, KustomizationListsExistingFiles) {
 }
 
 TEST(Kubernetes, KustomizeBuilds) {
-  if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed: kustomize build not run";
+  TSR_REQUIRE_TOOL("kubectl", "the kustomize build is not run");
   const fs::path dir = kDeploy / "kubernetes";
   CommandResult r = RunCommand("kubectl kustomize " + Quote(dir.string()) + " >/dev/null");
   EXPECT_EQ(r.code, 0) << r.output;

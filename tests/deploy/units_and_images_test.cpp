@@ -2,7 +2,7 @@
 // systemd-analyze with the built programs and keep the worker's drain-on-SIGTERM contract; the
 // images build the worker by default and carry every library the programs link against; the
 // scripts parse. Checks needing a tool this machine lacks (systemd-analyze, shellcheck, dpkg)
-// skip with a message.
+// skip with a message, and fail under CI=true (tests/support/require.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "tests/deploy/deploy_files.h"
+#include "tests/support/require.h"
 
 namespace tessera::deploy_test {
 namespace {
@@ -72,7 +73,7 @@ std::set<std::string> Words(const std::string& text) {
 // ---- systemd units -------------------------------------------------------------------------
 
 TEST(SystemdUnits, PassSystemdAnalyzeVerifyWithTheBuiltPrograms) {
-  if (!OnPath("systemd-analyze")) GTEST_SKIP() << "systemd-analyze is not installed";
+  TSR_REQUIRE_TOOL("systemd-analyze", "the units are not verified");
   const std::string dir = MakeTempDir("units");
   ASSERT_FALSE(dir.empty());
   for (const auto& [program, built] : std::vector<std::pair<std::string, std::string>>{
@@ -200,7 +201,7 @@ TEST(Container, DebianBuildStageInstallsTheLibrariesOfInstallDeps) {
 TEST(Container, DebianRuntimeStageProvidesEveryLibraryTheBinariesLinkAgainst) {
   std::string why;
   std::optional<std::set<std::string>> needed = RuntimePackages(&why);
-  if (!needed) GTEST_SKIP() << why;
+  TSR_REQUIRE(needed.has_value(), why);
   const std::vector<Stage> stages = Stages(ReadFile(kDeploy / "container" / "Dockerfile"));
   const Stage* runtime = FindStage(stages, "runtime");
   ASSERT_NE(runtime, nullptr);
@@ -225,7 +226,7 @@ TEST(Scripts, AreExecutableAndParse) {
 }
 
 TEST(Scripts, PassShellcheck) {
-  if (!OnPath("shellcheck")) GTEST_SKIP() << "shellcheck is not installed: lint not run";
+  TSR_REQUIRE_TOOL("shellcheck", "the scripts are not linted");
   for (const fs::path& script : FilesIn(kDeploy, ".sh")) {
     CommandResult r = RunCommand("shellcheck " + Quote(script.string()));
     EXPECT_EQ(r.code, 0) << r.output;

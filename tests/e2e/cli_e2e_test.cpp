@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/e2e/subprocess.h"
+#include "tests/support/require.h"
 #include "tests/support/scenes.h"
 
 namespace tessera::e2e {
@@ -211,9 +212,8 @@ json ParseJson(const RunResult& r) {
 }
 
 TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
-  if (!fs::exists(kBinDir + "/tessera-scheduler") || !fs::exists(kBinDir + "/tessera-worker")) {
-    GTEST_SKIP() << "tessera-scheduler / tessera-worker are not built in " << kBinDir;
-  }
+  TSR_REQUIRE(fs::exists(kBinDir + "/tessera-scheduler") && fs::exists(kBinDir + "/tessera-worker"),
+              "tessera-scheduler / tessera-worker are not built in " << kBinDir);
   const std::string port = std::to_string(FreePort());
   const std::string server = "http://127.0.0.1:" + port;
   const std::string data = dir_ + "/data";

@@ -2,7 +2,7 @@
 // auth on) with real workers, and each page is checked for what a user looks for there. A
 // screenshot and the rendered DOM of every page are saved for a person to look at, in
 // $TESSERA_SCREENSHOT_DIR (default: dashboard-screenshots/ in the build directory).
-// Skipped when Chromium is not installed.
+// Skipped when Chromium is not installed (a failure under CI=true).
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,6 +15,7 @@
 
 #include "tests/e2e/chromium.h"
 #include "tests/support/farm.h"
+#include "tests/support/require.h"
 
 namespace tessera::testing {
 namespace {
@@ -41,9 +42,8 @@ std::string Js(const std::string& text) { return json(text).dump(); }
 class DashboardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(e2e::kChromiumPath)) {
-      GTEST_SKIP() << "chromium is not installed: apt-get install chromium";
-    }
+    TSR_REQUIRE_TOOL(e2e::kChromiumPath,
+                     "the dashboard is not tested in a browser (apt-get install chromium)");
     profile_ = MakeTempDir("tessera-chromium");
     std::string error;
     browser_ = HeadlessBrowser::Start(profile_, kWidth, kHeight, &error);

@@ -19,6 +19,7 @@
 
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/require.h"
 
 namespace tessera::testing {
 namespace {
@@ -269,9 +270,8 @@ bool Handshake(int port, int max_version) {
 TEST(ApiAuthTest, HttpsServesTls12AndLaterOnly) {
   LocalFarm farm("auth-tls");
   std::string cert, key;
-  if (!MakeCertificate(farm.dir(), &cert, &key)) {
-    GTEST_SKIP() << "the openssl tool cannot make a test certificate (apt-get install openssl)";
-  }
+  TSR_REQUIRE(MakeCertificate(farm.dir(), &cert, &key),
+              "the openssl tool cannot make a test certificate (apt-get install openssl)");
   farm.AppendSchedulerConfig("api:\n  tls_cert_file: " + cert + "\n  tls_key_file: " + key + "\n");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_EQ(farm.api_url().rfind("https://127.0.0.1:", 0), 0u) << farm.api_url();
@@ -311,9 +311,8 @@ TEST(ApiAuthTest, HttpsServesTls12AndLaterOnly) {
 TEST(ApiAuthTest, HttpsCanRequireTls13) {
   LocalFarm farm("auth-tls13");
   std::string cert, key;
-  if (!MakeCertificate(farm.dir(), &cert, &key)) {
-    GTEST_SKIP() << "the openssl tool cannot make a test certificate (apt-get install openssl)";
-  }
+  TSR_REQUIRE(MakeCertificate(farm.dir(), &cert, &key),
+              "the openssl tool cannot make a test certificate (apt-get install openssl)");
   farm.AppendSchedulerConfig("api:\n  tls_cert_file: " + cert + "\n  tls_key_file: " + key +
                              "\n  tls_min_version: \"1.3\"\n");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();

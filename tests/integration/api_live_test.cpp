@@ -9,6 +9,8 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "shared/image_io.h"
@@ -243,20 +245,53 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
   EXPECT_EQ(history["interval_s"], 1);
 }
 
+// The value of an unlabelled gauge in GET /metrics, or -1.
+double Gauge(LocalFarm& farm, const std::string& name) {
+  httplib::Client client(farm.api_url());
+  client.set_bearer_token_auth(farm.token());
+  auto res = client.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
 TEST(ApiLiveTest, CliWaitAndWatchFollowTheJobAndCompletionCompletes) {
   LocalFarm farm("live-cli");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
-  ASSERT_TRUE(farm.StartWorker("w1"));
-  ASSERT_TRUE(farm.WaitForWorkers(1, 20s));
   const std::vector<std::string> env = {"TESSERA_SERVER=" + farm.api_url(),
                                         "TESSERA_TOKEN=" + farm.token()};
   const std::string cli = Bin("tessera");
   std::string error;
-  const int64_t job = farm.Submit(JobYaml("waited", "1-3"), TinySceneYaml(), &error);
+  // No worker yet, so the job cannot start, let alone end, before `tessera wait` follows it.
+  // Frames of about half a second each, so every task done is a change of its own.
+  const int64_t job = farm.Submit(JobYaml("waited", "1-4"), TinySceneYaml(128, 96, 96), &error);
   ASSERT_GT(job, 0) << error;
-  e2e::RunResult wait = e2e::RunProcess({cli, "wait", std::to_string(job)}, 60s, env);
-  EXPECT_EQ(wait.exit_code, 0) << wait.err;
-  EXPECT_TRUE(Contains(wait.out, "job " + std::to_string(job) + " done")) << wait.out;
+  e2e::BackgroundProcess wait({cli, "wait", std::to_string(job), "--timeout", "120", "--server",
+                               farm.api_url(), "--token", farm.token()},
+                              farm.dir() + "/wait.err");
+  // Its first line: the job is still queued, nothing done.
+  const std::optional<std::string> first = wait.ReadLine(30s);
+  ASSERT_TRUE(first.has_value()) << ReadFile(farm.dir() + "/wait.err");
+  EXPECT_TRUE(Contains(*first, "queued") && Contains(*first, " 0/4 tasks done")) << *first;
+  // And it follows the event stream (the scheduler counts the open stream) before work starts.
+  ASSERT_TRUE(WaitFor([&] { return Gauge(farm, "tessera_api_event_streams") == 1; }, 10s))
+      << "tessera wait never opened the event stream";
+  ASSERT_EQ(farm.Get("/api/v1/jobs/" + std::to_string(job))["job"]["tasks"]["done"], 0);
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  std::vector<std::string> lines = {*first};
+  while (std::optional<std::string> line = wait.ReadLine(120s)) lines.push_back(*line);
+  ASSERT_EQ(wait.Wait(10s), 0) << ReadFile(farm.dir() + "/wait.err");
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  // It saw the job run: each task done as it happened, then the end.
+  EXPECT_TRUE(Contains(all, "running")) << all;
+  for (int done = 1; done <= 3; ++done) {
+    EXPECT_TRUE(Contains(all, " " + std::to_string(done) + "/4 tasks done")) << all;
+  }
+  EXPECT_TRUE(Contains(lines.back(), "job " + std::to_string(job) + " done")) << all;
   e2e::RunResult watch = e2e::RunProcess({cli, "status", std::to_string(job), "--watch"}, 30s, env);
   EXPECT_EQ(watch.exit_code, 0) << watch.err;
   EXPECT_TRUE(Contains(watch.out, "state      done")) << watch.out;

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "tests/support/farm.h"
+#include "tests/support/require.h"
 
 namespace tessera::testing {
 namespace {
@@ -327,9 +328,8 @@ double Query(httplib::Client& prometheus, const std::string& promql) {
 }
 
 TEST_F(MetricsTest, RealPrometheusScrapesTheScheduler) {
-  if (!fs::exists(kPrometheus)) {
-    GTEST_SKIP() << "prometheus is not installed: apt-get install prometheus";
-  }
+  TSR_REQUIRE_TOOL(kPrometheus,
+                   "no real Prometheus scrapes the scheduler (apt-get install prometheus)");
   const std::string dir = MakeTempDir("tessera-prometheus");
   ASSERT_FALSE(dir.empty());
   const std::string token_file = farm_->dir() + "/data/admin.token";

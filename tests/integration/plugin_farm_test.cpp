@@ -1,7 +1,7 @@
 // External renderers through a real farm: a real tessera-scheduler and real tessera-workers on
 // loopback render a small POV-Ray animation and a small Blender (Cycles, CPU) scene, and the
 // frames the farm writes are compared with the same renderer run directly. Tests that need a
-// renderer skip when it is not installed; the feasibility test needs none.
+// renderer skip when it is not installed (fail under CI=true); the feasibility test needs none.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include "shared/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/require.h"
 
 namespace tessera::testing {
 namespace {
@@ -65,7 +66,7 @@ plane { y, -1 pigment { checker color rgb 1 color rgb 0.1 } }
 )";
 
 TEST(PluginFarmTest, PovrayAnimationMatchesADirectRender) {
-  if (!Installed("povray")) GTEST_SKIP() << "povray is not installed (apt-get install povray)";
+  TSR_REQUIRE(Installed("povray"), "povray is not installed (apt-get install povray)");
   LocalFarm farm("povray");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1"));
@@ -123,7 +124,7 @@ TEST(PluginFarmTest, PovrayAnimationMatchesADirectRender) {
 }
 
 TEST(PluginFarmTest, PovrayTilesAssembleToTheDirectRender) {
-  if (!Installed("povray")) GTEST_SKIP() << "povray is not installed (apt-get install povray)";
+  TSR_REQUIRE(Installed("povray"), "povray is not installed (apt-get install povray)");
   LocalFarm farm("povray-tiles");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1"));
@@ -192,7 +193,7 @@ scene.render.resolution_percentage = 100
 )";
 
 TEST(PluginFarmTest, BlenderCyclesMatchesADirectRender) {
-  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  TSR_REQUIRE(Installed("blender"), "blender is not installed (apt-get install blender)");
   LocalFarm farm("blender");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1", 2));
@@ -214,7 +215,7 @@ TEST(PluginFarmTest, BlenderCyclesMatchesADirectRender) {
 
 // A binary .blend scene: `tessera submit` uploads it like an asset, and the worker opens it.
 TEST(PluginFarmTest, BlenderBlendFileSubmittedWithTheCliMatchesADirectRender) {
-  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  TSR_REQUIRE(Installed("blender"), "blender is not installed (apt-get install blender)");
   LocalFarm farm("blend");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1", 2));

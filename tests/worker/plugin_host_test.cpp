@@ -19,6 +19,7 @@
 
 #include "shared/plugin_catalog.h"
 #include "shared/utf8.h"
+#include "tests/support/require.h"
 
 namespace tessera::worker {
 namespace {
@@ -287,7 +288,7 @@ TEST_F(PluginHostTest, AnImageThatIsALinkIsRefused) {
 }
 
 TEST_F(PluginHostTest, RenderersRunAsTheConfiguredUser) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to change user";
+  TSR_REQUIRE(::geteuid() == 0, "needs root to change user");
   StatusOr<subprocess::Identity> nobody = subprocess::LookupUser("nobody");
   ASSERT_TRUE(nobody.ok()) << nobody.status().message();
   run_as_ = *nobody;
@@ -313,7 +314,8 @@ TEST_F(PluginHostTest, RenderersRunAsTheConfiguredUser) {
 }
 
 TEST_F(PluginHostTest, CommandImagesAreReadPerFrame) {
-  if (!Installed("oiiotool")) GTEST_SKIP() << "oiiotool is not installed";
+  TSR_REQUIRE(Installed("oiiotool"),
+              "oiiotool is not installed (apt-get install openimageio-tools)");
   protocol::Assign a = Command({"--pattern", "constant:color=0.5,0.25,1", "8x4", "3", "-d", "uint8",
                                 "-o", "{output_dir}/frame_{frame:06}.png"},
                                "oiiotool");
@@ -328,7 +330,7 @@ TEST_F(PluginHostTest, CommandImagesAreReadPerFrame) {
 }
 
 TEST_F(PluginHostTest, PovrayTileMatchesTheSameRegionOfTheWholeFrame) {
-  if (!Installed("povray")) GTEST_SKIP() << "povray is not installed (apt-get install povray)";
+  TSR_REQUIRE(Installed("povray"), "povray is not installed (apt-get install povray)");
   protocol::Assign a;
   a.task_id = 2;
   a.attempt = 1;
@@ -368,7 +370,7 @@ TEST_F(PluginHostTest, PovrayTileMatchesTheSameRegionOfTheWholeFrame) {
 }
 
 TEST_F(PluginHostTest, BlenderBorderTileMatchesTheSameRegionOfTheWholeFrame) {
-  if (!Installed("blender")) GTEST_SKIP() << "blender is not installed (apt-get install blender)";
+  TSR_REQUIRE(Installed("blender"), "blender is not installed (apt-get install blender)");
   protocol::Assign a;
   a.task_id = 3;
   a.attempt = 1;
