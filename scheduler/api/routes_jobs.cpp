@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "scheduler/api/http_api.h"
+#include "scheduler/api/idempotency.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/submission.h"
 #include "scheduler/api/views.h"
@@ -50,8 +51,34 @@ void HttpApi::JobRoutes() {
                       options_.output_root,
                       options_.shared_roots,
                       auth_.enabled()};
-    StatusOr<store::JobRecord> rec = SubmitJob(ctx, req.body, c);
+    // A retried submission (Idempotency-Key) gets the job its first try created.
+    StatusOr<std::optional<store::IdempotentRequest>> key = IdempotencyKeyOf(req, c);
+    if (!key.ok()) return ReplyError(res, key.status());
+    auto replay = [&]() -> bool {
+      if (!*key) return false;
+      StatusOr<std::optional<store::IdempotentRequest>> earlier = EarlierRequest(store_, **key);
+      if (!earlier.ok()) {
+        IsKeyMismatch(earlier.status()) ? ReplyKeyMismatch(res, earlier.status())
+                                        : ReplyError(res, earlier.status());
+        return true;
+      }
+      if (!*earlier) return false;
+      StatusOr<store::JobRecord> first = store_.GetJob((*earlier)->resource_id);
+      if (!first.ok()) {
+        ReplyError(res, Status::FailedPrecondition(
+                            "Idempotency-Key '" + (*key)->key + "' created job " +
+                            std::to_string((*earlier)->resource_id) + ", which was deleted since"));
+        return true;
+      }
+      res.SetHeader("Idempotent-Replayed", "true");
+      Reply(res, 201, {{"job", JobView(*first)}});
+      return true;
+    };
+    if (replay()) return;
+    StatusOr<store::JobRecord> rec = SubmitJob(ctx, req.body, c, *key ? &**key : nullptr);
     if (!rec.ok()) {
+      // The same key raced in from a second connection: answer as its replay.
+      if (replay()) return;
       spdlog::info("rejected submission from {}: {}", c.user, rec.status().message());
       return ReplyError(res, rec.status());
     }

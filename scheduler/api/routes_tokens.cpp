@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/api/http_api.h"
+#include "scheduler/api/idempotency.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
 
@@ -54,14 +55,20 @@ void HttpApi::TokenRoutes() {
           return ReplyError(res,
                             Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
         }
-        StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
-            note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
-        if (!created.ok()) return ReplyError(res, created.status());
-        spdlog::info("join token {} created by {}", created->record.id, c.user);
-        json out = security_view();
-        out["token"] = created->token;
-        out["join_token"] = JoinTokenView(created->record);
-        Reply(res, 201, out);
+        CreateOnce(store_, req, res, c, "join_token", [&](Res answer) -> std::optional<int64_t> {
+          StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
+              note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
+          if (!created.ok()) {
+            ReplyError(answer, created.status());
+            return std::nullopt;
+          }
+          spdlog::info("join token {} created by {}", created->record.id, c.user);
+          json out = security_view();
+          out["token"] = created->token;
+          out["join_token"] = JoinTokenView(created->record);
+          Reply(answer, 201, out);
+          return created->record.id;
+        });
       });
   Handle("GET", "/api/v1/join-tokens", Role::kAdmin,
          [this, security_view](Req, Res res, const Caller&) {
@@ -108,12 +115,18 @@ void HttpApi::TokenRoutes() {
     if (!ttl.is_number_integer()) {
       return ReplyError(res, Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
     }
-    StatusOr<security::NewApiToken> created =
-        auth_.Create(user.get<std::string>(), *parsed, note.get<std::string>(), ttl.get<int64_t>());
-    if (!created.ok()) return ReplyError(res, created.status());
-    spdlog::info("API token {} ({} {}) created by {}", created->record.id, created->record.role,
-                 created->record.user, c.user);
-    Reply(res, 201, {{"token", created->token}, {"api_token", ApiTokenView(created->record)}});
+    CreateOnce(store_, req, res, c, "api_token", [&](Res answer) -> std::optional<int64_t> {
+      StatusOr<security::NewApiToken> created = auth_.Create(
+          user.get<std::string>(), *parsed, note.get<std::string>(), ttl.get<int64_t>());
+      if (!created.ok()) {
+        ReplyError(answer, created.status());
+        return std::nullopt;
+      }
+      spdlog::info("API token {} ({} {}) created by {}", created->record.id, created->record.role,
+                   created->record.user, c.user);
+      Reply(answer, 201, {{"token", created->token}, {"api_token", ApiTokenView(created->record)}});
+      return created->record.id;
+    });
   });
   Handle("GET", "/api/v1/tokens", Role::kAdmin, [this](Req, Res res, const Caller&) {
     auto tokens = auth_.List();

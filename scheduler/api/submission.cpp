@@ -160,7 +160,8 @@ StatusOr<std::string> SharedDirFor(const std::vector<std::string>& shared_roots,
 }
 
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller) {
+                                     const security::Caller& caller,
+                                     const store::IdempotentRequest* request) {
   std::string job_yaml;
   TSR_ASSIGN_OR_RETURN(spec::JobSpec job, ParseSubmission(body, &job_yaml));
   for (const auto& [path, hash] : job.assets) {
@@ -192,18 +193,22 @@ StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string
     TSR_ASSIGN_OR_RETURN(job.output.shared_dir,
                          SharedDirFor(ctx.shared_roots, job.output.shared_dir));
   }
-  return ctx.store.CreateJob(job, job_yaml, [&](int64_t id) -> StatusOr<std::string> {
-    const bool shared = !job.output.shared_dir.empty();
-    std::string dir;
-    if (shared) {
-      dir = job.output.shared_dir;
-    } else {
-      TSR_ASSIGN_OR_RETURN(dir, OutputDirFor(ctx.output_root, job.output.directory, job.name, id));
-    }
-    TSR_RETURN_IF_ERROR(
-        CheckFolderIsFree(ctx.store, dir, job, shared ? "output.shared_dir" : "output.directory"));
-    return dir;
-  });
+  return ctx.store.CreateJob(
+      job, job_yaml,
+      [&](int64_t id) -> StatusOr<std::string> {
+        const bool shared = !job.output.shared_dir.empty();
+        std::string dir;
+        if (shared) {
+          dir = job.output.shared_dir;
+        } else {
+          TSR_ASSIGN_OR_RETURN(dir,
+                               OutputDirFor(ctx.output_root, job.output.directory, job.name, id));
+        }
+        TSR_RETURN_IF_ERROR(CheckFolderIsFree(ctx.store, dir, job,
+                                              shared ? "output.shared_dir" : "output.directory"));
+        return dir;
+      },
+      request);
 }
 
 }  // namespace tessera::api

@@ -33,8 +33,10 @@ struct SubmitContext {
 StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml);
 
 // Checks `body` as `caller` sends it and stores the job with its tasks.
+// With `request` (its Idempotency-Key), the key is stored with the job, in its transaction.
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller);
+                                     const security::Caller& caller,
+                                     const store::IdempotentRequest* request = nullptr);
 
 // The folder a job writes to, resolved (links too) and checked to lie inside its root.
 StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,

@@ -189,7 +189,8 @@ StatusOr<uint64_t> ApiClient::Download(const std::string& path, const std::strin
   return bytes;
 }
 
-StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {
+StatusOr<json> ApiClient::Post(const std::string& path, const json& body,
+                               const std::string& idempotency_key) {
   if (!http_->is_valid()) {
     return Status::InvalidArgument("--server: '" + url_ + "' is not an http:// or https:// URL");
   }
@@ -201,7 +202,9 @@ StatusOr<json> ApiClient::Post(const std::string& path, const json& body) {
     return Status::InvalidArgument(std::string("the request holds text that is not UTF-8 (") +
                                    e.what() + ")");
   }
-  httplib::Result result = http_->Post(path, text, "application/json");
+  httplib::Headers headers;
+  if (!idempotency_key.empty()) headers.emplace("Idempotency-Key", idempotency_key);
+  httplib::Result result = http_->Post(path, headers, text, "application/json");
   if (!result) return Status::Unavailable(TransportReason(result.error()));
   return Decode("POST", path, result->status, result->body);
 }

@@ -57,7 +57,10 @@ class ApiClient {
   const std::string& server_url() const { return url_; }
 
   StatusOr<json> Get(const std::string& path);
-  StatusOr<json> Post(const std::string& path, const json& body);
+  // With `idempotency_key`, the request carries it (Idempotency-Key): the scheduler answers a
+  // re-sent request with what the first one created.
+  StatusOr<json> Post(const std::string& path, const json& body,
+                      const std::string& idempotency_key = "");
   StatusOr<json> Delete(const std::string& path);
   // PUTs raw bytes (application/octet-stream).
   StatusOr<json> PutBytes(const std::string& path, const std::string& bytes);

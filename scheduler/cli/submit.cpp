@@ -2,14 +2,18 @@
 // uses, so a mistake is reported with the file and field before anything is sent.
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <thread>
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
@@ -25,6 +29,28 @@ namespace tessera::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Attempts after the first when an answer was lost (0.5, 1 and 2 s apart).
+constexpr int kSubmitRetries = 3;
+
+// Whether a failed POST may have reached the scheduler (it was sent, the answer never came):
+// then the same request is sent again. A refused connection reached nothing: reported at once.
+bool MayHaveArrived(const Status& status) {
+  return status.code() == StatusCode::kUnavailable &&
+         (status.message() == "no response" || status.message() == "could not send the request");
+}
+
+// A random key for one submission's Idempotency-Key (128 bits, hex).
+std::string NewIdempotencyKey() {
+  std::random_device random;
+  std::string key;
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof(part), "%08x", static_cast<unsigned>(random()));
+    key += part;
+  }
+  return key;
+}
 
 StatusOr<std::string> ReadTextFile(const fs::path& path) {
   std::error_code ec;
@@ -216,7 +242,18 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
   }
   // Fair share counts jobs per user; a job file may name its user itself.
   if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
-  StatusOr<json> reply = client.Post("/api/v1/jobs", body);
+  // One key for this submission: if an answer is lost (the connection drops after the job was
+  // stored), the re-sent request gets that job back instead of creating a second one.
+  const std::string key = NewIdempotencyKey();
+  StatusOr<json> reply = client.Post("/api/v1/jobs", body, key);
+  for (int retry = 0; !reply.ok() && MayHaveArrived(reply.status()) && retry < kSubmitRetries;
+       ++retry) {
+    const auto pause = std::chrono::milliseconds(500) * (1 << retry);
+    std::cerr << "tessera submit: " << reply.status().message() << "; retrying in " << pause.count()
+              << " ms (the same request: it cannot create the job twice)\n";
+    std::this_thread::sleep_for(pause);
+    reply = client.Post("/api/v1/jobs", body, key);
+  }
   if (!reply.ok()) return ReportError(client.server_url(), reply.status());
   const json& submitted = (*reply).contains("job") ? (*reply)["job"] : *reply;
   if (options.json) {

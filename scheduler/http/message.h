@@ -29,6 +29,7 @@ struct Request {
   std::string Param(const std::string& name) const;
   // The value of header `name` (case-insensitive), or "" when absent.
   std::string Header(const std::string& name) const;
+  bool HasHeader(const std::string& name) const;
 };
 
 // A response body that is produced over time: a server-sent event stream

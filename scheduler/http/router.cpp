@@ -65,17 +65,30 @@ std::string Request::Param(const std::string& name) const {
   return it == params.end() ? std::string() : it->second;
 }
 
-std::string Request::Header(const std::string& name) const {
-  for (const auto& [key, value] : headers) {
+namespace {
+const std::pair<std::string, std::string>* FindHeader(
+    const std::vector<std::pair<std::string, std::string>>& headers, const std::string& name) {
+  for (const auto& field : headers) {
+    const std::string& key = field.first;
     if (key.size() == name.size() &&
         std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) {
           return std::tolower(static_cast<unsigned char>(a)) ==
                  std::tolower(static_cast<unsigned char>(b));
         })) {
-      return value;
+      return &field;
     }
   }
-  return {};
+  return nullptr;
+}
+}  // namespace
+
+std::string Request::Header(const std::string& name) const {
+  const auto* field = FindHeader(headers, name);
+  return field ? field->second : std::string();
+}
+
+bool Request::HasHeader(const std::string& name) const {
+  return FindHeader(headers, name) != nullptr;
 }
 
 void Response::SetHeader(const std::string& name, const std::string& value) {

@@ -280,6 +280,20 @@ CREATE TABLE native_plugins (
     R"sql(
 ALTER TABLE join_tokens ADD COLUMN worker_name TEXT NOT NULL DEFAULT '';
 )sql",
+    // 24 -> 25: Idempotency-Key of the POSTs that created something, kept a day
+    // (store/idempotency.cpp).
+    R"sql(
+CREATE TABLE idempotent_requests (
+  user_name     TEXT    NOT NULL,
+  key           TEXT    NOT NULL,
+  request_hash  TEXT    NOT NULL,
+  resource      TEXT    NOT NULL,
+  resource_id   INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (user_name, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotent_requests_age ON idempotent_requests (created_at);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -518,7 +532,8 @@ Status Store::Migrate() {
 
 StatusOr<JobRecord> Store::CreateJob(
     const spec::JobSpec& spec, const std::string& job_yaml,
-    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for) {
+    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
+    const IdempotentRequest* request) {
   std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
   int64_t job_id = 0;
   {
@@ -561,6 +576,12 @@ StatusOr<JobRecord> Store::CreateJob(
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 
+    if (request != nullptr) {
+      IdempotentRequest made = *request;
+      made.resource = "job";
+      made.resource_id = job_id;
+      TSR_RETURN_IF_ERROR(InsertIdempotentRequest(*writer_, made));
+    }
     TSR_ASSIGN_OR_RETURN(std::string output_dir, output_dir_for(job_id));
     TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
     TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());

@@ -236,9 +236,20 @@ struct Lease {
   std::optional<int64_t> worker_id;
 };
 
+// A POST that created something, remembered under the Idempotency-Key its client sent, so a
+// retry of it (its answer was lost) returns what was created instead of creating it again.
+struct IdempotentRequest {
+  std::string user;
+  std::string key;
+  std::string request_hash;  // SHA-256 of method, path and body: the same key, another request
+  std::string resource;      // "job", "api_token", "join_token"
+  int64_t resource_id = 0;
+  int64_t created_at_ms = 0;
+};
+
 class Store {
  public:
-  static constexpr int kSchemaVersion = 24;
+  static constexpr int kSchemaVersion = 25;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -270,9 +281,11 @@ class Store {
   // ---- jobs (HTTP threads) ---------------------------------------------------------------
   // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
   // new job id to its absolute output directory (it may create it; an error aborts the submit).
-  StatusOr<JobRecord> CreateJob(
-      const spec::JobSpec& spec, const std::string& job_yaml,
-      const std::function<StatusOr<std::string>(int64_t)>& output_dir_for);
+  // With `request`, its Idempotency-Key is recorded in the same transaction (resource "job",
+  // the new id); a key already recorded aborts it with kAlreadyExists.
+  StatusOr<JobRecord> CreateJob(const spec::JobSpec& spec, const std::string& job_yaml,
+                                const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
+                                const IdempotentRequest* request = nullptr);
   // Marks the job and its unfinished tasks canceled; returns the leases that were running.
   StatusOr<std::vector<Lease>> CancelJob(int64_t job_id);
   // Operations on an unfinished job (FailedPrecondition once it is done, failed or canceled).
@@ -382,6 +395,14 @@ class Store {
   Status SetFrameFlag(int64_t job_id, int frame, const std::string& reason);
   Status ClearFrameFlag(int64_t job_id, int frame);
   StatusOr<std::map<int, std::string>> FrameFlags(int64_t job_id, int first, int last);
+  // ---- idempotent requests (store/idempotency.cpp; HTTP threads) --------------------------
+  // The request first made with (user, key) within the last `max_age_ms`, if any.
+  StatusOr<std::optional<IdempotentRequest>> FindIdempotentRequest(const std::string& user,
+                                                                   const std::string& key,
+                                                                   int64_t max_age_ms);
+  // Records a request (after what it created was stored); kAlreadyExists when the key is taken.
+  Status RecordIdempotentRequest(const IdempotentRequest& request);
+
   // Whether any stored job lists the blob `hash` among its assets.
   StatusOr<bool> BlobInUse(const std::string& hash);
   // The stored jobs whose output folder is `dir` (resolved, as stored): (id, user) pairs.
@@ -426,6 +447,9 @@ class Store {
  private:
   Store(std::string path, std::unique_ptr<Db> writer);
   Status Migrate();
+  // Inserts `request` on `db` inside the caller's transaction, first dropping keys older than a
+  // day; kAlreadyExists when (user, key) is already recorded.
+  static Status InsertIdempotentRequest(Db& db, const IdempotentRequest& request);
   Status StartCheckpointer(const std::string& synchronous);
   // Per-job task counter changes, summed over a batch of transitions and written once per job.
   struct CountDeltas {
