@@ -23,7 +23,12 @@ void FarmHistory::Start() {
     std::unique_lock lock(mu_);
     while (!stop_) {
       lock.unlock();
-      Sample();
+      // A sample that throws is skipped: the thread (and the dashboard's charts) carry on.
+      try {
+        Sample();
+      } catch (const std::exception& e) {
+        spdlog::error("farm history: a sample failed: {}", e.what());
+      }
       lock.lock();
       cv_.wait_for(lock, interval_, [this] { return stop_; });
     }

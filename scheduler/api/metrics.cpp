@@ -194,6 +194,29 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
              "Bytes of large worker results being received in pieces.");
   out.Sample("tessera_result_bytes_buffered", static_cast<double>(counters.result_bytes_buffered));
 
+  // What the worker link refused or survived.
+  for (auto [name, help, value] : {
+           std::tuple{"tessera_worker_messages_dropped_total",
+                      "Worker messages dropped at the boundary: malformed, or refused (a field "
+                      "that is not valid UTF-8, a list beyond its limit).",
+                      counters.messages_dropped},
+           std::tuple{"tessera_handshakes_refused_total",
+                      "Peers refused at the CURVE handshake: plaintext, the wrong server key, an "
+                      "unknown key.",
+                      counters.handshakes_refused},
+           std::tuple{"tessera_worker_names_refused_total",
+                      "Registrations and enrolments refused for the worker name they asked for "
+                      "(held by another live connection, or enrolled with another key).",
+                      counters.names_refused},
+           std::tuple{"tessera_errors_caught_total",
+                      "Exceptions caught at the entry points of the broker's and the "
+                      "assembler's threads (what was being done was dropped or retried).",
+                      counters.errors_caught},
+       }) {
+    out.Family(name, "counter", help);
+    out.Sample(name, static_cast<double>(value));
+  }
+
   // The API's own health under load or abuse.
   for (auto [name, type, help, value] : {
            std::tuple{"tessera_api_connections", "gauge", "Open HTTP API connections.",

@@ -20,6 +20,10 @@
 //   tessera_render_seconds_total        counter  lease start to done of the completing copies
 //   tessera_assembly_seconds_total      counter  assembler thread time (frames and parts)
 //   tessera_frames_assembled_total      counter  output frames written, whole or from parts
+//   tessera_worker_messages_dropped_total  counter  worker messages malformed or refused
+//   tessera_handshakes_refused_total       counter  peers refused at the CURVE handshake
+//   tessera_worker_names_refused_total     counter  registrations/enrolments refused their name
+//   tessera_errors_caught_total            counter  exceptions caught on broker/assembler threads
 //   tessera_api_connections             gauge    open HTTP connections
 //   tessera_api_event_streams           gauge    open event streams
 //   tessera_api_connections_refused_total  counter  refused over a connection cap

@@ -27,49 +27,58 @@ void HttpApi::TokenRoutes() {
     return json{{"security", broker_.secure() ? "curve" : "insecure"},
                 {"scheduler_public_key", broker_.public_key_hex()}};
   };
-  Handle(
-      "POST", "/api/v1/join-tokens", Role::kAdmin,
-      [this, security_view](Req req, Res res, const Caller& c) {
-        json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
-        if (!body.is_object()) {
-          return ReplyError(res, Status::InvalidArgument(
-                                     "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N}"));
-        }
-        for (const auto& [key, value] : body.items()) {
-          if (key != "note" && key != "ttl_s" && key != "uses") {
-            return ReplyError(res, Status::InvalidArgument("body." + key +
-                                                           ": unknown field (note, ttl_s, uses)"));
-          }
-        }
-        const json note = body.value("note", json(""));
-        const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
-        const json uses = body.value("uses", json(0));
-        if (!note.is_string()) {
-          return ReplyError(res, Status::InvalidArgument("note: expected text"));
-        }
-        if (!ttl.is_number_integer()) {
-          return ReplyError(res,
-                            Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
-        }
-        if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
-          return ReplyError(res,
-                            Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
-        }
-        CreateOnce(store_, req, res, c, "join_token", [&](Res answer) -> std::optional<int64_t> {
-          StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
-              note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()));
-          if (!created.ok()) {
-            ReplyError(answer, created.status());
-            return std::nullopt;
-          }
-          spdlog::info("join token {} created by {}", created->record.id, c.user);
-          json out = security_view();
-          out["token"] = created->token;
-          out["join_token"] = JoinTokenView(created->record);
-          Reply(answer, 201, out);
-          return created->record.id;
-        });
-      });
+  Handle("POST", "/api/v1/join-tokens", Role::kAdmin,
+         [this, security_view](Req req, Res res, const Caller& c) {
+           json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+           if (!body.is_object()) {
+             return ReplyError(res,
+                               Status::InvalidArgument(
+                                   "body: expected {\"note\": TEXT, \"ttl_s\": N, \"uses\": N, "
+                                   "\"worker\": NAME}"));
+           }
+           for (const auto& [key, value] : body.items()) {
+             if (key != "note" && key != "ttl_s" && key != "uses" && key != "worker") {
+               return ReplyError(
+                   res, Status::InvalidArgument("body." + key +
+                                                ": unknown field (note, ttl_s, uses, worker)"));
+             }
+           }
+           const json note = body.value("note", json(""));
+           const json ttl = body.value("ttl_s", json(kDefaultJoinTokenTtlS));
+           const json uses = body.value("uses", json(0));
+           // A token for one worker name: the only kind that may replace the key that name is
+           // enrolled with (moving a name to a new machine).
+           const json worker = body.value("worker", json(""));
+           if (!worker.is_string()) {
+             return ReplyError(res, Status::InvalidArgument("worker: expected a worker name"));
+           }
+           if (!note.is_string()) {
+             return ReplyError(res, Status::InvalidArgument("note: expected text"));
+           }
+           if (!ttl.is_number_integer()) {
+             return ReplyError(res,
+                               Status::InvalidArgument("ttl_s: expected whole seconds (0: never)"));
+           }
+           if (!uses.is_number_integer() || uses.get<int64_t>() > 1000000) {
+             return ReplyError(res,
+                               Status::InvalidArgument("uses: expected 0 (unlimited) .. 1000000"));
+           }
+           CreateOnce(store_, req, res, c, "join_token", [&](Res answer) -> std::optional<int64_t> {
+             StatusOr<broker::NewJoinToken> created = broker_.CreateJoinToken(
+                 note.get<std::string>(), ttl.get<int64_t>(), static_cast<int>(uses.get<int64_t>()),
+                 worker.get<std::string>());
+             if (!created.ok()) {
+               ReplyError(answer, created.status());
+               return std::nullopt;
+             }
+             spdlog::info("join token {} created by {}", created->record.id, c.user);
+             json out = security_view();
+             out["token"] = created->token;
+             out["join_token"] = JoinTokenView(created->record);
+             Reply(answer, 201, out);
+             return created->record.id;
+           });
+         });
   Handle("GET", "/api/v1/join-tokens", Role::kAdmin,
          [this, security_view](Req, Res res, const Caller&) {
            auto tokens = store_.ListJoinTokens();

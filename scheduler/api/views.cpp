@@ -157,13 +157,15 @@ nlohmann::json JoinTokenView(const store::JoinTokenRecord& t) {
                       : (t.expires_at_ms && *t.expires_at_ms <= now) ? "expired"
                       : (t.max_uses > 0 && t.uses >= t.max_uses)     ? "used up"
                                                                      : "valid";
-  return {{"id", t.id},
-          {"note", t.note},
-          {"created_at", IsoTime(t.created_at_ms)},
-          {"expires_at", OptTime(t.expires_at_ms)},
-          {"max_uses", t.max_uses},
-          {"uses", t.uses},
-          {"state", state}};
+  return {
+      {"id", t.id},
+      {"note", t.note},
+      {"created_at", IsoTime(t.created_at_ms)},
+      {"expires_at", OptTime(t.expires_at_ms)},
+      {"max_uses", t.max_uses},
+      {"uses", t.uses},
+      {"worker", t.worker_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.worker_name)},
+      {"state", state}};
 }
 
 nlohmann::json ApiTokenView(const store::ApiTokenRecord& t) {

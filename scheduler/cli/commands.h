@@ -72,8 +72,10 @@ int RunWhy(const ClientOptions& options, int64_t task_id);
 // Worker join tokens (/api/v1/join-tokens, tokens.cpp): create prints the token once, with the
 // scheduler's public key and the worker settings that use them; ttl_seconds 0 never expires,
 // uses 0 is unlimited.
+// `worker`: a token only for that worker name (the one kind that may move an enrolled name to
+// a new key); empty: any name without a valid key.
 int RunJoinTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
-                       int uses);
+                       int uses, const std::string& worker = "");
 int RunJoinTokenList(const ClientOptions& options);
 int RunJoinTokenRevoke(const ClientOptions& options, int64_t token_id);
 // API bearer tokens (/api/v1/tokens, tokens.cpp): create prints the token once.

@@ -230,6 +230,10 @@ int Main(int argc, char** argv) {
       *join, "create", "Create a join token a new worker enrols with", &options, true);
   join_create->add_option("--note", note, "What it is for (shown in `tessera join-token list`)");
   join_create->add_option("--ttl", ttl, "Lifetime: 30m, 24h, 7d, or 0 for never [24h]");
+  std::string join_worker;
+  join_create->add_option("--worker", join_worker,
+                          "Only for this worker name: may replace the key it is enrolled with "
+                          "(moving the name to a new machine)");
   join_create->add_option("--uses", uses, "Workers it may enrol (0: unlimited)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
@@ -360,7 +364,7 @@ int Main(int argc, char** argv) {
   if (join_create->parsed()) {
     std::optional<int64_t> seconds = seconds_or_usage(ttl, 24 * 3600);
     if (!seconds) return tessera::cli::kExitUsage;
-    return tessera::cli::RunJoinTokenCreate(options, note, *seconds, uses);
+    return tessera::cli::RunJoinTokenCreate(options, note, *seconds, uses, join_worker);
   }
   if (join_list->parsed()) return tessera::cli::RunJoinTokenList(options);
   if (join_revoke->parsed()) return tessera::cli::RunJoinTokenRevoke(options, token_id);

@@ -18,13 +18,14 @@ std::string Expiry(const json& record) {
 }  // namespace
 
 int RunJoinTokenCreate(const ClientOptions& options, const std::string& note, int64_t ttl_seconds,
-                       int uses) {
+                       int uses, const std::string& worker) {
   int rc = kExitOk;
   std::optional<json> reply = Call(
       options,
       [&](ApiClient& c) {
-        return c.Post("/api/v1/join-tokens",
-                      {{"note", note}, {"ttl_s", ttl_seconds}, {"uses", uses}});
+        json body = {{"note", note}, {"ttl_s", ttl_seconds}, {"uses", uses}};
+        if (!worker.empty()) body["worker"] = worker;
+        return c.Post("/api/v1/join-tokens", body);
       },
       &rc);
   if (!reply) return rc;

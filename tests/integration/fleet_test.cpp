@@ -225,6 +225,25 @@ TEST(FleetTest, AJoinTokenDoesNotTakeOverAnEnrolledNameUntilItIsRevokedAndReadmi
   auto enrolled = EnrolWithToken(farm, key, token, "w1");
   ASSERT_TRUE(enrolled) << farm.SchedulerLog();
   EXPECT_EQ(enrolled->type, protocol::MessageType::kEnrolled) << farm.SchedulerLog();
+
+  // The name is taken again; only a join token made for it (the API's `worker` field) moves it
+  // to another key, as when a machine is replaced.
+  refused = EnrolWithToken(farm, key, token, "w1");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->type, protocol::MessageType::kReject);
+  nlohmann::json named =
+      farm.Post("/api/v1/join-tokens", {{"note", "replace w1"}, {"worker", "w1"}}, &status);
+  ASSERT_EQ(status, 201) << named.dump();
+  EXPECT_EQ(named["join_token"]["worker"], "w1");
+  auto moved = EnrolWithToken(farm, key, named["token"], "w1");
+  ASSERT_TRUE(moved) << farm.SchedulerLog();
+  EXPECT_EQ(moved->type, protocol::MessageType::kEnrolled) << farm.SchedulerLog();
+  // A token for one name enrols no other.
+  named = farm.Post("/api/v1/join-tokens", {{"worker", "w9"}}, &status);
+  ASSERT_EQ(status, 201);
+  auto other = EnrolWithToken(farm, key, named["token"], "w3");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->type, protocol::MessageType::kReject);
 }
 
 // ---- results, drain, spot ---------------------------------------------------------------------
