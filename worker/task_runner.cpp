@@ -137,7 +137,7 @@ void TaskRunner::Run() {
   spdlog::info("{}: started, frames {}..{}", who, assign_.frame_start, assign_.frame_end);
   Log("attempt " + std::to_string(ref_.attempt) + " started: frames " +
       std::to_string(assign_.frame_start) + ".." + std::to_string(assign_.frame_end) +
-      ", renderer " + assign_.renderer);
+      ", renderer " + assign_.renderer + PinnedGpus());
 
   int frames_done = 0;
   Status status;
@@ -206,6 +206,15 @@ int TaskRunner::RenderThreads() const {
   return settings_.cpu_threads > 0
              ? settings_.cpu_threads
              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::string TaskRunner::PinnedGpus() const {
+  if (assign_.gpus.empty()) return "";
+  std::string out = assign_.gpus.size() == 1 ? ", GPU " : ", GPUs ";
+  for (size_t i = 0; i < assign_.gpus.size(); ++i) {
+    out += (i > 0 ? "," : "") + std::to_string(assign_.gpus[i]);
+  }
+  return out;
 }
 
 Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {

@@ -108,6 +108,9 @@ class TaskRunner {
   std::string DataDir() const;
   // CPU threads a render may use: worker.threads, else every core (always at least 1).
   int RenderThreads() const;
+  // ", GPU 1" / ", GPUs 0,1" for a task pinned to GPUs (what the task log says it runs on); empty
+  // for a CPU task.
+  std::string PinnedGpus() const;
   // A C++ plugin (the path tracer among them), frame by frame in this thread.
   Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
   // An external program described by its plugin.yaml.

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
 #include <zmq_addon.hpp>
 
@@ -429,6 +430,19 @@ TEST(FleetTest, TwoSimulatedGpusGiveTwoSlotsEachTaskPinnedToOne) {
   EXPECT_EQ(farm.WaitForJob(job, 180s)["state"], "done");
   const std::string log = farm.WorkerLog("gpus");
   EXPECT_TRUE(Contains(log, "2 GPU(s)")) << log;
+  // The two tasks ran at once, so each was pinned to a GPU of its own: one says GPU 0, the other
+  // GPU 1 (the first line of each task's log names the GPU it was given).
+  std::set<std::string> pinned;
+  for (const auto& t : Tasks(farm, job)) {
+    const nlohmann::json task_log =
+        farm.Get("/api/v1/tasks/" + std::to_string(t["id"].get<int64_t>()) + "/log");
+    ASSERT_FALSE(task_log["attempts"].empty()) << task_log.dump();
+    const std::string first = task_log["attempts"][0]["log"].get<std::string>();
+    for (const std::string gpu : {"GPU 0", "GPU 1"}) {
+      if (Contains(first, ", " + gpu)) pinned.insert(gpu);
+    }
+  }
+  EXPECT_EQ(pinned, (std::set<std::string>{"GPU 0", "GPU 1"}));
 }
 
 }  // namespace
