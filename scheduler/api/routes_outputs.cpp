@@ -20,22 +20,32 @@ namespace {
 
 constexpr int kFramesPerPage = 5000;
 
-// The frames a paged request asks for: ?first=F (default: the job's first) and ?count=N (at
-// most kFramesPerPage), clipped to the job's range; [first, last].
-StatusOr<std::pair<int, int>> FramePage(const http::Request& req, const store::JobRecord& job) {
-  int first = job.frame_start;
+// A page of a job's frames: ?first=F (default: the job's first) and ?count=N (at most
+// kFramesPerPage), clipped to the job's range, [first, last], with the flags of those frames.
+struct FramePage {
+  store::JobRecord job;
+  int first = 0;
+  int last = 0;
+  std::map<int, std::string> flags;
+};
+
+StatusOr<FramePage> ReadFramePage(store::Store& store, const http::Request& req, int64_t id) {
+  FramePage page;
+  TSR_ASSIGN_OR_RETURN(page.job, store.GetJob(id));
+  page.first = page.job.frame_start;
   int count = kFramesPerPage;
   for (auto [name, value, min, max] :
-       {std::tuple{"first", &first, spec::kMinFrame, spec::kMaxFrame},
+       {std::tuple{"first", &page.first, spec::kMinFrame, spec::kMaxFrame},
         std::tuple{"count", &count, 1, kFramesPerPage}}) {
     if (!req.HasParam(name)) continue;
     TSR_ASSIGN_OR_RETURN(int64_t v, ParseInt(req.Param(name), name, min, max));
     *value = static_cast<int>(v);
   }
-  first = std::max(first, job.frame_start);
-  const int last =
-      static_cast<int>(std::min<int64_t>(job.frame_end, static_cast<int64_t>(first) + count - 1));
-  return std::pair{first, last};
+  page.first = std::max(page.first, page.job.frame_start);
+  page.last = static_cast<int>(
+      std::min<int64_t>(page.job.frame_end, static_cast<int64_t>(page.first) + count - 1));
+  TSR_ASSIGN_OR_RETURN(page.flags, store.FrameFlags(id, page.first, page.last));
+  return page;
 }
 
 }  // namespace
@@ -43,11 +53,10 @@ StatusOr<std::pair<int, int>> FramePage(const http::Request& req, const store::J
 void HttpApi::OutputRoutes() {
   Handle("GET", R"(/api/v1/jobs/([^/]+)/frames)", Role::kViewer,
          WithId([this](Req req, Res res, const Caller&, int64_t id) {
-           auto job = store_.GetJob(id);
-           if (!job.ok()) return ReplyError(res, job.status());
-           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           StatusOr<FramePage> page = ReadFramePage(store_, req, id);
            if (!page.ok()) return ReplyError(res, page.status());
-           const auto [first, last] = *page;
+           const store::JobRecord* job = &page->job;
+           const int first = page->first, last = page->last;
            // Only the tasks of these frames: task i holds frame chunk i / parts_per_frame (the
            // store numbers tasks chunk by chunk, part by part), so the page is an index range
            // and a job of a million tasks costs no more than a small one.
@@ -60,21 +69,17 @@ void HttpApi::OutputRoutes() {
            filter.limit = static_cast<int>((last_chunk - first_chunk + 1) * parts);
            auto tasks = store_.ListTasks(id, filter);
            if (!tasks.ok()) return ReplyError(res, tasks.status());
-           auto flags = store_.FrameFlags(id, first, last);
-           if (!flags.ok()) return ReplyError(res, flags.status());
-           Reply(res, 200, FramesView(*job, *tasks, *flags, first, last - first + 1));
+           Reply(res, 200, FramesView(*job, *tasks, page->flags, first, last - first + 1));
          }));
   // A job's frame files, for `tessera outputs` and `tessera fetch` (farms without shared
   // storage get their images back through the API).
   Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs)", Role::kViewer,
          WithId([this](Req req, Res res, const Caller&, int64_t id) {
-           auto job = store_.GetJob(id);
-           if (!job.ok()) return ReplyError(res, job.status());
-           StatusOr<std::pair<int, int>> page = FramePage(req, *job);
+           StatusOr<FramePage> page = ReadFramePage(store_, req, id);
            if (!page.ok()) return ReplyError(res, page.status());
-           const auto [first, last] = *page;
-           auto flags = store_.FrameFlags(id, first, last);
-           if (!flags.ok()) return ReplyError(res, flags.status());
+           const store::JobRecord* job = &page->job;
+           const int first = page->first, last = page->last;
+           const std::map<int, std::string>* flags = &page->flags;
            json files = json::array();
            for (int frame = first; frame <= last; ++frame) {
              for (const std::string& format : job->output_formats) {
