@@ -12,6 +12,8 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
+#include "shared/zmq_monitor.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -806,15 +808,10 @@ void Agent::OnEnrolled(const protocol::Envelope& env, Clock::time_point now) {
 
 void Agent::DrainMonitor(Clock::time_point now) {
   for (int i = 0; i < 100 && monitor_; ++i) {
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(*monitor_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-      return;
-    }
-    if (frames.empty() || frames[0].size() < 6) continue;
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, frames[0].data(), 2);
-    std::memcpy(&value, static_cast<const char*>(frames[0].data()) + 2, 4);
+    std::optional<zmq_monitor::Event> next = zmq_monitor::Next(*monitor_);
+    if (!next) return;
+    const uint16_t event = next->event;
+    const uint32_t value = next->value;
     if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       if (AllowNoisyLog(now)) {
         spdlog::warn(

@@ -10,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "shared/plugin_catalog.h"
+#include "shared/zmq_monitor.h"
 
 namespace tessera::broker {
 
@@ -785,16 +786,9 @@ void Broker::RefuseName(const std::string& identity, const std::string& name, co
 
 void Broker::DrainMonitor() {
   for (int i = 0; i < 1000; ++i) {
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(*monitor_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-      return;
-    }
-    if (frames.empty() || frames[0].size() < 6) continue;
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, frames[0].data(), sizeof(event));
-    std::memcpy(&value, frames[0].data<char>() + 2, sizeof(value));
-    const std::string endpoint = frames.size() > 1 ? frames[1].to_string() : "";
+    std::optional<zmq_monitor::Event> next = zmq_monitor::Next(*monitor_);
+    if (!next) return;
+    const auto& [event, value, endpoint] = *next;
     handshakes_refused_.fetch_add(1, std::memory_order_relaxed);
     // A refused key is logged by the ZAP handler, which knows the peer's address.
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;

@@ -90,6 +90,11 @@ int FaultFarm::RunningOn(int64_t job, const std::string& worker) {
   return n;
 }
 
+std::string FaultFarm::WorkerState(const std::string& worker) {
+  const nlohmann::json res = farm_.Get("/api/v1/workers/" + worker);
+  return res.is_object() && res.contains("worker") ? res["worker"].value("state", "") : "";
+}
+
 std::string PathTracerJob(const std::string& name, const std::string& frames,
                           const std::string& extra) {
   return "name: " + name + "\nscene: scene.yaml\nframes: " + frames + "\n" + extra;

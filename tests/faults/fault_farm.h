@@ -45,6 +45,8 @@ class FaultFarm {
   bool WaitForDone(int64_t job, int n, std::chrono::seconds timeout);
   // Tasks running on `worker` now.
   int RunningOn(int64_t job, const std::string& worker);
+  // The worker's state as the API reports it (idle, busy, offline...), or "" while it cannot.
+  std::string WorkerState(const std::string& worker);
 
  private:
   LocalFarm farm_;

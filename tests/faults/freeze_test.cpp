@@ -17,11 +17,6 @@ using testing::TinySceneYaml;
 using testing::WaitFor;
 using namespace std::chrono_literals;
 
-std::string WorkerState(FaultFarm& ff, const std::string& name) {
-  const json res = ff.farm().Get("/api/v1/workers/" + name);
-  return res.is_object() && res.contains("worker") ? res["worker"].value("state", "") : "";
-}
-
 TEST(FreezeFaults, WorkerFrozenLongerThanTheLivenessThenThawed) {
   const uint64_t seed = ScenarioSeed("SIGSTOP of a rendering worker past the liveness, SIGCONT");
   FaultFarm ff("freeze", seed);  // heartbeats 200 ms x 5: lost after 1 s of silence
@@ -53,13 +48,13 @@ TEST(FreezeFaults, WorkerFrozenLongerThanTheLivenessThenThawed) {
                     std::to_string(ff.Done(id)) + "/" + std::to_string(kFrames) + " done");
     const auto thaw_at = std::chrono::steady_clock::now() + frozen_for;
     // Past the liveness the scheduler shows it offline (its task goes back to the queue).
-    EXPECT_TRUE(WaitFor([&] { return WorkerState(ff, "victim") == "offline"; }, frozen_for))
+    EXPECT_TRUE(WaitFor([&] { return ff.WorkerState("victim") == "offline"; }, frozen_for))
         << "a worker frozen for " << frozen_for.count() << " ms is not shown offline";
     std::this_thread::sleep_until(thaw_at);
     ff.farm().worker("victim").Signal(SIGCONT);
     ff.faults().Add("SIGCONT victim");
     // It finds out it was dropped and registers again.
-    EXPECT_TRUE(WaitFor([&] { return WorkerState(ff, "victim") != "offline"; }, 30s))
+    EXPECT_TRUE(WaitFor([&] { return ff.WorkerState("victim") != "offline"; }, 30s))
         << ff.farm().WorkerLog("victim");
   }
 

@@ -19,11 +19,6 @@ using testing::TinySceneYaml;
 using testing::WaitFor;
 using namespace std::chrono_literals;
 
-std::string WorkerState(FaultFarm& ff, const std::string& name) {
-  const json res = ff.farm().Get("/api/v1/workers/" + name);
-  return res.is_object() && res.contains("worker") ? res["worker"].value("state", "") : "";
-}
-
 void PartitionScenario(const std::string& label, std::chrono::seconds cut_for, int frames) {
   const uint64_t seed = ScenarioSeed(label);
   NetnsLink link;
@@ -56,13 +51,13 @@ void PartitionScenario(const std::string& label, std::chrono::seconds cut_for, i
                   std::to_string(ff.Done(id)) + "/" + std::to_string(frames) + " done");
   const auto heal_at = std::chrono::steady_clock::now() + cut_for;
   // Past the liveness (1 s) the scheduler gives the worker up and its task to the other one.
-  EXPECT_TRUE(WaitFor([&] { return WorkerState(ff, "inside") == "offline"; }, cut_for))
+  EXPECT_TRUE(WaitFor([&] { return ff.WorkerState("inside") == "offline"; }, cut_for))
       << "a worker cut off for " << cut_for.count() << " s is not shown offline";
   std::this_thread::sleep_until(heal_at);
   ASSERT_TRUE(link.Heal());
   ff.faults().Add("link healed at " + std::to_string(ff.Done(id)) + "/" + std::to_string(frames) +
                   " done");
-  EXPECT_TRUE(WaitFor([&] { return WorkerState(ff, "inside") != "offline"; }, 60s))
+  EXPECT_TRUE(WaitFor([&] { return ff.WorkerState("inside") != "offline"; }, 60s))
       << "the worker did not come back after the partition healed:\n"
       << ff.farm().WorkerLog("inside");
 
