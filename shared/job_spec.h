@@ -82,7 +82,9 @@
 #include <vector>
 
 #include "shared/protocol.h"
+#include "shared/renderer_names.h"
 #include "shared/status.h"
+#include "shared/wall_time.h"
 
 namespace tessera::spec {
 
@@ -131,9 +133,6 @@ struct ResourceSpec {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_mb,
                                                 compute_capability, cpu_cores, ram_mb)
-
-inline constexpr const char* kRendererPathTracer = "pathtracer";
-inline constexpr const char* kRendererNoop = "noop";
 
 struct JobSpec {
   std::string name;
@@ -192,9 +191,8 @@ struct FrameChunk {
   int frame_end = 0;
 };
 
-// An ISO 8601 time with its offset ("2026-12-03T09:00:00Z", "2026-12-03T17:00+08:00"; seconds
-// optional) as unix ms. The offset is required: a farm spans time zones.
-StatusOr<int64_t> ParseIsoTime(std::string_view text);
+// ParseIsoTime (deadlines) is in shared/wall_time.h.
+using wall_time::ParseIsoTime;
 
 inline constexpr int kMaxAssets = 4096;
 // An asset's path: relative, inside the task's folder ('..', '.', empty parts and absolute paths

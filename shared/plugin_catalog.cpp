@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "shared/job_spec.h"
+#include "shared/renderer_names.h"
 
 namespace tessera::plugin {
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/api/views.h"
+#include "shared/wall_time.h"
 
 namespace tessera::api {
 
@@ -52,7 +53,7 @@ void FarmHistory::Sample() {
   }
   const uint64_t completed = broker_.counters().tasks_completed;
   const auto now = std::chrono::steady_clock::now();
-  nlohmann::json point = {{"time", IsoTime(store::NowMs())},
+  nlohmann::json point = {{"time", IsoTime(wall_time::NowMs())},
                           {"queued", sum->tasks.queued},
                           {"running", sum->tasks.running},
                           {"done_total", sum->tasks.done},

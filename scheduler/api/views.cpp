@@ -21,17 +21,6 @@ nlohmann::json CountsView(const store::TaskCounts& c) {
 }
 }  // namespace
 
-std::string IsoTime(int64_t unix_ms) {
-  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  // Milliseconds matter on a farm: tasks start and finish many times a second.
-  char buf[40];
-  size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
-  return buf;
-}
-
 nlohmann::json JobView(const store::JobRecord& j) {
   double progress = j.tasks.total ? static_cast<double>(j.tasks.done) / j.tasks.total : 0.0;
   // Time left at the pace since it started: tasks still to finish over tasks finished per second.

@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/store/store.h"
+#include "shared/wall_time.h"
 
 namespace tessera::api {
 
-std::string IsoTime(int64_t unix_ms);
+using wall_time::IsoTime;  // times in views are ISO 8601 UTC (shared/wall_time.h)
 nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);
 nlohmann::json WorkerView(const store::WorkerRecord& worker);

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "scheduler/api/views.h"
 #include "shared/file_io.h"
 #include "shared/logging.h"
+#include "shared/wall_time.h"
 
 namespace tessera::autoscaler {
 
@@ -482,7 +482,7 @@ void Autoscaler::Record(const Decision& d, TimePoint now) {
 
 void Autoscaler::Publish(const Plan& plan, const std::vector<int64_t>& job_of_class,
                          TimePoint now) {
-  const auto iso = [](TimePoint t) { return api::IsoTime(ToMs(t)); };
+  const auto iso = [](TimePoint t) { return wall_time::IsoTime(ToMs(t)); };
   nlohmann::json groups = nlohmann::json::array();
   double cost_per_hour = 0;
   for (const Group& g : groups_) {
@@ -504,7 +504,7 @@ void Autoscaler::Publish(const Plan& plan, const std::vector<int64_t>& job_of_cl
       nodes.push_back({{"name", NodeKey(node.record)},
                        {"provider_id", node.record.provider_id},
                        {"state", state},
-                       {"requested_at", api::IsoTime(node.record.requested_at_ms)}});
+                       {"requested_at", wall_time::IsoTime(node.record.requested_at_ms)}});
     }
     cost_per_hour += running * spec.price_per_hour;
     nlohmann::json group = {{"name", spec.name},

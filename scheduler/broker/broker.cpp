@@ -10,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "shared/plugin_catalog.h"
+#include "shared/wall_time.h"
 #include "shared/zmq_monitor.h"
 
 namespace tessera::broker {
@@ -638,7 +639,7 @@ void Broker::OnTimer() {
   }
   if (now >= next_touch_) {
     std::vector<std::pair<int64_t, int64_t>> seen;
-    const int64_t wall_now = store::NowMs();
+    const int64_t wall_now = wall_time::NowMs();
     for (const auto& [identity, worker] : workers_) {
       auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - worker.last_heard);
       seen.emplace_back(worker.offer.id, wall_now - age.count());

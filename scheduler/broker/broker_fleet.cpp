@@ -11,6 +11,7 @@
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
 #include "shared/utf8.h"
+#include "shared/wall_time.h"
 
 namespace tessera::broker {
 
@@ -44,7 +45,7 @@ std::string Broker::public_key_hex() const {
 
 Status Broker::LoadKeyRing() {
   TSR_ASSIGN_OR_RETURN(std::vector<store::JoinTokenRecord> tokens, store_.ListJoinTokens());
-  const int64_t now = store::NowMs();
+  const int64_t now = wall_time::NowMs();
   for (const store::JoinTokenRecord& t : tokens) {
     if (t.usable(now))
       keys_.Put(t.public_key, security::Admission::JoinToken(t.id, t.expires_at_ms));
@@ -75,7 +76,7 @@ StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t 
   created.token = curve::NewJoinToken();
   TSR_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::JoinTokenKeys(created.token));
   std::optional<int64_t> expires;
-  if (ttl_s > 0) expires = store::NowMs() + ttl_s * 1000;
+  if (ttl_s > 0) expires = wall_time::NowMs() + ttl_s * 1000;
   TSR_ASSIGN_OR_RETURN(created.record, store_.CreateJoinToken(keys.public_key, note, expires,
                                                               max_uses, worker_name));
   keys_.Put(keys.public_key, security::Admission::JoinToken(created.record.id, expires));

@@ -1,8 +1,8 @@
 #include "scheduler/events/event_bus.h"
 
-#include "scheduler/api/views.h"
 #include "scheduler/store/store.h"
 #include "shared/utf8.h"
+#include "shared/wall_time.h"
 
 namespace tessera::events {
 namespace {
@@ -30,7 +30,7 @@ void MakeValid(nlohmann::json& value) {
 void EventBus::Publish(const std::string& kind, nlohmann::json data) {
   MakeValid(data);
   data["kind"] = utf8::Sanitize(kind);
-  data["time"] = api::IsoTime(store::NowMs());
+  data["time"] = wall_time::IsoTime(wall_time::NowMs());
   {
     std::lock_guard lock(mu_);
     const int64_t seq = next_seq_++;

@@ -7,6 +7,7 @@
 
 #include "shared/file_io.h"
 #include "shared/sha256.h"
+#include "shared/wall_time.h"
 
 namespace tessera::security {
 namespace {
@@ -96,7 +97,7 @@ StatusOr<Caller> ApiAuth::Authenticate(std::string_view authorization) const {
   if (t.revoked_at_ms) {
     return Status::Unauthenticated("API token " + std::to_string(t.id) + " was revoked");
   }
-  if (!t.usable(store::NowMs())) {
+  if (!t.usable(wall_time::NowMs())) {
     return Status::Unauthenticated("API token " + std::to_string(t.id) + " has expired");
   }
   return Caller{t.user, *ParseRole(t.role), t.id};
@@ -121,7 +122,7 @@ StatusOr<NewApiToken> ApiAuth::Create(const std::string& user, Role role, const 
   rec.user = user;
   rec.role = RoleName(role);
   rec.note = note;
-  if (ttl_s > 0) rec.expires_at_ms = store::NowMs() + ttl_s * 1000;
+  if (ttl_s > 0) rec.expires_at_ms = wall_time::NowMs() + ttl_s * 1000;
   TSR_ASSIGN_OR_RETURN(created.record, store_.CreateApiToken(rec));
   std::unique_lock lock(mu_);
   by_hash_[created.record.secret_hash] = created.record;

@@ -7,6 +7,7 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/store/store.h"
+#include "shared/wall_time.h"
 
 namespace tessera::security {
 
@@ -136,7 +137,8 @@ void ZapHandler::Run() {
     } else {
       char key[41];
       zmq_z85_encode(key, static_cast<const uint8_t*>(request[6].data()), 32);
-      if (std::optional<Admission> admitted = keys_.Admit(std::string(key, 40), store::NowMs())) {
+      if (std::optional<Admission> admitted =
+              keys_.Admit(std::string(key, 40), wall_time::NowMs())) {
         code = "200";
         text = "OK";
         user_id = admitted->user_id();

@@ -36,15 +36,6 @@ Status AddToDay(Db& db, double cost, double gpu_seconds) {
 
 }  // namespace
 
-std::string UtcDay(int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
-  return buf;
-}
-
 Status Store::AddTaskCost(int64_t task_id, int64_t job_id, double gpu_seconds, double cost) {
   WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {

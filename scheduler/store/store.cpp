@@ -407,12 +407,6 @@ StatusOr<std::vector<T>> CollectRows(Stmt& s, StatusOr<T> (*read)(const Stmt&)) 
 
 }  // namespace
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 const char* JobStateName(JobState s) { return kJobStates[static_cast<int>(s)]; }
 const char* TaskStateName(TaskState s) { return kTaskStates[static_cast<int>(s)]; }
 const char* WorkerStateName(WorkerState s) { return kWorkerStates[static_cast<int>(s)]; }

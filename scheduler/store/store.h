@@ -573,8 +573,8 @@ class Store {
   bool stopping_ = false;  // guarded by checkpoint_mu_
 };
 
-int64_t NowMs();
-// "2026-12-03": the UTC day `unix_ms` falls on (cost is summed per day).
-std::string UtcDay(int64_t unix_ms);
+// The store stamps its rows with wall-clock Unix ms (shared/wall_time.h).
+using wall_time::NowMs;
+using wall_time::UtcDay;
 
 }  // namespace tessera::store

@@ -1,0 +1,11 @@
+#pragma once
+// The renderers every Tessera binary knows without a plugin.yaml: the built-in path tracer and
+// noop (a farm check). Both the job spec and the plugin catalog (which refuses a plugin taking
+// one of these names) need them, so they live below both.
+
+namespace tessera::spec {
+
+inline constexpr const char* kRendererPathTracer = "pathtracer";
+inline constexpr const char* kRendererNoop = "noop";
+
+}  // namespace tessera::spec
