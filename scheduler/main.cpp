@@ -18,6 +18,7 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/config.h"
 #include "scheduler/events/event_bus.h"
+#include "scheduler/events/farm_alerts.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/config.h"
@@ -191,6 +192,8 @@ int main(int argc, char** argv) {
   bopts.backup_min_seconds = cfg.backup_min_seconds;
   events::EventBus event_bus;  // the broker publishes, the API's event streams read
   bopts.events = &event_bus;
+  events::FarmAlerts farm_alerts;  // raised by the broker, shown by the API
+  bopts.alerts = &farm_alerts;
   // The autoscaler (made once the broker exists) names the node groups that price workers.
   std::atomic<const autoscaler::Autoscaler*> scaler_for_prices{nullptr};
   bopts.price_of = [&cfg, &scaler_for_prices](const std::string& name,
@@ -262,6 +265,7 @@ int main(int argc, char** argv) {
   aopts.server.body_timeout = std::chrono::seconds(cfg.api_body_timeout_s);
   aopts.server.write_timeout = std::chrono::seconds(cfg.api_write_timeout_s);
   aopts.events = &event_bus;
+  aopts.alerts = &farm_alerts;
   aopts.history_interval_s = cfg.history_interval_s;
   aopts.autoscaler = scaler.get();
   aopts.blobs = &blob_store;

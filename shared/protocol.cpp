@@ -245,6 +245,7 @@ Status Check(Reject& m) {
 }
 
 Status Check(Heartbeat& m) {
+  Text(m.disk_full, kMaxMessageTextBytes);
   TSR_RETURN_IF_ERROR(Count(m.running, "running", kMaxTaskRefs));
   return Count(m.delivering, "delivering", kMaxTaskRefs);
 }
@@ -289,6 +290,11 @@ Status Check(TaskDone& m) {
 Status Check(TaskFailed& m) {
   Text(m.message, kMaxMessageTextBytes);
   Log(m.log);
+  for (const char* known :
+       {kFailureRender, kFailureStorageFull, kFailureAsset, kFailureTimeout, kFailureNoSlot}) {
+    if (m.failure_class == known) return Status::Ok();
+  }
+  m.failure_class = kFailureRender;  // a class this scheduler does not know
   return Status::Ok();
 }
 

@@ -235,6 +235,10 @@ struct Heartbeat {
   // scheduler keeps a cancelled task's slot reserved until it disappears from this list.
   std::vector<TaskRef> running;
   bool draining = false;  // assign it nothing new
+  // Non-empty while a filesystem the worker writes (task folders, spool, cache) is full: what
+  // and where ("no space left on device: 0 B free of 20 GiB on /var/lib/tessera"). The
+  // scheduler assigns it nothing new and raises an alert until it is empty again.
+  std::string disk_full;
   // Finished attempts whose results are still on their way (a large frame in chunks) or wait
   // for a kResultAck: their leases are not lost.
   std::vector<TaskRef> delivering;
@@ -335,6 +339,14 @@ struct TaskDone {
   std::string log;
 };
 
+// Failure classes a worker reports (TaskFailed::failure_class). Unknown names from a newer
+// worker are read as kFailureRender.
+inline constexpr const char* kFailureRender = "render";             // the renderer or its input
+inline constexpr const char* kFailureStorageFull = "storage_full";  // the worker's disk is full
+inline constexpr const char* kFailureAsset = "asset";               // an asset could not be had
+inline constexpr const char* kFailureTimeout = "timeout";           // ran past the job's timeout
+inline constexpr const char* kFailureNoSlot = "no_slot";            // the worker had no free slot
+
 struct TaskFailed {
   int64_t task_id = 0;
   int attempt = 0;
@@ -343,6 +355,9 @@ struct TaskFailed {
   // fault (the worker had no free slot); the scheduler requeues it uncharged.
   bool charge = true;
   std::string log;
+  // What kind of failure (a FailureClass name, below): how the scheduler records the attempt and
+  // whether it waits for something (room on a disk) before trying again.
+  std::string failure_class = kFailureRender;
 };
 
 struct Cancel {
@@ -447,7 +462,7 @@ TSR_MESSAGE_FIELDS(Enrol, name, public_key)
 TSR_MESSAGE_FIELDS(Enrolled, name)
 TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)
 TSR_MESSAGE_FIELDS(Reject, reason, retry_after_ms)
-TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering)
+TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering, disk_full)
 TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
 TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,
@@ -457,7 +472,7 @@ TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
 TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
                    backend, channel_names, part, encoding)
 TSR_MESSAGE_FIELDS(TaskDone, task_id, attempt, log)
-TSR_MESSAGE_FIELDS(TaskFailed, task_id, attempt, message, charge, log)
+TSR_MESSAGE_FIELDS(TaskFailed, task_id, attempt, message, charge, log, failure_class)
 TSR_MESSAGE_FIELDS(Cancel, task_id, attempt)
 TSR_MESSAGE_FIELDS(Handback, task_id, attempt, frame, samples_done, reason, log)
 TSR_MESSAGE_FIELDS(ResultAck, task_id, attempt)

@@ -26,6 +26,8 @@ const char* StatusCodeName(StatusCode code) {
       return "unauthenticated";
     case StatusCode::kInternal:
       return "internal";
+    case StatusCode::kStorageFull:
+      return "storage_full";
   }
   return "unknown";
 }

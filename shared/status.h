@@ -24,6 +24,9 @@ enum class StatusCode {
   kPermissionDenied,   // the caller is known but not allowed (e.g. a revoked worker)
   kUnauthenticated,    // the caller did not prove who it is (no, unknown or expired token)
   kInternal,           // I/O failures and everything unexpected
+  // A filesystem refused a write for want of room (ENOSPC, EDQUOT) or because it is read-only
+  // (EROFS): an operational event to wait out, never the fault of the work being written.
+  kStorageFull,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -54,6 +57,7 @@ class [[nodiscard]] Status {
     return {StatusCode::kUnauthenticated, std::move(m)};
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status StorageFull(std::string m) { return {StatusCode::kStorageFull, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -60,6 +60,7 @@
 #include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
+#include "scheduler/events/farm_alerts.h"
 #include "scheduler/http/router.h"
 #include "scheduler/http/server.h"
 #include "scheduler/security/api_auth.h"
@@ -87,6 +88,8 @@ struct ApiOptions {
   http::ServerOptions server;
   // The live event stream (GET /api/v1/events); none: the endpoint answers 503.
   events::EventBus* events = nullptr;
+  // The farm's active alerts: in the summary ("alerts") and on /metrics (none: no alerts).
+  const events::FarmAlerts* alerts = nullptr;
   int history_interval_s = 10;  // GET /api/v1/history sampling
   // GET /api/v1/autoscaler and jobs' deadline forecasts; none: the farm has no autoscaler.
   const autoscaler::Autoscaler* autoscaler = nullptr;

@@ -113,7 +113,7 @@ void StateSamples(Exposition& out, std::string_view name, const std::vector<std:
 }  // namespace
 
 std::string RenderMetrics(store::Store& store, broker::Broker& broker,
-                          const http::ServerCounters& api) {
+                          const http::ServerCounters& api, const events::FarmAlerts* alerts) {
   using store::JobState, store::TaskState, store::WorkerState;
   Exposition out;
   out.Family("tessera_build_info", "gauge", "Tessera scheduler build; the value is always 1.");
@@ -121,6 +121,16 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   out.Family("process_start_time_seconds", "gauge",
              "Start time of the scheduler process since the Unix epoch, in seconds.");
   out.Sample("process_start_time_seconds", kProcessStartSeconds);
+
+  const std::vector<events::FarmAlert> active =
+      alerts != nullptr ? alerts->List() : std::vector<events::FarmAlert>{};
+  out.Family("tessera_alerts_active", "gauge",
+             "Farm-level alerts active now (a full outputs or data filesystem, ...).");
+  out.Sample("tessera_alerts_active", static_cast<double>(active.size()));
+  out.Family("tessera_alert_active", "gauge", "1 for each farm-level alert active now.");
+  for (const events::FarmAlert& alert : active) {
+    out.Sample("tessera_alert_active", 1, {{"kind", alert.kind}, {"key", alert.key}});
+  }
 
   const broker::Broker::Counters counters = broker.counters();
   out.Family("tessera_queue_depth", "gauge",

@@ -29,6 +29,8 @@
 //   tessera_api_connections_refused_total  counter  refused over a connection cap
 //   tessera_api_requests_timed_out_total   counter  a request phase ran past its deadline
 //   tessera_api_requests_rejected_total    counter  malformed, too large, or not UTF-8
+//   tessera_alerts_active               gauge    farm-level alerts active (events/farm_alerts.h)
+//   tessera_alert_active{kind,key}      gauge    1 for each active alert
 //
 // A store read that fails leaves its families out (and says why in a comment line): the scrape
 // still succeeds, and the missing series are what an alert sees.
@@ -38,12 +40,13 @@
 #include <string>
 
 #include "scheduler/broker/broker.h"
+#include "scheduler/events/farm_alerts.h"
 #include "scheduler/http/server.h"
 #include "scheduler/store/store.h"
 
 namespace tessera::api {
 
 std::string RenderMetrics(store::Store& store, broker::Broker& broker,
-                          const http::ServerCounters& api);
+                          const http::ServerCounters& api, const events::FarmAlerts* alerts);
 
 }  // namespace tessera::api

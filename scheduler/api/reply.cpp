@@ -23,6 +23,8 @@ int HttpCode(StatusCode code) {
       return 401;
     case StatusCode::kUnavailable:
       return 503;
+    case StatusCode::kStorageFull:
+      return 507;  // Insufficient Storage
     case StatusCode::kCancelled:
     case StatusCode::kInternal:
       return 500;

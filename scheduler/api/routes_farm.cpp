@@ -24,6 +24,7 @@ void HttpApi::FarmRoutes() {
     // Tasks finished per minute over the last history interval.
     const json latest = history_->Latest();
     view["throughput_per_min"] = latest.is_object() ? latest["throughput_per_min"] : json(0.0);
+    view["alerts"] = AlertsView(options_.alerts);
     Reply(res, 200, view);
   });
 
@@ -52,7 +53,7 @@ void HttpApi::FarmRoutes() {
 
   // Prometheus scrapes with a viewer token (authorization: credentials_file in its config).
   Handle("GET", "/metrics", Role::kViewer, [this](Req, Res res, const Caller&) {
-    res.SetContent(RenderMetrics(store_, broker_, counters()),
+    res.SetContent(RenderMetrics(store_, broker_, counters(), options_.alerts),
                    "text/plain; version=0.0.4; charset=utf-8");
   });
 }

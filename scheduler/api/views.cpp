@@ -114,6 +114,16 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
           {"last_seen", IsoTime(w.last_seen_ms)}};
 }
 
+nlohmann::json AlertsView(const events::FarmAlerts* alerts) {
+  nlohmann::json out = nlohmann::json::array();
+  if (alerts == nullptr) return out;
+  for (const events::FarmAlert& a : alerts->List()) {
+    out.push_back(
+        {{"key", a.key}, {"kind", a.kind}, {"message", a.message}, {"since", IsoTime(a.since_ms)}});
+  }
+  return out;
+}
+
 nlohmann::json SummaryView(const store::FarmSummary& s) {
   nlohmann::json jobs = {
       {"queued", 0}, {"running", 0}, {"done", 0}, {"failed", 0}, {"canceled", 0}};

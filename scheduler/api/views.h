@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "scheduler/events/farm_alerts.h"
 #include "scheduler/store/store.h"
 #include "shared/wall_time.h"
 
@@ -15,6 +16,8 @@ nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);
 nlohmann::json WorkerView(const store::WorkerRecord& worker);
 nlohmann::json SummaryView(const store::FarmSummary& summary);
+// The farm's active alerts, oldest first: [{"key", "kind", "message", "since"}] ([] for none).
+nlohmann::json AlertsView(const events::FarmAlerts* alerts);
 nlohmann::json JoinTokenView(const store::JoinTokenRecord& token);
 nlohmann::json ApiTokenView(const store::ApiTokenRecord& token);
 // Frames [first, first + count) of a job with the state of their parts, from its tasks, and

@@ -40,6 +40,7 @@
 
 #include "scheduler/assembler/assembler.h"
 #include "scheduler/events/event_bus.h"
+#include "scheduler/events/farm_alerts.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
@@ -84,6 +85,9 @@ struct BrokerOptions {
   // Where the broker tells the API's live readers what changed (none: it does not). Events go
   // out after the pass that caused them commits.
   events::EventBus* events = nullptr;
+  // Farm-level alerts the broker raises and clears (a full outputs filesystem); none: it keeps
+  // no alerts.
+  events::FarmAlerts* alerts = nullptr;
   // Cost: what a worker costs per hour, from its name and machine (its autoscaler node group's
   // price, or its instance type's); unset: workers cost nothing. Registered time is added to
   // each worker's cost and the day's every cost_interval.

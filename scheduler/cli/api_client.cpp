@@ -45,6 +45,7 @@ StatusCode CodeFromApi(int http_status, const std::string& code) {
   if (code == "permission_denied" || http_status == 403) return StatusCode::kPermissionDenied;
   if (code == "unauthenticated" || http_status == 401) return StatusCode::kUnauthenticated;
   if (code == "cancelled") return StatusCode::kCancelled;
+  if (code == "storage_full" || http_status == 507) return StatusCode::kStorageFull;
   // A 503 from a live scheduler is still an answer, not "cannot reach": keep it kInternal so the
   // user sees the server's own message.
   return StatusCode::kInternal;

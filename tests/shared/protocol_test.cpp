@@ -186,6 +186,14 @@ TEST(ProtocolTest, TextAProgramPrintedIsMadeValidAndCut) {
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->message, std::string(kMaxMessageTextBytes - 1, 'x'));
   EXPECT_EQ(f->log, std::string(kMaxTaskLogBytes, 'l')) << "the last 64 KiB of the log";
+  // A failure class this scheduler does not know reads as a render failure; a known one stays.
+  failed.failure_class = "cosmic_rays";
+  EXPECT_EQ(RoundTrip(MessageType::kTaskFailed, failed)->failure_class, kFailureRender);
+  failed.failure_class = kFailureStorageFull;
+  EXPECT_EQ(RoundTrip(MessageType::kTaskFailed, failed)->failure_class, kFailureStorageFull);
+  Heartbeat hb;
+  hb.disk_full = "no space left on device \xff";
+  EXPECT_TRUE(utf8::IsValid(RoundTrip(MessageType::kHeartbeat, hb)->disk_full));
   Progress p{1, 1, 0.5, "frame \xed\xa0\x80"};
   EXPECT_TRUE(utf8::IsValid(RoundTrip(MessageType::kProgress, p)->message));
 
