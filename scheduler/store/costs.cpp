@@ -5,12 +5,10 @@
 #include <ctime>
 
 #include "scheduler/store/store.h"
+#include "scheduler/store/table.h"
 
 namespace tessera::store {
 namespace {
-
-constexpr const char* kNodeColumns =
-    "id, node_group, worker_name, provider_id, requested_at, draining";
 
 AutoscalerNodeRecord ReadNode(const Stmt& s) {
   AutoscalerNodeRecord n;
@@ -24,6 +22,10 @@ AutoscalerNodeRecord ReadNode(const Stmt& s) {
 }
 
 CostDay ReadCostDay(const Stmt& s) { return {s.Text(0), s.Double(1), s.Double(2)}; }
+
+constexpr Table<AutoscalerNodeRecord> kNodes{
+    "autoscaler_nodes", "id, node_group, worker_name, provider_id, requested_at, draining",
+    &ReadNode};
 
 // Adds to today's row.
 Status AddToDay(Db& db, double cost, double gpu_seconds) {
@@ -117,9 +119,7 @@ Status Store::DeleteAutoscalerNode(int64_t id) {
 
 StatusOr<std::vector<AutoscalerNodeRecord>> Store::ListAutoscalerNodes() {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kNodeColumns +
-                                          " FROM autoscaler_nodes ORDER BY id"));
-  return ReadAll(s, &ReadNode);
+  return SelectAll(*r, kNodes, "ORDER BY id");
 }
 
 }  // namespace tessera::store

@@ -3,15 +3,10 @@
 // connection too.
 
 #include "scheduler/store/store.h"
+#include "scheduler/store/table.h"
 
 namespace tessera::store {
 namespace {
-
-constexpr const char* kTokenColumns =
-    "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at, worker_name";
-constexpr const char* kWorkerKeyColumns = "name, public_key, token_id, enrolled_at, revoked_at";
-constexpr const char* kApiTokenColumns =
-    "id, secret_hash, user, role, note, created_at, expires_at, revoked_at";
 
 JoinTokenRecord ReadToken(const Stmt& s) {
   JoinTokenRecord t;
@@ -50,6 +45,24 @@ ApiTokenRecord ReadApiToken(const Stmt& s) {
   return t;
 }
 
+constexpr Table<JoinTokenRecord> kJoinTokens{
+    "join_tokens",
+    "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at, worker_name",
+    &ReadToken};
+constexpr Table<WorkerKeyRecord> kWorkerKeys{
+    "worker_keys", "name, public_key, token_id, enrolled_at, revoked_at", &ReadWorkerKey};
+constexpr Table<ApiTokenRecord> kApiTokens{
+    "api_tokens", "id, secret_hash, user, role, note, created_at, expires_at, revoked_at",
+    &ReadApiToken};
+
+// The row an INSERT ... RETURNING gave.
+template <typename Record>
+StatusOr<Record> Inserted(Db& db, Stmt& s, const Table<Record>& table, const char* what) {
+  TSR_ASSIGN_OR_RETURN(std::optional<Record> row, ReadOne(s, table));
+  if (!row) return db.Error(what);
+  return std::move(*row);
+}
+
 }  // namespace
 
 StatusOr<JoinTokenRecord> Store::CreateJoinToken(const std::string& public_key,
@@ -58,42 +71,26 @@ StatusOr<JoinTokenRecord> Store::CreateJoinToken(const std::string& public_key,
                                                  const std::string& worker_name) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(std::string("INSERT INTO join_tokens (public_key, note, created_at, "
-                                           "expires_at, max_uses, worker_name) VALUES (?1, ?2, "
-                                           "?3, ?4, ?5, ?6) RETURNING ") +
-                               kTokenColumns));
+      Stmt s, writer_->Prepare("INSERT INTO join_tokens (public_key, note, created_at, expires_at, "
+                               "max_uses, worker_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
+                               kJoinTokens.Returning()));
   s.Bind(1, public_key)
       .Bind(2, note)
       .Bind(3, NowMs())
       .Bind(4, expires_at_ms)
       .Bind(5, max_uses)
       .Bind(6, worker_name);
-  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return writer_->Error("create join token");
-  JoinTokenRecord t = ReadToken(s);
-  TSR_RETURN_IF_ERROR(s.Run());
-  return t;
+  return Inserted(*writer_, s, kJoinTokens, "create join token");
 }
 
 StatusOr<std::vector<JoinTokenRecord>> Store::ListJoinTokens() {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kTokenColumns +
-                                                " FROM join_tokens ORDER BY id"));
-  return ReadAll(s, &ReadToken);
+  return SelectAll(*writer_, kJoinTokens, "ORDER BY id");
 }
 
 StatusOr<JoinTokenRecord> Store::RevokeJoinToken(int64_t token_id) {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(std::string("UPDATE join_tokens SET revoked_at = "
-                                           "coalesce(revoked_at, ?2) WHERE id = ?1 RETURNING ") +
-                               kTokenColumns));
-  s.Bind(1, token_id).Bind(2, NowMs());
-  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return Status::NotFound("join token " + std::to_string(token_id) + " does not exist");
-  JoinTokenRecord t = ReadToken(s);
-  TSR_RETURN_IF_ERROR(s.Run());
-  return t;
+  return RevokeById(*writer_, kJoinTokens, token_id, NowMs(), "join token");
 }
 
 StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
@@ -104,17 +101,14 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
   const int64_t now = NowMs();
   JoinTokenRecord token;
   {
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kTokenColumns +
-                                                  " FROM join_tokens WHERE id = ?1"));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(kJoinTokens.Select("WHERE id = ?1")));
     s.Bind(1, token_id);
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row || !ReadToken(s).usable(now)) {
-      TSR_RETURN_IF_ERROR(s.Run());
+    TSR_ASSIGN_OR_RETURN(std::optional<JoinTokenRecord> row, ReadOne(s, kJoinTokens));
+    if (!row || !row->usable(now)) {
       return Status::FailedPrecondition("join token " + std::to_string(token_id) +
                                         " is revoked, expired or used up");
     }
-    token = ReadToken(s);
-    TSR_RETURN_IF_ERROR(s.Run());
+    token = std::move(*row);
   }
   if (!token.worker_name.empty() && token.worker_name != name) {
     return Status::FailedPrecondition("join token " + std::to_string(token_id) +
@@ -124,13 +118,11 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
   Enrolment result;
   std::optional<std::string>& replaced = result.replaced_key;
   {
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
-                                                  " FROM worker_keys WHERE name = ?1"));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(kWorkerKeys.Select("WHERE name = ?1")));
     s.Bind(1, name);
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> row, ReadOne(s, kWorkerKeys));
     if (row) {
-      WorkerKeyRecord old = ReadWorkerKey(s);
-      TSR_RETURN_IF_ERROR(s.Run());
+      const WorkerKeyRecord& old = *row;
       if (old.revoked_at_ms) {
         return Status::FailedPrecondition("worker " + name +
                                           " was revoked; an operator must readmit it "
@@ -177,86 +169,54 @@ StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool 
   WriteLock lock(*this);
   // Readmitting deletes the revoked key: left in place, it would authenticate again after a
   // restart, and it would hold the name against the enrolment readmitting is for.
-  const std::string sql = revoked
-                              ? std::string(
-                                    "UPDATE worker_keys SET revoked_at = coalesce(revoked_at, ?2) "
-                                    "WHERE name = ?1 RETURNING ") +
-                                    kWorkerKeyColumns
-                              : std::string(
-                                    "DELETE FROM worker_keys WHERE name = ?1 AND revoked_at IS NOT "
-                                    "NULL RETURNING ") +
-                                    kWorkerKeyColumns;
+  const std::string sql =
+      revoked ? "UPDATE worker_keys SET revoked_at = coalesce(revoked_at, ?2) WHERE name = ?1" +
+                    kWorkerKeys.Returning()
+              : "DELETE FROM worker_keys WHERE name = ?1 AND revoked_at IS NOT NULL" +
+                    kWorkerKeys.Returning();
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
   s.Bind(1, name);
   if (revoked) s.Bind(2, NowMs());
-  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (row) {
-    WorkerKeyRecord k = ReadWorkerKey(s);
-    TSR_RETURN_IF_ERROR(s.Run());
-    return k;
-  }
-  TSR_RETURN_IF_ERROR(s.Run());
+  TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> changed, ReadOne(s, kWorkerKeys));
+  if (changed) return std::move(*changed);
   if (!revoked) {
     // Not revoked: readmitting an enrolled worker changes nothing.
-    TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
-                                                  " FROM worker_keys WHERE name = ?1"));
+    TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(kWorkerKeys.Select("WHERE name = ?1")));
     q.Bind(1, name);
-    TSR_ASSIGN_OR_RETURN(bool found, q.Step());
-    if (found) {
-      WorkerKeyRecord k = ReadWorkerKey(q);
-      TSR_RETURN_IF_ERROR(q.Run());
-      return k;
-    }
+    TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> found, ReadOne(q, kWorkerKeys));
+    if (found) return std::move(*found);
   }
   return Status::NotFound("no worker named " + name + " has enrolled");
 }
 
 StatusOr<std::vector<WorkerKeyRecord>> Store::ListWorkerKeys() {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kWorkerKeyColumns +
-                                                " FROM worker_keys ORDER BY name"));
-  return ReadAll(s, &ReadWorkerKey);
+  return SelectAll(*writer_, kWorkerKeys, "ORDER BY name");
 }
 
 StatusOr<ApiTokenRecord> Store::CreateApiToken(const ApiTokenRecord& token) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(std::string("INSERT INTO api_tokens (secret_hash, user, role, note, "
-                                           "created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, "
-                                           "?6) RETURNING ") +
-                               kApiTokenColumns));
+      Stmt s, writer_->Prepare("INSERT INTO api_tokens (secret_hash, user, role, note, created_at, "
+                               "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
+                               kApiTokens.Returning()));
   s.Bind(1, token.secret_hash)
       .Bind(2, token.user)
       .Bind(3, token.role)
       .Bind(4, token.note)
       .Bind(5, NowMs())
       .Bind(6, token.expires_at_ms);
-  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return writer_->Error("create API token");
-  ApiTokenRecord t = ReadApiToken(s);
-  TSR_RETURN_IF_ERROR(s.Run());
-  return t;
+  return Inserted(*writer_, s, kApiTokens, "create API token");
 }
 
 StatusOr<std::vector<ApiTokenRecord>> Store::ListApiTokens() {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(std::string("SELECT ") + kApiTokenColumns +
-                                                " FROM api_tokens ORDER BY id"));
-  return ReadAll(s, &ReadApiToken);
+  return SelectAll(*writer_, kApiTokens, "ORDER BY id");
 }
 
 StatusOr<ApiTokenRecord> Store::RevokeApiToken(int64_t token_id) {
   WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare(std::string("UPDATE api_tokens SET revoked_at = "
-                                           "coalesce(revoked_at, ?2) WHERE id = ?1 RETURNING ") +
-                               kApiTokenColumns));
-  s.Bind(1, token_id).Bind(2, NowMs());
-  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return Status::NotFound("API token " + std::to_string(token_id) + " does not exist");
-  ApiTokenRecord t = ReadApiToken(s);
-  TSR_RETURN_IF_ERROR(s.Run());
-  return t;
+  return RevokeById(*writer_, kApiTokens, token_id, NowMs(), "API token");
 }
 
 }  // namespace tessera::store

@@ -394,6 +394,36 @@ TEST_F(StoreTest, AJoinTokenMadeForANameMayReplaceItsKeyAndEnrolsNothingElse) {
   EXPECT_FALSE(replaced->token_usable) << "it had one use";
 }
 
+TEST_F(StoreTest, RevokingATokenKeepsItsFirstRevocationAndNamesAMissingOne) {
+  auto join = store_->CreateJoinToken("token-key", "note", std::nullopt, 0);
+  ASSERT_TRUE(join.ok()) << join.status().ToString();
+  auto first = store_->RevokeJoinToken(join->id);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(first->revoked_at_ms.has_value());
+  EXPECT_EQ(first->public_key, "token-key");  // the row as stored, read back by RETURNING
+  auto again = store_->RevokeJoinToken(join->id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->revoked_at_ms, first->revoked_at_ms);
+  EXPECT_EQ(store_->ListJoinTokens()->at(0).revoked_at_ms, first->revoked_at_ms);
+  auto missing = store_->RevokeJoinToken(join->id + 100);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "join token " + std::to_string(join->id + 100) + " does not exist");
+
+  store::ApiTokenRecord rec;
+  rec.secret_hash = "hash";
+  rec.user = "ana";
+  rec.role = "submitter";
+  auto api = store_->CreateApiToken(rec);
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  EXPECT_EQ(api->user, "ana");
+  auto revoked = store_->RevokeApiToken(api->id);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_TRUE(revoked->revoked_at_ms.has_value());
+  EXPECT_EQ(store_->RevokeApiToken(api->id + 7).status().message(),
+            "API token " + std::to_string(api->id + 7) + " does not exist");
+}
+
 TEST_F(StoreTest, TheDatabaseAndItsJournalsAreTheSchedulersUsersAlone) {
   Submit(2);  // writes: the -wal and -shm files exist
   const std::string db = dir_ + "/tessera.db";
