@@ -22,7 +22,7 @@
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/config.h"
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/file_io.h"
 #include "shared/logging.h"
 

@@ -53,7 +53,7 @@
 #include <zmq.hpp>
 
 #include "shared/chunked_transfer.h"
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/logging.h"
 #include "shared/protocol.h"
 #include "worker/blob_cache.h"

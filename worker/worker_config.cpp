@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "shared/config.h"
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::worker {

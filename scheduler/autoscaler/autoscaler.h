@@ -1,5 +1,5 @@
 #pragma once
-// The autoscaler: the mechanism around the pure decision policy (policy.h). Every tick it reads
+// The autoscaler: the mechanism around the pure decision policy (decider.h). Every tick it reads
 // the farm from the broker (the work it would dispatch now, what each worker is doing), works
 // out which registered workers are its nodes, asks Decide for a plan, and carries it out with
 // the node groups' providers (providers.h): requests nodes, drains idle ones and terminates them

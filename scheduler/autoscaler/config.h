@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/autoscaler/policy.h"
+#include "scheduler/autoscaler/decider.h"
 #include "scheduler/autoscaler/providers.h"
 #include "shared/status.h"
 

@@ -45,7 +45,7 @@
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
 #include "shared/chunked_transfer.h"
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/logging.h"
 #include "shared/protocol.h"
 #include "shared/status.h"

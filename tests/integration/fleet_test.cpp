@@ -15,7 +15,7 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/image_io.h"
 #include "shared/protocol.h"
 #include "tests/support/farm.h"

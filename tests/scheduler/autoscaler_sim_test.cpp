@@ -21,7 +21,7 @@
 #include <set>
 #include <tuple>
 
-#include "scheduler/autoscaler/policy.h"
+#include "scheduler/autoscaler/decider.h"
 
 namespace tessera::autoscaler {
 namespace {

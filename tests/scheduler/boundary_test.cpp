@@ -22,7 +22,7 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/store/store.h"
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 #include "shared/job_spec.h"
 #include "shared/sha256.h"
 #include "tests/support/fake_worker.h"

@@ -1,4 +1,4 @@
-#include "shared/curve.h"
+#include "shared/curve_keys.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "scheduler/autoscaler/policy.h"
+#include "scheduler/autoscaler/decider.h"
 
 namespace tessera::autoscaler {
 namespace {

@@ -1,4 +1,4 @@
-#include "scheduler/autoscaler/policy.h"
+#include "scheduler/autoscaler/decider.h"
 
 #include <algorithm>
 #include <cmath>
