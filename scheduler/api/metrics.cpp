@@ -165,6 +165,25 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
                 summary.status().ToString());
   }
 
+  const std::map<std::pair<std::string, std::string>, int64_t> attempts = store.AttemptCounts();
+  // The attempt history's outcomes, as the store recorded them (the same rows the task log
+  // shows); failed ones by class ("unknown" for attempts recorded before classes were kept).
+  out.Family("tessera_attempts_total", "counter",
+             "Task attempts ended, by outcome (done, failed, lost, handed_back, canceled) and, "
+             "for failed ones, failure class.");
+  for (const char* outcome : {"done", "lost", "handed_back", "canceled"}) {
+    int64_t n = 0;
+    for (const auto& [key, count] : attempts) {
+      if (key.first == outcome) n += count;
+    }
+    out.Sample("tessera_attempts_total", static_cast<double>(n), {{"outcome", outcome}});
+  }
+  for (const auto& [key, count] : attempts) {
+    if (key.first != "failed") continue;
+    out.Sample("tessera_attempts_total", static_cast<double>(count),
+               {{"outcome", "failed"}, {"class", key.second.empty() ? "unknown" : key.second}});
+  }
+
   StatusOr<std::vector<store::WorkerRecord>> workers = store.ListWorkers();
   if (workers.ok()) {
     size_t gpus = 0;

@@ -572,8 +572,10 @@ void Broker::DropWorker(std::string identity, const std::string& reason) {
   for (int64_t task_id : held) {
     auto it = tasks_.find(task_id);
     if (it == tasks_.end()) continue;
-    EndLease(it->second, identity, "worker " + name + " lost: " + reason,
-             /*count_failure=*/false, /*cancel=*/false);
+    EndLease(it->second, identity,
+             {store::AttemptOutcome::kLost, "", "worker " + name + " lost: " + reason,
+              /*charged=*/false},
+             /*cancel=*/false);
   }
   workers_.erase(identity);
   chunks_.Forget(identity);
@@ -631,7 +633,9 @@ void Broker::OnTimer() {
     spdlog::warn("job {} task {} on {}: {}", task.job_id, e.task_id,
                  workers_.at(e.identity).offer.name, e.why);
     ChargeWorker(task, workers_.at(e.identity));
-    EndLease(task, e.identity, e.why, /*count_failure=*/true, /*cancel=*/true);
+    EndLease(task, e.identity,
+             {store::AttemptOutcome::kFailed, protocol::kFailureTimeout, e.why, /*charged=*/true},
+             /*cancel=*/true);
   }
   if (now >= next_meter_) {
     MeterCosts();
@@ -669,8 +673,8 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   const int attempt = task.attempt + 1;
   // The lease is written in this pass's transaction; the assignment leaves only after that
   // commits (FlushOutbox), so a worker never holds a lease the store does not.
-  Status s = backup ? store_.StartBackup(task.task_id, attempt)
-                    : store_.StartTask(task.task_id, attempt, worker.offer.id, task.job_id);
+  Status s = backup ? store_.StartBackup(task.task_id, attempt, worker.offer.id, gpus)
+                    : store_.StartTask(task.task_id, attempt, worker.offer.id, task.job_id, gpus);
   if (!s.ok()) {
     spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
     return false;

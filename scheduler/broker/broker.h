@@ -455,8 +455,10 @@ class Broker {
   LiveTask* FindLease(const std::string& identity, int64_t task_id, int attempt, const char* what);
   // Removes the copy on `identity` and frees its slot (its GPUs too unless it is stopping).
   // Keeps an attempt's log (from its final message) for `tessera logs` and the dashboard.
-  void SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker, const char* outcome,
-               std::string log);
+  void SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker, std::string log);
+  // Records how the attempt ended (the first outcome recorded for it stands), in this pass.
+  void EndAttempt(const LiveTask& task, int attempt, store::AttemptOutcome outcome,
+                  const std::string& failure_class, const std::string& message, bool charged);
   void ReleaseLease(LiveTask& task, const std::string& identity);
   // A copy's GPU-seconds and its share of its worker's price go to the task and its job.
   void ChargeLease(const LiveTask& task, const Lease& lease, const WorkerConn& worker);
@@ -466,13 +468,15 @@ class Broker {
   // Tells the holder of that copy to stop; its slot and GPUs stay reserved until its heartbeat
   // no longer lists it.
   void CancelLease(LiveTask& task, const std::string& identity);
-  // Cancels every running copy of the task (the job was cancelled, a race was won, ...).
-  void CancelAllLeases(LiveTask& task);
-  // The copy on `identity` ended without finishing the task (failure, loss, timeout): with
-  // another copy still running it is just dropped; otherwise the task is requeued (charged or
-  // not). `cancel` also tells the worker to stop it.
-  void EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
-                bool count_failure, bool cancel);
+  // Cancels every running copy of the task (the job was cancelled, a race was won, ...); each
+  // copy's attempt ends canceled with `why` unless its outcome was already recorded.
+  void CancelAllLeases(LiveTask& task, const std::string& why);
+  // The copy on `identity` ended without finishing the task (failure, loss, timeout): its
+  // attempt ends with `end` (its message the reason, charged or not); with another copy still
+  // running it is just dropped; otherwise the task is requeued. `cancel` also tells the worker
+  // to stop it.
+  void EndLease(LiveTask& task, const std::string& identity, const store::AttemptEnd& end,
+                bool cancel);
   // Frees the slots of stopped cancelled leases, and requeues leases the worker does not hold
   // (a lost assignment) once they are older than two heartbeats.
   void OnHeartbeat(const std::string& identity, WorkerConn& worker,

@@ -367,7 +367,7 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
     return;
   }
   const JobInfo& job = jobs_[task->job_id];
-  SaveLog(*task, m->attempt, worker, "handed back", std::move(m->log));
+  SaveLog(*task, m->attempt, worker, std::move(m->log));
   const int frame = std::clamp(m->frame, task->frame_start, task->frame_end);
   ClearResume(*task);
   task->resume_frame = frame;
@@ -402,6 +402,8 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
                m->reason);
   RecordEvent(task->job_id, task->task_id, worker.offer.id, "task_handed_back", m->reason);
   task->acks.emplace_back(identity, m->attempt);
+  EndAttempt(*task, m->attempt, store::AttemptOutcome::kHandedBack, "",
+             "handed back by " + worker.offer.name + ": " + m->reason, /*charged=*/false);
   ReleaseLease(*task, identity);
   if (task->running()) {
     // A backup copy runs on; this copy just ends (not charged).

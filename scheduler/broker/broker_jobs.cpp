@@ -25,7 +25,7 @@ Status Broker::CancelJob(int64_t job_id) {
   return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
            TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
            for (auto& [id, task] : tasks_) {
-             if (task.job_id == job_id) CancelAllLeases(task);
+             if (task.job_id == job_id) CancelAllLeases(task, "the job was canceled");
            }
            DropQueued(job_id);
            for (auto it = tasks_.begin(); it != tasks_.end();) {

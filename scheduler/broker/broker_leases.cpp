@@ -107,7 +107,9 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, m->attempt,
                  worker.offer.name, problem);
     ChargeWorker(*task, worker);
-    EndLease(*task, identity, "bad frame result: " + problem, /*count_failure=*/true,
+    EndLease(*task, identity,
+             {store::AttemptOutcome::kFailed, store::kFailureBadResult,
+              "bad frame result: " + problem, /*charged=*/true},
              /*cancel=*/true);
     return;
   }
@@ -164,7 +166,9 @@ void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& wor
     spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task.task_id, m.attempt,
                  worker.offer.name, problem);
     ChargeWorker(task, worker);
-    EndLease(task, identity, "bad frame result: " + problem, /*count_failure=*/true,
+    EndLease(task, identity,
+             {store::AttemptOutcome::kFailed, store::kFailureBadResult,
+              "bad frame result: " + problem, /*charged=*/true},
              /*cancel=*/true);
     return;
   }
@@ -213,7 +217,10 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     spdlog::warn("job {} task {}: {}; rendering it again", task.job_id, task.task_id,
                  written.status.message());
     task.accept_bad_pixels = true;
-    CancelAllLeases(task);
+    EndAttempt(task, written.attempt, store::AttemptOutcome::kFailed, store::kFailureBadPixels,
+               written.status.message(), /*charged=*/true);
+    CancelAllLeases(task,
+                    "another copy's frame " + std::to_string(written.frame) + " had bad pixels");
     Requeue(task, written.attempt, "bad pixels: " + written.status.message(),
             /*count_failure=*/true);
     return;
@@ -233,8 +240,14 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
   if (!written.status.ok()) {
     spdlog::error("job {} task {}: cannot write frame {}: {}", task.job_id, task.task_id,
                   written.frame, written.status.ToString());
-    // Not the workers' fault: every copy stops and the task is retried (charged).
-    CancelAllLeases(task);
+    // Not the workers' fault: every copy stops and the task is retried (charged). The attempt
+    // that delivered the frame failed, even if its worker already reported it done.
+    EndAttempt(
+        task, written.attempt, store::AttemptOutcome::kFailed, store::kFailureOutputWrite,
+        "cannot write frame " + std::to_string(written.frame) + ": " + written.status.message(),
+        /*charged=*/true);
+    CancelAllLeases(task,
+                    "the task's frame " + std::to_string(written.frame) + " could not be written");
     Requeue(task, written.attempt, "output write failed: " + written.status.message(),
             /*count_failure=*/true);
     return;
@@ -250,7 +263,8 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
     Ack(identity, m.task_id, m.attempt);  // stale or already recorded: nothing to keep
     return;
   }
-  SaveLog(*task, m.attempt, worker, "done", m.log);
+  // The attempt stays running until its frames are written: done is recorded with the task's.
+  SaveLog(*task, m.attempt, worker, m.log);
   task->acks.emplace_back(identity, m.attempt);
   task->done_attempt = m.attempt;
   task->done_worker_id = worker.offer.id;
@@ -271,6 +285,8 @@ void Broker::MaybeComplete(LiveTask& task) {
                                std::to_string(task.frames_written.size()) + " of " +
                                std::to_string(frames) + " frames";
     task.done_attempt = 0;
+    EndAttempt(task, attempt, store::AttemptOutcome::kFailed, store::kFailureIncomplete, reason,
+               /*charged=*/true);
     if (task.running()) {  // the other copy may still deliver them
       spdlog::warn("task {} attempt {}: {}; its other copy runs on", task.task_id, attempt, reason);
       ++task.failures;
@@ -282,7 +298,7 @@ void Broker::MaybeComplete(LiveTask& task) {
     return;
   }
   // The first copy to deliver wins; a backup still running lost the race.
-  CancelAllLeases(task);
+  CancelAllLeases(task, "another copy finished the task first");
   if (job.parts_per_frame > 1 && IsLastPart(task)) {
     // Recorded done only once its frame is written (OnFrameAssembled): the job is never done
     // before its frames are on disk, and a restart before then renders this part again.
@@ -343,6 +359,8 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
     spdlog::error("job {}: {}", written.job_id, message);
     RecordEvent(written.job_id, std::nullopt, std::nullopt, "frame_failed", message);
     if (task) {
+      EndAttempt(*task, task->done_attempt, store::AttemptOutcome::kFailed,
+                 store::kFailureOutputWrite, message, /*charged=*/true);
       if (Status s = store_.FailTask(task->task_id, task->done_attempt, message, task->job_id);
           !s.ok()) {
         spdlog::error("task {}: {}", task->task_id, s.ToString());
@@ -423,14 +441,34 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   if (!task) return;
   spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
                worker.offer.name, m.message);
-  SaveLog(*task, m.attempt, worker, "failed", m.log);
+  SaveLog(*task, m.attempt, worker, m.log);
   if (m.charge) ChargeWorker(*task, worker);
-  EndLease(*task, identity, m.message, /*count_failure=*/m.charge, /*cancel=*/false);
+  // A worker that had no free slot returns the task: nothing failed.
+  const bool returned = !m.charge && m.failure_class == protocol::kFailureNoSlot;
+  EndLease(*task, identity,
+           {returned ? store::AttemptOutcome::kHandedBack : store::AttemptOutcome::kFailed,
+            returned ? "" : m.failure_class, m.message, m.charge},
+           /*cancel=*/false);
 }
 
-void Broker::SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker,
-                     const char* outcome, std::string log) {
-  if (log.empty()) return;  // noop tasks say nothing: no row per task
+void Broker::EndAttempt(const LiveTask& task, int attempt, store::AttemptOutcome outcome,
+                        const std::string& failure_class, const std::string& message,
+                        bool charged) {
+  if (attempt <= 0) return;
+  spdlog::info("job {} task {} attempt {}: {}{}{}", task.job_id, task.task_id, attempt,
+               store::AttemptOutcomeName(outcome),
+               failure_class.empty() ? "" : " (" + failure_class + ")",
+               message.empty() ? "" : ": " + message);
+  if (Status s = store_.EndAttempt(task.task_id, attempt, task.job_id,
+                                   {outcome, failure_class, message, charged});
+      !s.ok()) {
+    spdlog::error("task {} attempt {}: cannot record its outcome: {}", task.task_id, attempt,
+                  s.ToString());
+  }
+}
+
+void Broker::SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker, std::string log) {
+  if (log.empty()) return;  // noop tasks say nothing: the attempt's row stays as it is
   if (log.size() > protocol::kMaxTaskLogBytes)
     log.erase(0, log.size() - protocol::kMaxTaskLogBytes);
   store::TaskLogRecord record;
@@ -438,7 +476,6 @@ void Broker::SaveLog(const LiveTask& task, int attempt, const WorkerConn& worker
   record.attempt = attempt;
   record.job_id = task.job_id;
   record.worker_id = worker.offer.id;
-  record.outcome = outcome;
   record.log = std::move(log);
   if (Status s = store_.SaveTaskLog(record); !s.ok()) {
     spdlog::warn("task {} attempt {}: cannot keep its log: {}", task.task_id, attempt, s.message());
@@ -487,18 +524,23 @@ void Broker::CancelLease(LiveTask& task, const std::string& identity) {
   ReleaseLease(task, identity);
 }
 
-void Broker::CancelAllLeases(LiveTask& task) {
+void Broker::CancelAllLeases(LiveTask& task, const std::string& why) {
   while (!task.leases.empty()) {
     const std::string holder = task.leases.back().worker;  // CancelLease erases the lease
+    EndAttempt(task, task.leases.back().attempt, store::AttemptOutcome::kCanceled, "", why,
+               /*charged=*/false);
     CancelLease(task, holder);
   }
 }
 
-void Broker::EndLease(LiveTask& task, const std::string& identity, const std::string& reason,
-                      bool count_failure, bool cancel) {
+void Broker::EndLease(LiveTask& task, const std::string& identity, const store::AttemptEnd& end,
+                      bool cancel) {
   Lease* lease = task.LeaseOn(identity);
   if (!lease) return;
   const int attempt = lease->attempt;
+  const std::string& reason = end.message;
+  const bool count_failure = end.charged;
+  EndAttempt(task, attempt, end.outcome, end.failure_class, end.message, end.charged);
   if (cancel) {
     CancelLease(task, identity);
   } else {
@@ -549,8 +591,10 @@ void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
   }
   for (int64_t task_id : lost) {
     EndLease(tasks_.at(task_id), identity,
-             "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
-             /*count_failure=*/false, /*cancel=*/false);
+             {store::AttemptOutcome::kLost, "",
+              "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
+              /*charged=*/false},
+             /*cancel=*/false);
   }
 }
 

@@ -309,18 +309,34 @@ int RunLogs(const ClientOptions& options, int64_t task_id, int attempt) {
   if (!reply) return rc;
   const json& attempts = Member(*reply, "attempts");
   bool shown = false;
+  if (attempt == 0 && !attempts.empty()) {
+    std::cout << "task " << task_id << " (" << Str(*reply, "state") << "): " << attempts.size()
+              << " attempt" << (attempts.size() == 1 ? "" : "s") << ", "
+              << Int(*reply, "failures_total") << " charged failure"
+              << (Int(*reply, "failures_total") == 1 ? "" : "s") << " in all ("
+              << Int(*reply, "failures") << " since the last retry)\n";
+  }
   for (const json& a : attempts) {
     if (attempt > 0 && Int(a, "attempt") != attempt) continue;
-    std::cout << "== task " << task_id << " attempt " << Int(a, "attempt") << " on "
-              << Str(a, "worker") << ": " << Str(a, "state") << " at "
-              << FormatTimestamp(Member(a, "at")) << "\n";
+    // attempt 3: failed (output_write) on w1: cannot write frame 1: ...
+    const std::string outcome = Str(a, "outcome", Str(a, "state"));
+    std::cout << "attempt " << Int(a, "attempt") << ": " << outcome;
+    if (!Str(a, "failure_class", "").empty()) std::cout << " (" << Str(a, "failure_class") << ")";
+    std::cout << " on " << Str(a, "worker");
+    if (!Str(a, "message", "").empty()) std::cout << ": " << Str(a, "message");
+    if (outcome == "failed" && Str(a, "charged", "") == "false") std::cout << " [not charged]";
+    std::cout << "\n";
+    const bool running = outcome == "running";
+    const json& when = Member(a, running ? "started_at" : "ended_at");
+    std::cout << "   " << (running ? "running since " : "ended ")
+              << FormatTimestamp(when.is_null() ? Member(a, "at") : when) << "\n";
     std::cout << Str(a, "log", "");
+    if (!Str(a, "log", "").empty() && Str(a, "log", "").back() != '\n') std::cout << "\n";
     shown = true;
   }
   if (!shown) {
-    std::cout << "task " << task_id << " (" << Str(*reply, "state") << ") has no log"
-              << (attempt > 0 ? " for attempt " + std::to_string(attempt) : std::string())
-              << " yet: an attempt's log arrives when it ends";
+    std::cout << "task " << task_id << " (" << Str(*reply, "state") << ") has no attempt"
+              << (attempt > 0 ? " " + std::to_string(attempt) : std::string()) << " recorded yet";
     if (!Str(*reply, "message", "").empty())
       std::cout << "; last message: " << Str(*reply, "message");
     std::cout << "\n";

@@ -294,6 +294,23 @@ CREATE TABLE idempotent_requests (
 ) WITHOUT ROWID;
 CREATE INDEX idempotent_requests_age ON idempotent_requests (created_at);
 )sql",
+    // 25 -> 26: the attempt history (store/attempts.cpp). Each attempt has a row from its lease's
+    // start (outcome 'running') to its one recorded outcome, with the failure's class and
+    // message, whether it was charged, its GPUs and when it ran. A task counts every charged
+    // failure in failures_total, which a retry does not reset. Older rows keep what they had.
+    R"sql(
+ALTER TABLE task_logs ADD COLUMN failure_class TEXT;
+ALTER TABLE task_logs ADD COLUMN message TEXT;
+ALTER TABLE task_logs ADD COLUMN charged INTEGER;
+ALTER TABLE task_logs ADD COLUMN gpus TEXT;
+ALTER TABLE task_logs ADD COLUMN started_at INTEGER;
+ALTER TABLE task_logs ADD COLUMN ended_at INTEGER;
+UPDATE task_logs SET outcome = 'handed_back' WHERE outcome = 'handed back';
+UPDATE task_logs SET ended_at = at;
+CREATE INDEX task_logs_running ON task_logs(task_id) WHERE outcome = 'running';
+ALTER TABLE tasks ADD COLUMN failures_total INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET failures_total = failures;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -366,7 +383,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
 const char* kTaskColumns =
     "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
     "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on, t.part, "
-    "t.gpu_seconds, t.cost";
+    "t.gpu_seconds, t.cost, t.failures_total";
 
 StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   TaskRecord t;
@@ -390,6 +407,7 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   }
   t.gpu_seconds = s.Double(16);
   t.cost = s.Double(17);
+  t.failures_total = static_cast<int>(s.Int(18));
   return t;
 }
 
@@ -494,6 +512,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
   TSR_ASSIGN_OR_RETURN(auto writer, Db::Open(path, /*read_only=*/false, synchronous));
   std::unique_ptr<Store> store(new Store(path, std::move(writer)));
   TSR_RETURN_IF_ERROR(store->Migrate());
+  TSR_RETURN_IF_ERROR(store->LoadAttemptCounts());
   TSR_RETURN_IF_ERROR(store->StartCheckpointer(synchronous));
   return store;
 }
@@ -643,7 +662,13 @@ StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
   TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
                                                  "VALUES (?, ?, 'job_canceled', '')"));
   TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id).Run());
-  TSR_RETURN_IF_ERROR(tx.Commit());
+  AttemptEnd canceled;
+  canceled.outcome = AttemptOutcome::kCanceled;
+  canceled.message = "the job was canceled";
+  TSR_RETURN_IF_ERROR(CloseAttemptsWhere("job_id = ?1", job_id, 0, canceled));
+  Status committed = tx.Commit();
+  if (!InGroup()) SettleAttemptCounts(committed.ok());
+  TSR_RETURN_IF_ERROR(committed);
   return leases;
 }
 
@@ -784,6 +809,7 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
       if (!row) break;
       interrupted.insert(r.Int(0));
     }
+    TSR_RETURN_IF_ERROR(CloseStaleAttempts());
     TSR_RETURN_IF_ERROR(writer_->Exec(
         "UPDATE jobs SET tasks_queued = tasks_queued + tasks_running, tasks_running = 0 "
         "WHERE tasks_running > 0"));
@@ -791,7 +817,9 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
         writer_->Exec("UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
                       "live_attempts = '[]', message = 'requeued: scheduler restarted' "
                       "WHERE state = 'running'"));
-    TSR_RETURN_IF_ERROR(tx.Commit());
+    Status committed = tx.Commit();
+    if (!InGroup()) SettleAttemptCounts(committed.ok());
+    TSR_RETURN_IF_ERROR(committed);
   }
   std::string sql = std::string("SELECT ") + kTaskColumns +
                     " FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id "
@@ -845,8 +873,8 @@ Status Store::StaleAttempt(int64_t task_id, int attempt, const TaskFence& f) {
 
 Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                              bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
-                             bool reattach,
-                             std::unordered_map<int64_t, Store::CountDeltas>* counts) {
+                             bool reattach, std::unordered_map<int64_t, Store::CountDeltas>* counts,
+                             const std::vector<int>& gpus) {
   // Fencing, in the UPDATE itself: a start names a queued task's next attempt (a re-attach its
   // current one); everything else must name a live attempt of a running task (almost always
   // the only one, which the plain comparison settles without parsing JSON).
@@ -865,7 +893,8 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
                              "finished_at = NULL "
                              "WHERE id = ?1 AND state = 'queued' AND attempt = ?2 - ?7")
           : writer_->Prepare("UPDATE tasks SET state = ?8, message = ?3, live_attempts = '[]', "
-                             "worker_id = ?5, failures = failures + ?7, progress = ?9, "
+                             "worker_id = ?5, failures = failures + ?7, "
+                             "failures_total = failures_total + ?7, progress = ?9, "
                              "finished_at = ?6 "
                              "WHERE id = ?1 AND state = 'running' AND (live_attempts = ?4 OR "
                              "EXISTS (SELECT 1 FROM json_each(live_attempts) WHERE value = ?2))"));
@@ -890,6 +919,26 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
     TSR_ASSIGN_OR_RETURN(bool row, j.Step());
     if (!row) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
     job_id = j.Int(0);
+  }
+  // The attempt history, in the same transaction: a start opens the attempt (an older one still
+  // open lost its lease with a restart: its worker did not take it back); done closes it, and
+  // the end of the task closes any copy the broker did not.
+  if (starting && !reattach) {
+    AttemptEnd superseded;
+    superseded.message = "its lease ended with a restart of the scheduler";
+    TSR_RETURN_IF_ERROR(
+        CloseAttemptsWhere("task_id = ?1 AND attempt < ?2", task_id, attempt, superseded));
+    TSR_RETURN_IF_ERROR(InsertAttempt(task_id, attempt, job_id, worker_id, gpus));
+  } else if (IsTerminal(to)) {
+    if (to == TaskState::kDone) {
+      AttemptEnd done;
+      done.outcome = AttemptOutcome::kDone;
+      TSR_RETURN_IF_ERROR(CloseAttempt(task_id, attempt, job_id, done));
+    }
+    AttemptEnd rest;
+    rest.outcome = AttemptOutcome::kCanceled;
+    rest.message = "the task ended (" + std::string(TaskStateName(to)) + ") without this copy";
+    TSR_RETURN_IF_ERROR(CloseAttemptsWhere("task_id = ?1", task_id, 0, rest));
   }
   if (to == TaskState::kFailed) {
     TSR_ASSIGN_OR_RETURN(
@@ -961,7 +1010,11 @@ Status Store::ApplyDeferred(std::vector<Deferred>& ops) {
     switch (op.kind) {
       case Deferred::Kind::kTransition:
         s = TransitionTask(op.id, op.attempt, op.to, op.message, op.count_failure, op.worker_id,
-                           op.job_id, /*reattach=*/false, &counts);
+                           op.job_id, /*reattach=*/false, &counts, op.gpus);
+        break;
+      case Deferred::Kind::kAttemptEnd:
+        s = CloseAttempt(op.id, op.attempt, op.job_id,
+                         AttemptEnd{op.outcome, op.failure_class, op.message, op.count_failure});
         break;
       case Deferred::Kind::kWorkerState:
         s = WriteWorkerState(op.id, op.worker_state);
@@ -1004,6 +1057,7 @@ Status Store::CommitGroup() {
   if (!group_tx_ && group_ops_.empty()) return Status::Ok();  // nothing was written
   EnterGroupTransaction();
   Status s = group_error_.ok() ? group_tx_->Commit() : group_error_;
+  SettleAttemptCounts(s.ok());
   group_tx_.reset();
   group_lock_.unlock();
   group_error_ = Status::Ok();
@@ -1011,6 +1065,7 @@ Status Store::CommitGroup() {
 }
 
 void Store::EndGroup() {
+  if (group_lock_.owns_lock()) SettleAttemptCounts(false);
   group_tx_.reset();  // rolls back a transaction Commit() did not reach
   if (group_lock_.owns_lock()) group_lock_.unlock();
   group_ops_.clear();
@@ -1038,7 +1093,7 @@ Status Store::RefreshJobState(int64_t job_id) {
 
 Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
                          bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
-                         bool reattach) {
+                         bool reattach, const std::vector<int>& gpus) {
   if (!reattach) {
     Deferred op;
     op.kind = Deferred::Kind::kTransition;
@@ -1049,17 +1104,22 @@ Status Store::Transition(int64_t task_id, int attempt, TaskState to, const std::
     op.count_failure = count_failure;
     op.worker_id = worker_id;
     op.job_id = job_id;
+    op.gpus = gpus;
     if (Defer(std::move(op))) return Status::Ok();
   }
   WriteLock lock(*this);
-  return InWriteTx(*writer_, [&] {
+  Status s = InWriteTx(*writer_, [&] {
     return TransitionTask(task_id, attempt, to, message, count_failure, worker_id, job_id, reattach,
-                          nullptr);
+                          nullptr, gpus);
   });
+  if (!InGroup()) SettleAttemptCounts(s.ok());
+  return s;
 }
 
-Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id) {
-  return Transition(task_id, attempt, TaskState::kRunning, "", false, worker_id, job_id);
+Status Store::StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id,
+                        const std::vector<int>& gpus) {
+  return Transition(task_id, attempt, TaskState::kRunning, "", false, worker_id, job_id,
+                    /*reattach=*/false, gpus);
 }
 
 Status Store::ReattachTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id) {
@@ -1081,7 +1141,8 @@ Status Store::FailTask(int64_t task_id, int attempt, const std::string& message,
   return Transition(task_id, attempt, TaskState::kFailed, message, true, std::nullopt, job_id);
 }
 
-Status Store::StartBackup(int64_t task_id, int attempt) {
+Status Store::StartBackup(int64_t task_id, int attempt, std::optional<int64_t> worker_id,
+                          const std::vector<int>& gpus) {
   WriteLock lock(*this);
   return InWriteTx(*writer_, [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(TaskFence fence, ReadFence(task_id));
@@ -1092,7 +1153,8 @@ Status Store::StartBackup(int64_t task_id, int attempt) {
                          writer_->Prepare("UPDATE tasks SET attempt = ?1, "
                                           "live_attempts = json_insert(live_attempts, '$[#]', ?1) "
                                           "WHERE id = ?2"));
-    return u.Bind(1, attempt).Bind(2, task_id).Run();
+    TSR_RETURN_IF_ERROR(u.Bind(1, attempt).Bind(2, task_id).Run());
+    return InsertAttempt(task_id, attempt, fence.job_id, worker_id, gpus);
   });
 }
 
@@ -1107,8 +1169,10 @@ Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
     for (int a : fence.live) {
       if (a != attempt) live.push_back(a);
     }
-    TSR_ASSIGN_OR_RETURN(Stmt u, writer_->Prepare("UPDATE tasks SET live_attempts = ?, "
-                                                  "failures = failures + ? WHERE id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt u, writer_->Prepare("UPDATE tasks SET live_attempts = ?1, "
+                                                  "failures = failures + ?2, "
+                                                  "failures_total = failures_total + ?2 "
+                                                  "WHERE id = ?3"));
     return u.Bind(1, nlohmann::json(live).dump())
         .Bind(2, count_failure ? 1 : 0)
         .Bind(3, task_id)
@@ -1327,46 +1391,6 @@ StatusOr<std::vector<std::pair<int64_t, std::string>>> Store::JobsWritingTo(
     TSR_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.emplace_back(s.Int(0), s.Text(1));
-  }
-  return out;
-}
-
-Status Store::SaveTaskLog(const TaskLogRecord& log) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare("INSERT OR REPLACE INTO task_logs (task_id, attempt, job_id, "
-                               "worker_id, outcome, at, log) VALUES (?, ?, ?, ?, ?, ?, ?)"));
-  return s.Bind(1, log.task_id)
-      .Bind(2, log.attempt)
-      .Bind(3, log.job_id)
-      .Bind(4, log.worker_id)
-      .Bind(5, log.outcome)
-      .Bind(6, NowMs())
-      .Bind(7, log.log)
-      .Run();
-}
-
-StatusOr<std::vector<TaskLogRecord>> Store::TaskLogs(int64_t task_id) {
-  TSR_ASSIGN_OR_RETURN(Reader reader, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s, reader->Prepare("SELECT l.task_id, l.attempt, l.job_id, l.worker_id, w.name, "
-                              "l.outcome, l.at, l.log FROM task_logs l LEFT JOIN workers w ON "
-                              "w.id = l.worker_id WHERE l.task_id = ? ORDER BY l.attempt"));
-  s.Bind(1, task_id);
-  std::vector<TaskLogRecord> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    TaskLogRecord r;
-    r.task_id = s.Int(0);
-    r.attempt = static_cast<int>(s.Int(1));
-    r.job_id = s.Int(2);
-    r.worker_id = s.OptInt(3);
-    if (!s.IsNull(4)) r.worker_name = s.Text(4);
-    r.outcome = s.Text(5);
-    r.at_ms = s.Int(6);
-    r.log = s.Text(7);
-    out.push_back(std::move(r));
   }
   return out;
 }

@@ -109,8 +109,9 @@ struct TaskRecord {
   int index = 0;
   int frame_start = 0, frame_end = 0;
   TaskState state = TaskState::kQueued;
-  int attempt = 0;   // attempts started so far; the current lease's fencing number
-  int failures = 0;  // render failures counted against max_retries
+  int attempt = 0;         // attempts started so far; the current lease's fencing number
+  int failures = 0;        // render failures counted against max_retries (a retry resets it)
+  int failures_total = 0;  // every charged failure of the task, never reset
   std::optional<int64_t> worker_id;
   std::optional<std::string> worker_name;
   double progress = 0;
@@ -184,15 +185,39 @@ struct JoinTokenRecord {
   }
 };
 
-// What one attempt of a task logged (the worker's and the renderer's lines), as it ended.
+// How one attempt of a task ended. Every attempt is recorded `running` when its lease starts
+// and then ends exactly once: `done` only when the task is recorded done (its frames written).
+enum class AttemptOutcome { kRunning, kDone, kFailed, kLost, kHandedBack, kCanceled };
+const char* AttemptOutcomeName(AttemptOutcome o);
+
+// Failure classes the scheduler finds itself (beside the workers' protocol::kFailure*).
+inline constexpr const char* kFailureOutputWrite = "output_write";  // a frame could not be written
+inline constexpr const char* kFailureIncomplete = "incomplete";     // done, but frames were missing
+inline constexpr const char* kFailureBadResult = "bad_result";      // a result the task cannot have
+inline constexpr const char* kFailureBadPixels = "bad_pixels";  // output validation sent it back
+
+struct AttemptEnd {
+  AttemptOutcome outcome = AttemptOutcome::kLost;
+  std::string failure_class;  // kFailed only
+  std::string message;
+  bool charged = false;  // counted against the task's retry budget
+};
+
+// One attempt of a task: how it ended and what it logged (the worker's and the renderer's lines).
+// Rows from before schema 26 have only outcome, at and log (done, failed, handed_back).
 struct TaskLogRecord {
   int64_t task_id = 0;
   int attempt = 0;
   int64_t job_id = 0;
   std::optional<int64_t> worker_id;
   std::optional<std::string> worker_name;  // when the worker is still known
-  std::string outcome;                     // done, failed, handed back
-  int64_t at_ms = 0;
+  std::string outcome;                     // AttemptOutcomeName
+  std::string failure_class;               // failed: its class ("" when not recorded)
+  std::string message;
+  std::optional<bool> charged;  // not recorded before schema 26
+  std::vector<int> gpus;
+  std::optional<int64_t> started_at_ms, ended_at_ms;
+  int64_t at_ms = 0;  // last written
   std::string log;
 };
 
@@ -249,7 +274,7 @@ struct IdempotentRequest {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 25;
+  static constexpr int kSchemaVersion = 26;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -308,7 +333,10 @@ class Store {
   StatusOr<std::string> JobYaml(int64_t job_id);
   // The broker passes each task's `job_id` (it knows it) to spare the store a lookup; 0 means
   // unknown, and the store reads it.
-  Status StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id = 0);
+  // Records the attempt `running` on `worker_id` (with the GPUs it is pinned to) in the same
+  // transaction; an older attempt of the task still recorded running is closed as lost.
+  Status StartTask(int64_t task_id, int attempt, int64_t worker_id, int64_t job_id = 0,
+                   const std::vector<int>& gpus = {});
   // A worker that re-registers still rendering `attempt` of a queued task whose current attempt
   // that still is (its lease was voided by a restart or a lost connection, not replaced) takes
   // the lease back: the task runs again under the same fencing token.
@@ -325,7 +353,8 @@ class Store {
   // first; either may finish it (FinishTask names the winner). EndCopy drops one copy (charging
   // the task's retry budget when `count_failure`) that
   // failed or lost while the other runs on.
-  Status StartBackup(int64_t task_id, int attempt);
+  Status StartBackup(int64_t task_id, int attempt, std::optional<int64_t> worker_id = std::nullopt,
+                     const std::vector<int>& gpus = {});
   Status EndCopy(int64_t task_id, int attempt, bool count_failure);
   // A charged failure of `task_id` on `worker_id`: adds the worker to the task's failed_on and
   // counts it against the job's failures on that worker (its blocklist, which survives restarts).
@@ -408,9 +437,19 @@ class Store {
   // The stored jobs whose output folder is `dir` (resolved, as stored): (id, user) pairs.
   StatusOr<std::vector<std::pair<int64_t, std::string>>> JobsWritingTo(const std::string& dir);
 
-  // A task attempt's log, as its final message brought it (replaces an earlier copy).
+  // ---- attempts (attempts.cpp) ----------------------------------------------------------
+  // A task attempt's log, as its final message brought it (replaces an earlier copy; the
+  // attempt's outcome is not touched).
   Status SaveTaskLog(const TaskLogRecord& log);
+  // Ends the attempt with `end` unless it already ended (the first outcome recorded stands). In
+  // a WriteGroup it is applied with the group. `done` is recorded by FinishTask, never here.
+  Status EndAttempt(int64_t task_id, int attempt, int64_t job_id, const AttemptEnd& end);
   StatusOr<std::vector<TaskLogRecord>> TaskLogs(int64_t task_id);
+  // Every attempt of the job's tasks, by task and attempt (without their logs).
+  StatusOr<std::vector<TaskLogRecord>> JobAttempts(int64_t job_id);
+  // Attempts ended so far, by (outcome, failure class): what the store holds, plus those of
+  // deleted jobs (a counter never goes down).
+  std::map<std::pair<std::string, std::string>, int64_t> AttemptCounts() const;
 
   Status AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                   std::optional<int64_t> worker_id, const std::string& kind,
@@ -461,7 +500,7 @@ class Store {
   // A write recorded in a WriteGroup, applied on the writer when the group commits (or earlier,
   // when the group's thread needs the writer for something else).
   struct Deferred {
-    enum class Kind { kTransition, kWorkerState, kProgress };
+    enum class Kind { kTransition, kWorkerState, kProgress, kAttemptEnd };
     Kind kind = Kind::kTransition;
     int64_t id = 0;  // task id, or worker id for kWorkerState
     int attempt = 0;
@@ -472,6 +511,9 @@ class Store {
     int64_t job_id = 0;  // kTransition: the task's job, when known
     double progress = 0;
     std::string message;
+    std::vector<int> gpus;                           // kTransition to running: the lease's GPUs
+    AttemptOutcome outcome = AttemptOutcome::kLost;  // kAttemptEnd
+    std::string failure_class;                       // kAttemptEnd
   };
   // Applies `ops` in order inside the writer's open transaction, then the job counters they
   // changed. A write the fencing refuses (memory and store disagree, which only a bug causes) is
@@ -503,7 +545,7 @@ class Store {
   // transaction of its own.
   Status Transition(int64_t task_id, int attempt, TaskState to, const std::string& message,
                     bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
-                    bool reattach = false);
+                    bool reattach = false, const std::vector<int>& gpus = {});
   // Moves one task to `to` (one statement, fenced by `attempt`; a failure also records the job's
   // error) and adds the counter change to `counts` (by job id), or -- when null -- writes the
   // job's counters and state at once. Caller holds a transaction on the writer.
@@ -511,7 +553,8 @@ class Store {
   // `job_id`: the task's job when the caller knows it (0: read from the row).
   Status TransitionTask(int64_t task_id, int attempt, TaskState to, const std::string& message,
                         bool count_failure, std::optional<int64_t> worker_id, int64_t job_id,
-                        bool reattach, std::unordered_map<int64_t, CountDeltas>* counts);
+                        bool reattach, std::unordered_map<int64_t, CountDeltas>* counts,
+                        const std::vector<int>& gpus = {});
   Status WriteWorkerState(int64_t worker_id, WorkerState state);
   Status WriteTaskProgress(int64_t task_id, int attempt, double progress);
   // A task's fencing state, read on the writer (inside a transaction).
@@ -531,6 +574,22 @@ class Store {
   // fresh retry budget, keeping counters and job state in step. Returns how many moved.
   StatusOr<int> RequeueFinished(int64_t job_id, const std::string& task_filter, int first,
                                 int last);
+
+  // Attempt records (attempts.cpp); the caller holds a transaction on the writer.
+  // A new attempt, running on `worker_id`.
+  Status InsertAttempt(int64_t task_id, int attempt, int64_t job_id,
+                       std::optional<int64_t> worker_id, const std::vector<int>& gpus);
+  // Ends the attempt unless it already ended.
+  Status CloseAttempt(int64_t task_id, int attempt, int64_t job_id, const AttemptEnd& end);
+  // Ends every attempt still running that `where` selects (SQL over task_logs, a constant: ?1
+  // is bound to `id`, ?2 to `extra`) with `end`.
+  Status CloseAttemptsWhere(const char* where, int64_t id, int64_t extra, const AttemptEnd& end);
+  // At start-up: attempts left running whose lease cannot come back are closed as lost.
+  Status CloseStaleAttempts();
+  Status LoadAttemptCounts();
+  // Outcomes written inside the open transaction count once it commits (or are dropped).
+  void CountAttempts(const AttemptEnd& end, int64_t n);
+  void SettleAttemptCounts(bool committed);
 
   // A read-only connection borrowed from the pool for one call.
   class Reader {
@@ -571,6 +630,10 @@ class Store {
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
   bool stopping_ = false;  // guarded by checkpoint_mu_
+  // Attempt outcomes: written in the open transaction (under write_mu_), and committed.
+  std::vector<std::pair<std::pair<std::string, std::string>, int64_t>> attempts_pending_;
+  mutable std::mutex attempt_counts_mu_;
+  std::map<std::pair<std::string, std::string>, int64_t> attempt_counts_;
 };
 
 // The store stamps its rows with wall-clock Unix ms (shared/wall_time.h).

@@ -226,7 +226,7 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
                                          farm.api_url(), "--token", farm.token()},
                                         30s);
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
-  EXPECT_TRUE(Contains(logs.out, "attempt 1 on w1: failed")) << logs.out;
+  EXPECT_TRUE(Contains(logs.out, "attempt 1: failed (render) on w1: ")) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "hello-from-the-renderer")) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "wrote no image")) << logs.out;
 

@@ -200,12 +200,25 @@ function logOf(entry) {
   if (entry.error) return `<p class="act-msg bad">${esc(entry.error)}</p>`;
   const attempts = [...(entry.attempts || [])].sort((a, b) => b.attempt - a.attempt);
   if (!attempts.length) return '<p class="muted small">No log was recorded.</p>';
-  return attempts.map((a) => `<div class="attempt"><div class="attempt-head">Attempt ${a.attempt}` +
-                             ` · ${esc(a.worker ?? 'no worker')} ${badge(a.state)}</div>` +
-                             `<pre class="log">${a.log ? tail(a.log, kLogLines)
-                                                        : '<span class="muted">(empty)</span>'}` +
-                             '</pre></div>')
-      .join('');
+  return attempts.map(attemptOf).join('');
+}
+
+// One attempt as the API reports it: its outcome (with the failure's class, and whether it was
+// charged), its worker, when it ran, why it ended, and its log.
+function attemptOf(a) {
+  const outcome = a.outcome ?? a.state;
+  const cls = a.failure_class ? ` <span class="attempt-class">${esc(a.failure_class)}</span>` : '';
+  const charged = outcome === 'failed' && a.charged === false ? ' <span class="muted">not charged</span>' : '';
+  const ran = a.started_at && a.ended_at
+                  ? ` · ${duration(new Date(a.ended_at) - new Date(a.started_at))}`
+                  : '';
+  const message = a.message ? `<div class="attempt-msg">${esc(a.message)}</div>` : '';
+  return `<div class="attempt" data-attempt="${a.attempt}" data-outcome="${esc(outcome)}">` +
+         `<div class="attempt-head">Attempt ${a.attempt} · ${esc(a.worker ?? 'no worker')} ` +
+         `${badge(outcome)}${cls}${charged}<span class="muted">${when(a.ended_at ?? a.at)}${ran}` +
+         `</span></div>${message}` +
+         `<pre class="log">${a.log ? tail(a.log, kLogLines) : '<span class="muted">(empty)</span>'}` +
+         '</pre></div>';
 }
 
 function failures(failed, job, ctx) {
