@@ -80,6 +80,7 @@ nlohmann::json TaskView(const store::TaskRecord& t) {
           {"state", store::TaskStateName(t.state)},
           {"attempt", t.attempt},
           {"failures", t.failures},
+          {"failures_total", t.failures_total},
           {"worker_id", t.worker_id ? nlohmann::json(*t.worker_id) : nlohmann::json(nullptr)},
           {"worker_name", t.worker_name ? nlohmann::json(*t.worker_name) : nlohmann::json(nullptr)},
           {"progress", t.progress},
