@@ -296,20 +296,24 @@ int Checker::CheckTasks(const JobUnderTest& job, const json& view) {
     if (t.value("state", "") != "done") ++lost;
     if (t.value("failures", 0) != 0) ++charged;
     reruns += std::max(0, attempt - 1);
-    if (!job.has_logs) continue;
     // The attempt history: exactly one attempt ended done, the task's current one, on the worker
-    // the task names; no attempt number twice, none past the counter.
+    // the task names; no attempt number twice, none past the counter; none still running once
+    // the task is done; every charged failure counted in the task's failures_total (which no
+    // retry resets). Every attempt has a row, logged or not (noop tasks log nothing).
     const json log = farm_.Get("/api/v1/tasks/" + std::to_string(id) + "/log");
     std::set<int> seen;
-    int done = 0;
+    int done = 0, running = 0, charged_failures = 0;
     for (const json& a : log.value("attempts", json::array())) {
       const int n = a.value("attempt", 0);
+      const std::string outcome = a.value("outcome", a.value("state", ""));
       if (!seen.insert(n).second || n < 1 || n > attempt) {
         ++violations;
         ADD_FAILURE() << "seed " << seed_ << ": task " << id << " attempt history inconsistent "
                       << "with its counter (attempt " << attempt << "): " << log.dump(2);
       }
-      if (a.value("state", "") == "done") {
+      if (outcome == "running") ++running;
+      if (outcome == "failed" && a.value("charged", json()) == true) ++charged_failures;
+      if (outcome == "done") {
         ++done;
         if (n != attempt || a.value("worker", json()) != t["worker_name"]) {
           ++violations;
@@ -319,11 +323,27 @@ int Checker::CheckTasks(const JobUnderTest& job, const json& view) {
         }
       }
     }
+    if (static_cast<int>(seen.size()) != attempt) {
+      ++violations;
+      ADD_FAILURE() << "seed " << seed_ << ": task " << id << " started " << attempt
+                    << " attempts but its history records " << seen.size() << ": " << log.dump(2);
+    }
     if (done != 1) {
       if (done > 1) ++duplicated;
       ++violations;
       ADD_FAILURE() << "seed " << seed_ << ": task " << id << " has " << done
                     << " attempts that ended done (exactly one expected): " << log.dump(2);
+    }
+    if (running > 0) {
+      ++violations;
+      ADD_FAILURE() << "seed " << seed_ << ": task " << id << " is done but " << running
+                    << " of its attempts are still recorded running: " << log.dump(2);
+    }
+    if (log.value("failures_total", 0) < charged_failures) {
+      ++violations;
+      ADD_FAILURE() << "seed " << seed_ << ": task " << id << " counts "
+                    << log.value("failures_total", 0) << " failures in all but its history has "
+                    << charged_failures << " charged failed attempts: " << log.dump(2);
     }
   }
   if (lost || charged) {

@@ -3,8 +3,9 @@
 // workers (tests/support/farm.h), injects faults at points chosen by its seed, lets the job
 // finish, and hands it to the Checker, which asserts the farm's invariants:
 //   - every task ends, within a deadline, and is done exactly once: one `done` in its attempt
-//     history, counters that agree with the rows, each frame file moved into place at most once
-//     per scheduler run (inotify on the output folder);
+//     history (every attempt started has a row, none is left running, its charged failures are
+//     all in failures_total), counters that agree with the rows, each frame file moved into
+//     place at most once per scheduler run (inotify on the output folder);
 //   - every frame is present and bit-identical to a fault-free reference render of the same job
 //     made in the same test (the CPU path tracer is deterministic);
 //   - no task was charged a failure for an operational fault, nothing is left in a worker's
@@ -133,7 +134,6 @@ struct JobUnderTest {
   int first_frame = 1, last_frame = 1;
   int expected_tasks = 0;
   std::vector<std::string> formats = {"exr", "png"};
-  bool has_logs = true;  // path-tracer tasks log each attempt; noop tasks log nothing
   StorageFault storage = StorageFault::kNone;
 };
 

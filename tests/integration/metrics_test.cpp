@@ -266,6 +266,11 @@ TEST_F(MetricsTest, ExpositionIsWellFormedAndCountsTheFinishedJob) {
   EXPECT_EQ(m.Value("tessera_gpus"), 0) << "the test workers render on the CPU";
   EXPECT_GE(m.Value("tessera_tasks_dispatched_total"), tasks);
   EXPECT_EQ(m.Value("tessera_tasks_completed_total"), tasks);
+  // The attempt history's outcomes: one done attempt per task, as the store recorded them.
+  EXPECT_EQ(m.Value("tessera_attempts_total", "outcome", "done"), tasks);
+  for (const char* outcome : {"lost", "handed_back", "canceled"}) {
+    EXPECT_EQ(m.Value("tessera_attempts_total", "outcome", outcome), 0) << outcome;
+  }
   EXPECT_GT(m.Value("tessera_render_seconds_total"), 0);
   EXPECT_EQ(m.Value("tessera_frames_assembled_total"), kFrames)
       << "each frame is assembled once from its tiles";
