@@ -455,10 +455,11 @@ void Broker::EndAttempt(const LiveTask& task, int attempt, store::AttemptOutcome
                         const std::string& failure_class, const std::string& message,
                         bool charged) {
   if (attempt <= 0) return;
-  spdlog::info("job {} task {} attempt {}: {}{}{}", task.job_id, task.task_id, attempt,
-               store::AttemptOutcomeName(outcome),
-               failure_class.empty() ? "" : " (" + failure_class + ")",
-               message.empty() ? "" : ": " + message);
+  // At debug: the caller has logged the event that ended it.
+  spdlog::debug("job {} task {} attempt {}: {}{}{}", task.job_id, task.task_id, attempt,
+                store::AttemptOutcomeName(outcome),
+                failure_class.empty() ? "" : " (" + failure_class + ")",
+                message.empty() ? "" : ": " + message);
   if (Status s = store_.EndAttempt(task.task_id, attempt, task.job_id,
                                    {outcome, failure_class, message, charged});
       !s.ok()) {

@@ -65,31 +65,44 @@ Status Store::InsertAttempt(int64_t task_id, int attempt, int64_t job_id,
       .Bind(2, attempt)
       .Bind(3, job_id)
       .Bind(4, worker_id)
-      .Bind(5, nlohmann::json(gpus).dump())
+      .Bind(5, gpus.empty() ? std::optional<std::string>()
+                            : std::optional<std::string>(nlohmann::json(gpus).dump()))
       .Bind(6, NowMs())
       .Run();
 }
 
 Status Store::CloseAttempt(int64_t task_id, int attempt, int64_t job_id, const AttemptEnd& end) {
-  // Inserted when missing: an attempt that started before the history was kept.
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s,
-      writer_->Prepare("INSERT INTO task_logs (task_id, attempt, job_id, outcome, failure_class, "
-                       "message, charged, at, ended_at, log) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, '') "
-                       "ON CONFLICT (task_id, attempt) DO UPDATE SET outcome = excluded.outcome, "
-                       "failure_class = excluded.failure_class, message = excluded.message, "
-                       "charged = excluded.charged, at = excluded.at, ended_at = excluded.ended_at "
-                       "WHERE task_logs.outcome = 'running'"));
-  s.Bind(1, task_id).Bind(2, attempt).Bind(3, job_id).Bind(4, AttemptOutcomeName(end.outcome));
-  if (end.failure_class.empty()) {
-    s.BindNull(5);
-  } else {
-    s.Bind(5, end.failure_class);
+  const int64_t now = NowMs();
+  auto bind = [&](Stmt& s) {
+    s.Bind(1, task_id).Bind(2, attempt).Bind(3, job_id).Bind(4, AttemptOutcomeName(end.outcome));
+    if (end.failure_class.empty()) {
+      s.BindNull(5);
+    } else {
+      s.Bind(5, end.failure_class);
+    }
+    s.Bind(6, end.message).Bind(7, end.charged ? 1 : 0).Bind(8, now);
+  };
+  // The common case: the attempt's row is there, running (one indexed UPDATE on the hot path).
+  TSR_ASSIGN_OR_RETURN(Stmt u,
+                       writer_->Prepare("UPDATE task_logs SET outcome = ?4, failure_class = ?5, "
+                                        "message = ?6, charged = ?7, at = ?8, ended_at = ?8 "
+                                        "WHERE task_id = ?1 AND attempt = ?2 AND "
+                                        "outcome = 'running'"));
+  bind(u);
+  TSR_RETURN_IF_ERROR(u.Run());
+  int changed = writer_->Changes();
+  if (changed == 0) {
+    // Already ended (the first outcome stands), or an attempt that started before the history
+    // was kept: then it gets its row now.
+    TSR_ASSIGN_OR_RETURN(
+        Stmt i, writer_->Prepare("INSERT OR IGNORE INTO task_logs (task_id, attempt, job_id, "
+                                 "outcome, failure_class, message, charged, at, ended_at, log) "
+                                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, '')"));
+    bind(i);
+    TSR_RETURN_IF_ERROR(i.Run());
+    changed = writer_->Changes();
   }
-  s.Bind(6, end.message).Bind(7, end.charged ? 1 : 0).Bind(8, NowMs());
-  TSR_RETURN_IF_ERROR(s.Run());
-  CountAttempts(end, writer_->Changes());
+  CountAttempts(end, changed);
   return Status::Ok();
 }
 
@@ -172,16 +185,6 @@ StatusOr<std::vector<TaskLogRecord>> Store::TaskLogs(int64_t task_id) {
     out.push_back(std::move(r));
   }
   return out;
-}
-
-StatusOr<std::vector<TaskLogRecord>> Store::JobAttempts(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader reader, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, reader->Prepare(std::string("SELECT ") + kAttemptColumns +
-                                               " FROM task_logs l LEFT JOIN workers w ON "
-                                               "w.id = l.worker_id WHERE l.job_id = ? "
-                                               "ORDER BY l.task_id, l.attempt"));
-  s.Bind(1, job_id);
-  return ReadAll(s, &ReadAttempt);
 }
 
 Status Store::LoadAttemptCounts() {

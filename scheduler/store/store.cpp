@@ -923,11 +923,15 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
   // The attempt history, in the same transaction: a start opens the attempt (an older one still
   // open lost its lease with a restart: its worker did not take it back); done closes it, and
   // the end of the task closes any copy the broker did not.
+  // A first attempt has no other (a backup is always a later one): the dispatch hot path pays
+  // one INSERT at the start and one UPDATE at done.
   if (starting && !reattach) {
-    AttemptEnd superseded;
-    superseded.message = "its lease ended with a restart of the scheduler";
-    TSR_RETURN_IF_ERROR(
-        CloseAttemptsWhere("task_id = ?1 AND attempt < ?2", task_id, attempt, superseded));
+    if (attempt > 1) {
+      AttemptEnd superseded;
+      superseded.message = "its lease ended with a restart of the scheduler";
+      TSR_RETURN_IF_ERROR(
+          CloseAttemptsWhere("task_id = ?1 AND attempt < ?2", task_id, attempt, superseded));
+    }
     TSR_RETURN_IF_ERROR(InsertAttempt(task_id, attempt, job_id, worker_id, gpus));
   } else if (IsTerminal(to)) {
     if (to == TaskState::kDone) {
@@ -935,10 +939,12 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
       done.outcome = AttemptOutcome::kDone;
       TSR_RETURN_IF_ERROR(CloseAttempt(task_id, attempt, job_id, done));
     }
-    AttemptEnd rest;
-    rest.outcome = AttemptOutcome::kCanceled;
-    rest.message = "the task ended (" + std::string(TaskStateName(to)) + ") without this copy";
-    TSR_RETURN_IF_ERROR(CloseAttemptsWhere("task_id = ?1", task_id, 0, rest));
+    if (attempt > 1) {
+      AttemptEnd rest;
+      rest.outcome = AttemptOutcome::kCanceled;
+      rest.message = "the task ended (" + std::string(TaskStateName(to)) + ") without this copy";
+      TSR_RETURN_IF_ERROR(CloseAttemptsWhere("task_id = ?1", task_id, 0, rest));
+    }
   }
   if (to == TaskState::kFailed) {
     TSR_ASSIGN_OR_RETURN(

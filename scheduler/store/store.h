@@ -445,8 +445,6 @@ class Store {
   // a WriteGroup it is applied with the group. `done` is recorded by FinishTask, never here.
   Status EndAttempt(int64_t task_id, int attempt, int64_t job_id, const AttemptEnd& end);
   StatusOr<std::vector<TaskLogRecord>> TaskLogs(int64_t task_id);
-  // Every attempt of the job's tasks, by task and attempt (without their logs).
-  StatusOr<std::vector<TaskLogRecord>> JobAttempts(int64_t job_id);
   // Attempts ended so far, by (outcome, failure class): what the store holds, plus those of
   // deleted jobs (a counter never goes down).
   std::map<std::pair<std::string, std::string>, int64_t> AttemptCounts() const;
