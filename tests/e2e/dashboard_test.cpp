@@ -244,6 +244,10 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
       "!document.querySelector('.fail-log').textContent.includes('Loading')",
       10s))
       << Dom();
+  // The attempt as the history recorded it: its outcome, the failure's class and message.
+  EXPECT_EQ(Count(".fail-log .attempt[data-outcome=failed]"), 1) << Dom();
+  EXPECT_NE(Text(".fail-log .attempt-class").find("render"), std::string::npos) << Dom();
+  EXPECT_NE(Text(".fail-log .attempt-msg").find("exit code 1"), std::string::npos) << Dom();
   Snapshot("job-failed");
 
   // ---- the paused job: its notice, and actions for an admin (priority set from the page) ----
