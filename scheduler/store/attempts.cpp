@@ -106,6 +106,17 @@ Status Store::CloseAttempt(int64_t task_id, int attempt, int64_t job_id, const A
   return Status::Ok();
 }
 
+Status Store::ReopenAttempt(int64_t task_id, int attempt) {
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, writer_->Prepare("UPDATE task_logs SET outcome = 'running', failure_class = NULL, "
+                               "message = NULL, charged = NULL, ended_at = NULL, at = ?3 "
+                               "WHERE task_id = ?1 AND attempt = ?2 AND outcome = 'lost'"));
+  TSR_RETURN_IF_ERROR(s.Bind(1, task_id).Bind(2, attempt).Bind(3, NowMs()).Run());
+  // The outcome counters follow the rows (the attempt will end again).
+  if (writer_->Changes() > 0) attempts_pending_.emplace_back(CountKey(AttemptEnd{}), -1);
+  return Status::Ok();
+}
+
 Status Store::CloseAttemptsWhere(const char* where, int64_t id, int64_t extra,
                                  const AttemptEnd& end) {
   TSR_ASSIGN_OR_RETURN(Stmt s,

@@ -933,6 +933,9 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
           CloseAttemptsWhere("task_id = ?1 AND attempt < ?2", task_id, attempt, superseded));
     }
     TSR_RETURN_IF_ERROR(InsertAttempt(task_id, attempt, job_id, worker_id, gpus));
+  } else if (starting) {
+    // Its worker took the lease back (it was recorded lost when the worker went silent).
+    TSR_RETURN_IF_ERROR(ReopenAttempt(task_id, attempt));
   } else if (IsTerminal(to)) {
     if (to == TaskState::kDone) {
       AttemptEnd done;

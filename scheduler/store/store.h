@@ -579,6 +579,8 @@ class Store {
                        std::optional<int64_t> worker_id, const std::vector<int>& gpus);
   // Ends the attempt unless it already ended.
   Status CloseAttempt(int64_t task_id, int attempt, int64_t job_id, const AttemptEnd& end);
+  // A re-attached attempt runs again: a `lost` recorded for it is taken back.
+  Status ReopenAttempt(int64_t task_id, int attempt);
   // Ends every attempt still running that `where` selects (SQL over task_logs, a constant: ?1
   // is bound to `id`, ?2 to `extra`) with `end`.
   Status CloseAttemptsWhere(const char* where, int64_t id, int64_t extra, const AttemptEnd& end);

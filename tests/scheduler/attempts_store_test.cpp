@@ -249,6 +249,27 @@ TEST_F(AttemptsStoreTest, ARestartClosesAttemptsWhoseLeaseCannotComeBack) {
   EXPECT_EQ(Count("lost"), 2);
 }
 
+TEST_F(AttemptsStoreTest, AnAttemptItsWorkerTakesBackRunsAgainAndEndsOnce) {
+  JobRecord job = Submit(1);
+  const int64_t w = Worker("w1");
+  const int64_t t = (*store_->ListTasks(job.id))[0].id;
+  // The worker went silent: its attempt was lost and the task requeued, uncharged...
+  ASSERT_TRUE(store_->StartTask(t, 1, w, job.id).ok());
+  ASSERT_TRUE(store_->EndAttempt(t, 1, job.id, {AttemptOutcome::kLost, "", "silent", false}).ok());
+  ASSERT_TRUE(store_->RequeueTask(t, 1, "worker lost", false, job.id).ok());
+  EXPECT_EQ(Count("lost"), 1);
+  // ...then it came back still rendering it, took the lease back and finished it.
+  ASSERT_TRUE(store_->ReattachTask(t, 1, w, job.id).ok());
+  EXPECT_EQ(Attempts(t)[0].outcome, "running");
+  EXPECT_EQ(Count("lost"), 0);
+  ASSERT_TRUE(store_->FinishTask(t, 1, w, job.id).ok());
+  std::vector<TaskLogRecord> a = Attempts(t);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].outcome, "done");
+  EXPECT_EQ(a[0].message, "");
+  EXPECT_EQ(Count("done"), 1);
+}
+
 TEST_F(AttemptsStoreTest, MigrationFromSchema25KeepsTheOlderRows) {
   JobRecord job = Submit(2);
   const int64_t w = Worker("w1");
