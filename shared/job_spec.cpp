@@ -295,6 +295,14 @@ Status ValidateJob(const JobSpec& job) {
                                      std::to_string(value));
     }
   }
+  if (job.checkpoint_interval_s != 0 &&
+      (job.checkpoint_interval_s < kMinCheckpointIntervalSeconds ||
+       job.checkpoint_interval_s > kMaxCheckpointIntervalSeconds)) {
+    return Status::InvalidArgument("checkpoint_interval_s: must be 0 (off) or in [" +
+                                   std::to_string(kMinCheckpointIntervalSeconds) + ", " +
+                                   std::to_string(kMaxCheckpointIntervalSeconds) +
+                                   "] seconds, got " + std::to_string(job.checkpoint_interval_s));
+  }
   if (job.blocklist_after < 0 || job.blocklist_after > kMaxRetries) {
     return Status::InvalidArgument("blocklist_after: must be in [0, " +
                                    std::to_string(kMaxRetries) + "], got " +
@@ -472,6 +480,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
       .Optional("max_retries", &job.max_retries)
       .Optional("task_timeout", &job.task_timeout)
       .Optional("progress_timeout", &job.progress_timeout)
+      .Optional("checkpoint_interval_s", &job.checkpoint_interval_s)
       .Optional("blocklist_after", &job.blocklist_after)
       .OptionalList("depends_on", &job.depends_on, kMaxDependencies)
       .OptionalList("frame_depends_on", &job.frame_depends_on, kMaxDependencies)

@@ -33,6 +33,10 @@
 //   max_retries: 3           # [3] render failures a task may have before it fails, 0..100
 //   task_timeout: 0          # [0 = none] seconds a task may run before it counts as failed
 //   progress_timeout: 0      # [0 = none] seconds a task may go without reporting progress
+//   checkpoint_interval_s: 300  # [300; 0 = off] seconds between the checkpoints a renderer
+//                            #   that can take them (the path tracer) sends while it renders,
+//                            #   kCheckpointIntervalMin..kCheckpointIntervalMax; a lost attempt's
+//                            #   next one resumes from the latest
 //   blocklist_after: 3       # [3] failures on one worker before the job avoids it; 0 = never
 //   depends_on: [12, 13]     # [none] ids of jobs that must finish (done) before this one starts
 //   frame_depends_on: [12]   # [none] frame-on-frame: a task waits until the tasks holding the
@@ -97,6 +101,11 @@ inline constexpr int kMaxTilesPerSide = 64;
 inline constexpr int kMaxSampleParts = 256;
 inline constexpr int kMaxRetries = 100;
 inline constexpr int kMaxTaskTimeoutSeconds = 7 * 24 * 3600;
+// checkpoint_interval_s: 0 (off) or within these bounds. Below the minimum, sending the
+// accumulation would cost more than the render time it saves.
+inline constexpr int kDefaultCheckpointIntervalSeconds = 300;
+inline constexpr int kMinCheckpointIntervalSeconds = 5;
+inline constexpr int kMaxCheckpointIntervalSeconds = 86400;
 inline constexpr size_t kMaxDependencies = 100;
 inline constexpr size_t kMaxNameLength = 128;
 inline constexpr size_t kMaxSceneBytes = 16 * 1024 * 1024;
@@ -152,10 +161,11 @@ struct JobSpec {
   std::vector<protocol::FramePart> parts;
   int priority = 50;
   int max_retries = 3;
-  int task_timeout = 0;                   // seconds; 0 = none
-  int progress_timeout = 0;               // seconds without progress; 0 = none
-  int blocklist_after = 3;                // 0 = never blocklist
-  std::vector<int64_t> depends_on;        // job ids that must be done first
+  int task_timeout = 0;      // seconds; 0 = none
+  int progress_timeout = 0;  // seconds without progress; 0 = none
+  int checkpoint_interval_s = kDefaultCheckpointIntervalSeconds;  // 0 = no periodic checkpoints
+  int blocklist_after = 3;                                        // 0 = never blocklist
+  std::vector<int64_t> depends_on;                                // job ids that must be done first
   std::vector<int64_t> frame_depends_on;  // job ids whose same frames must be done first
   int fail_after_workers = 0;             // 0 = off
   std::vector<std::string> limits;        // named farm limits (scheduler config `limits:`)

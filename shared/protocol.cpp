@@ -30,6 +30,8 @@ const char* MessageTypeName(MessageType type) {
       return "CHUNK";
     case MessageType::kBlobRequest:
       return "BLOB_REQUEST";
+    case MessageType::kCheckpoint:
+      return "CHECKPOINT";
     case MessageType::kWelcome:
       return "WELCOME";
     case MessageType::kReject:
@@ -59,7 +61,7 @@ const char* MessageTypeName(MessageType type) {
 namespace {
 bool IsKnownType(uint8_t t) {
   return (t >= static_cast<uint8_t>(MessageType::kRegister) &&
-          t <= static_cast<uint8_t>(MessageType::kBlobRequest)) ||
+          t <= static_cast<uint8_t>(MessageType::kCheckpoint)) ||
          (t >= static_cast<uint8_t>(MessageType::kWelcome) &&
           t <= static_cast<uint8_t>(MessageType::kBlobData));
 }
@@ -258,6 +260,10 @@ Status Check(Assign& m) {
   TSR_RETURN_IF_ERROR(Name(m.resume_checkpoint, "resume_checkpoint"));
   TSR_RETURN_IF_ERROR(Count(m.gpus, "gpus", kMaxListEntries));
   TSR_RETURN_IF_ERROR(Count(m.acks, "acks", kMaxTaskRefs));
+  if (m.resume_samples < 0) return Status::InvalidArgument("resume_samples: negative");
+  if (m.checkpoint_interval_s < 0) {
+    return Status::InvalidArgument("checkpoint_interval_s: negative");
+  }
   for (const auto& [key, value] : m.settings) {
     TSR_RETURN_IF_ERROR(Name(key, "settings", kAny));
     TSR_RETURN_IF_ERROR(Name(value, "settings." + key, kAny));
@@ -301,6 +307,11 @@ Status Check(TaskFailed& m) {
 Status Check(Handback& m) {
   Text(m.reason, kMaxMessageTextBytes);
   Log(m.log);
+  return Status::Ok();
+}
+
+Status Check(Checkpoint& m) {
+  if (m.samples_done < 0) return Status::InvalidArgument("samples_done: negative");
   return Status::Ok();
 }
 

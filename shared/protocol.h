@@ -5,8 +5,8 @@
 // Every message is a multipart ZeroMQ message:
 //   frame 0  header: 4 bytes  'T' 'S' <protocol version> <MessageType>
 //   frame 1  body:   MessagePack-encoded map (the typed structs below, via nlohmann::json)
-//   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback checkpoints, kChunk
-//            pieces, kBlobData pieces)
+//   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback and kCheckpoint
+//            checkpoints, kChunk pieces, kBlobData pieces)
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
@@ -31,6 +31,13 @@
 //   worker -> kHandback(task_id, attempt, checkpoint) when it must leave mid-task (spot
 //                interruption, second SIGTERM): the task is requeued uncharged and its next
 //                attempt resumes from the checkpoint.
+//   worker -> kCheckpoint(task_id, attempt, frame, samples_done) every Assign.checkpoint_interval_s
+//                while a renderer that can checkpoint (TSR_CAP_PERIODIC_CHECKPOINT) renders: the
+//                scheduler keeps the task's newest one, and when the attempt is lost without
+//                notice (a crash, a kill, a preemption) the next attempt resumes from it
+//                (Assign.resume_checkpoint, resume_samples). Not acknowledged, not spooled: a
+//                lost checkpoint is only an older resume point. A checkpoint that does not name
+//                the task's current attempt (fencing, below) is refused.
 //
 // Enrolment (CURVE farms): a new worker connects with the key pair derived from its join token,
 // sends kEnrol(name, its own public key) and gets kEnrolled (or kReject); it then reconnects
@@ -118,6 +125,7 @@ enum class MessageType : uint8_t {
   kHandback = 9,
   kChunk = 10,
   kBlobRequest = 11,
+  kCheckpoint = 12,
   // scheduler -> worker
   kWelcome = 64,
   kReject = 65,
@@ -287,6 +295,11 @@ struct Assign {
   // asset. 0: render every frame from the start.
   int resume_frame = 0;
   std::string resume_checkpoint;
+  // Samples the checkpoint holds (what the resumed attempt does not render again); 0 without one.
+  int resume_samples = 0;
+  // Seconds between the kCheckpoint messages the attempt sends while it renders (the job's
+  // checkpoint_interval_s); 0: none. Older schedulers send none.
+  int checkpoint_interval_s = 0;
   // The job's assets: path (relative to the scene's folder) -> SHA-256 of the blob. The worker
   // fetches those its cache lacks (kBlobRequest) before the render starts.
   std::map<std::string, std::string> assets;
@@ -377,6 +390,16 @@ struct Handback {
   std::string log;
 };
 
+// A periodic checkpoint of a running attempt: the payload is the accumulation of `frame`
+// (samples [part.sample_begin, part.sample_begin + samples_done)), as in kHandback; frames before
+// `frame` were delivered. Chunked like any large payload.
+struct Checkpoint {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int frame = 0;
+  int samples_done = 0;
+};
+
 // Results of (task_id, attempt) are durable at the scheduler: the worker drops them from its spool.
 struct ResultAck {
   int64_t task_id = 0;
@@ -414,7 +437,8 @@ struct BlobData {
   std::string error;
 };
 
-// A decoded message: type + body (+ payload for kFrameResult, kHandback, kChunk, kBlobData).
+// A decoded message: type + body (+ payload for kFrameResult, kHandback, kCheckpoint, kChunk,
+// kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   zmq::message_t body;     // a MessagePack map (checked well-formed by Decode)
@@ -467,7 +491,7 @@ TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
 TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,
                    gpus, part, scene_name, settings, timeout_s, resume_frame, assets, output,
-                   resume_checkpoint, acks)
+                   resume_checkpoint, acks, resume_samples, checkpoint_interval_s)
 TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
 TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
                    backend, channel_names, part, encoding)
@@ -475,6 +499,7 @@ TSR_MESSAGE_FIELDS(TaskDone, task_id, attempt, log)
 TSR_MESSAGE_FIELDS(TaskFailed, task_id, attempt, message, charge, log, failure_class)
 TSR_MESSAGE_FIELDS(Cancel, task_id, attempt)
 TSR_MESSAGE_FIELDS(Handback, task_id, attempt, frame, samples_done, reason, log)
+TSR_MESSAGE_FIELDS(Checkpoint, task_id, attempt, frame, samples_done)
 TSR_MESSAGE_FIELDS(ResultAck, task_id, attempt)
 TSR_MESSAGE_FIELDS(Chunk, transfer, offset, total)
 TSR_MESSAGE_FIELDS(ChunkAck, transfer, received, retry_after_ms, error)
@@ -495,6 +520,7 @@ Status Check(FrameResult& m);
 Status Check(TaskDone& m);
 Status Check(TaskFailed& m);
 Status Check(Handback& m);
+Status Check(Checkpoint& m);
 Status Check(ChunkAck& m);
 Status Check(BlobRequest& m);
 Status Check(BlobData& m);

@@ -75,6 +75,7 @@ std::vector<std::string> NativePlugin::CapabilityNames() const {
   if (Can(TSR_CAP_TILES)) names.push_back("tiles");
   if (Can(TSR_CAP_SAMPLE_PARTS)) names.push_back("sample_parts");
   if (Can(TSR_CAP_CHECKPOINT)) names.push_back("checkpoint");
+  if (Can(TSR_CAP_PERIODIC_CHECKPOINT)) names.push_back("periodic_checkpoint");
   return names;
 }
 
@@ -108,10 +109,21 @@ int HandbackRequested(void* host) {
   const std::atomic<bool>* handback = Ctx(host).request->handback;
   return handback != nullptr && handback->load() ? 1 : 0;
 }
+int CheckpointRequested(void* host) {
+  const NativePlugin::Request& request = *Ctx(host).request;
+  return request.checkpoint_due && request.checkpoint_due() ? 1 : 0;
+}
 void OnCheckpoint(void* host, const void* data, uint64_t size, int32_t samples_done) {
   HostContext& ctx = Ctx(host);
   std::lock_guard<std::mutex> lock(ctx.mu);
-  if (ctx.checkpointed || data == nullptr || !ctx.request->on_checkpoint) return;
+  if (data == nullptr) return;
+  if (!HandbackRequested(host) && ctx.request->on_periodic_checkpoint) {
+    // Asked for by checkpoint_requested(): the render goes on.
+    ctx.request->on_periodic_checkpoint(std::string(static_cast<const char*>(data), size),
+                                        samples_done);
+    return;
+  }
+  if (ctx.checkpointed || !ctx.request->on_checkpoint) return;
   ctx.checkpointed = true;
   ctx.request->on_checkpoint(std::string(static_cast<const char*>(data), size), samples_done);
 }
@@ -134,7 +146,7 @@ std::vector<std::string> SplitNames(const char* text) {
 StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) const {
   HostContext ctx{&request};
   TsrRenderRequest r{};
-  r.abi_version = TSR_RENDERER_ABI_VERSION;
+  r.abi_version = TSR_RENDERER_ABI_VERSION | TSR_RENDERER_ABI_MINOR << 16;
   r.frame = request.frame;
   r.x0 = request.part.x0;
   r.y0 = request.part.y0;
@@ -158,6 +170,9 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
   r.log = &OnLog;
   r.handback_requested = &HandbackRequested;
   r.checkpoint = &OnCheckpoint;
+  if (Can(TSR_CAP_PERIODIC_CHECKPOINT) && request.checkpoint_due) {
+    r.checkpoint_requested = &CheckpointRequested;
+  }
   TsrImage out{};
   char error[1024] = {0};
   const int code = table_->render(&r, &out, error, sizeof(error));

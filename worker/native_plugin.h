@@ -55,6 +55,11 @@ class NativePlugin {
     std::function<void(double)> on_progress;         // any thread
     std::function<void(const std::string&)> on_log;  // any thread
     std::function<void(std::string checkpoint, int samples_done)> on_checkpoint;
+    // TSR_CAP_PERIODIC_CHECKPOINT plugins (others are never asked): polled at the plugin's safe
+    // points, true when a checkpoint is due; the plugin then gives one to on_periodic_checkpoint
+    // (on the thread that called Render) and goes on rendering.
+    std::function<bool()> checkpoint_due;
+    std::function<void(std::string checkpoint, int samples_done)> on_periodic_checkpoint;
   };
   struct Result {
     image::ImageBuffer image;  // the tile (or frame); channel names filled in

@@ -127,6 +127,26 @@ void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t>
   zmq::send_multipart(out, frames);
 }
 
+void TaskRunner::SendCheckpoint(zmq::socket_t& out, int frame, int samples,
+                                std::string checkpoint) {
+  if (static_cast<int64_t>(checkpoint.size()) > protocol::kMaxResultBytes) {
+    spdlog::warn("task {} attempt {}: checkpoint of {} bytes is above the result limit; not sent",
+                 ref_.task_id, ref_.attempt, checkpoint.size());
+    return;
+  }
+  protocol::Checkpoint m{ref_.task_id, ref_.attempt, frame, samples};
+  spdlog::debug("task {} attempt {}: checkpoint of frame {} after {} samples ({} bytes)",
+                ref_.task_id, ref_.attempt, frame, samples, checkpoint.size());
+  Log("checkpoint: frame " + std::to_string(frame) + " after " + std::to_string(samples) +
+      " samples");
+  zmq::message_t payload(checkpoint.data(), checkpoint.size());
+  std::vector<zmq::message_t> frames =
+      protocol::Encode(protocol::MessageType::kCheckpoint, m, std::move(payload));
+  // Not spooled: only the newest matters, and a lost one is just an older resume point.
+  frames.insert(frames.begin(), EncodeOutboxTag({ref_, false}));
+  zmq::send_multipart(out, frames);
+}
+
 void TaskRunner::Run() {
   const auto start = Clock::now();
   const std::string who = "task " + std::to_string(ref_.task_id) + " attempt " +
@@ -138,6 +158,10 @@ void TaskRunner::Run() {
   Log("attempt " + std::to_string(ref_.attempt) + " started: frames " +
       std::to_string(assign_.frame_start) + ".." + std::to_string(assign_.frame_end) +
       ", renderer " + assign_.renderer + PinnedGpus());
+  if (!assign_.resume_checkpoint.empty()) {
+    Log("resuming at frame " + std::to_string(assign_.resume_frame) + " from a checkpoint after " +
+        std::to_string(assign_.resume_samples) + " samples");
+  }
 
   int frames_done = 0;
   Status status;
@@ -277,6 +301,17 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
     checkpoint_ = std::move(checkpoint);
     checkpoint_samples_ = samples;
   };
+  // Periodic checkpoints: the interval counts from the render's start and from each checkpoint
+  // or finished frame (which is delivered: nothing of it to lose).
+  const auto interval = std::chrono::seconds(assign_.checkpoint_interval_s);
+  auto next_checkpoint = Clock::now() + interval;
+  if (assign_.checkpoint_interval_s > 0 && plugin.Can(TSR_CAP_PERIODIC_CHECKPOINT)) {
+    request.checkpoint_due = [&next_checkpoint] { return Clock::now() >= next_checkpoint; };
+    request.on_periodic_checkpoint = [&](std::string checkpoint, int samples) {
+      next_checkpoint = Clock::now() + interval;
+      SendCheckpoint(out, current_frame_.load(), samples, std::move(checkpoint));
+    };
+  }
 
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
   // A resumed attempt: the frames before resume_frame were delivered by the one before.
@@ -304,6 +339,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
                                     image.channels, image.channel_names, seconds, result->backend));
     }
     progress_.store(static_cast<double>(index + 1) / frame_count);
+    next_checkpoint = Clock::now() + interval;
     ++*frames_done;
     spdlog::debug("task {} attempt {}: frame {} rendered in {:.2f} s on {}", ref_.task_id,
                   ref_.attempt, frame, seconds, result->backend);

@@ -123,6 +123,8 @@ class TaskRunner {
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
   void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
+  // A periodic checkpoint of `frame` (kCheckpoint), straight to the agent: not spooled.
+  void SendCheckpoint(zmq::socket_t& out, int frame, int samples, std::string checkpoint);
   // A kFrameResult header for one frame of this attempt's part.
   protocol::FrameResult ResultOf(int frame, int width, int height, int channels, double seconds,
                                  const std::string& backend) const;

@@ -7,8 +7,8 @@
 // types), so a plugin built with another compiler or standard library still loads; the worker
 // checks the ABI version first and refuses a plugin built against another one.
 //
-// ABI versions (bump TSR_RENDERER_ABI_VERSION on any change to the structs or calls below, and
-// say what changed here):
+// ABI versions (bump TSR_RENDERER_ABI_VERSION on a change that breaks plugins built before,
+// TSR_RENDERER_ABI_MINOR on one they keep working across, and say what changed here):
 //   1  first version: one frame (or a tile of it) per call, float pixels out, progress and
 //      cancel callbacks, settings as a JSON object of strings.
 //   2  what the path tracer needs to be a plugin: the task folder holding the job's assets,
@@ -17,10 +17,19 @@
 //      frames, channel names and the backend in the result; the table declares capabilities,
 //      a description and the settings and scene files a job may give it (plugin.yaml syntax),
 //      which the scheduler validates jobs against.
+//   2.1 periodic checkpoints: TSR_CAP_PERIODIC_CHECKPOINT and the request's
+//      checkpoint_requested(), appended at the end of TsrRenderRequest. The host says its minor
+//      version in the high 16 bits of TsrRenderRequest.abi_version (a 2.0 host sends 2, so a 2.1
+//      plugin reads checkpoint_requested only when TSR_ABI_MINOR(request->abi_version) >= 1);
+//      plugins declare only the major version and load in 2.0 and 2.1 hosts alike.
 
 #include <stdint.h>
 
 #define TSR_RENDERER_ABI_VERSION 2u
+#define TSR_RENDERER_ABI_MINOR 1u
+// TsrRenderRequest.abi_version: the host's major version (low 16 bits) and minor (high 16 bits).
+#define TSR_ABI_MAJOR(v) ((v)&0xffffu)
+#define TSR_ABI_MINOR(v) ((v) >> 16)
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,11 +54,16 @@ enum {
   // Stops at a safe point when a hand-back is asked for, gives a checkpoint, and continues from
   // it when a later attempt passes it back in `resume`.
   TSR_CAP_CHECKPOINT = 1u << 2,
+  // (2.1) Also gives a checkpoint while it goes on rendering, at its next safe point after
+  // checkpoint_requested() turned non-zero, through the same checkpoint() callback; a later
+  // attempt resumes from the latest one it gave. The host asks only plugins that declare it.
+  TSR_CAP_PERIODIC_CHECKPOINT = 1u << 3,
 };
 
 // What the host asks for. The plugin reads it during render() only.
 typedef struct TsrRenderRequest {
-  uint32_t abi_version;  // the host's TSR_RENDERER_ABI_VERSION
+  // The host's TSR_RENDERER_ABI_VERSION | TSR_RENDERER_ABI_MINOR << 16 (2.0 hosts: 2).
+  uint32_t abi_version;
   int32_t frame;
   int32_t x0, y0, x1, y1;  // the tile: pixels [x0, x1) x [y0, y1); all zero = the whole frame
   int32_t sample_begin;    // samples [sample_begin, sample_end); sample_end < 0 = all
@@ -76,8 +90,13 @@ typedef struct TsrRenderRequest {
   void (*log)(void* host, const char* line);      // a line for the task's log; any thread
   int (*handback_requested)(void* host);          // non-zero: the worker must leave
   // TSR_CAP_CHECKPOINT: called once, before returning TSR_RENDER_HANDED_BACK, with the state to
-  // resume from and how many samples it holds. The host copies the bytes.
+  // resume from and how many samples it holds. The host copies the bytes. (2.1) Also called,
+  // the render going on, each time the plugin answers checkpoint_requested().
   void (*checkpoint)(void* host, const void* data, uint64_t size, int32_t samples_done);
+  // (2.1 hosts only, see above; may be NULL) TSR_CAP_PERIODIC_CHECKPOINT: non-zero when the host
+  // wants a checkpoint now. A plugin polls it at its safe points (the path tracer: between
+  // sample passes) and answers with checkpoint(); the request is cleared by that call.
+  int (*checkpoint_requested)(void* host);
 } TsrRenderRequest;
 
 // What the plugin returns: interleaved float pixels (linear), top row first, width x height of

@@ -93,15 +93,25 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
   // Progressive passes, so a hand-back can take a checkpoint at the next pass boundary (pass
   // sizes never change the pixels).
   request.pass_samples = std::max(1, scene->samples / kPassesPerFrame);
-  request.on_pass = [r, &handed_back](const RenderedImage& so_far) {
-    if (handed_back || r->handback_requested == nullptr || !r->handback_requested(r->host)) {
-      return;
+  // Periodic checkpoints (ABI 2.1 hosts): asked for between passes, the render going on. None
+  // after the last pass: the frame itself follows at once.
+  const bool periodic = TSR_ABI_MINOR(r->abi_version) >= 1 && r->checkpoint_requested != nullptr;
+  const int sample_end = r->sample_end < 0 ? scene->samples : r->sample_end;
+  request.on_pass = [r, &handed_back, periodic, sample_end](const RenderedImage& so_far) {
+    if (handed_back) return;
+    const auto give = [r, &so_far] {
+      StatusOr<std::string> bytes = SerializeAccumulation(so_far);
+      if (bytes.ok() && r->checkpoint != nullptr) {
+        r->checkpoint(r->host, bytes->data(), bytes->size(), so_far.sample_count);
+      }
+    };
+    if (r->handback_requested != nullptr && r->handback_requested(r->host)) {
+      give();
+      handed_back = true;  // the render stops at once
+    } else if (periodic && so_far.sample_begin + so_far.sample_count < sample_end &&
+               r->checkpoint_requested(r->host)) {
+      give();
     }
-    StatusOr<std::string> bytes = SerializeAccumulation(so_far);
-    if (bytes.ok() && r->checkpoint != nullptr) {
-      r->checkpoint(r->host, bytes->data(), bytes->size(), so_far.sample_count);
-    }
-    handed_back = true;  // the render stops at once
   };
 
   StatusOr<RenderedImage> image = RenderFrame(*scene, request);
@@ -145,7 +155,7 @@ const TsrRendererPlugin kPlugin = {
     "pathtracer",
     TESSERA_VERSION,
     "Tessera's built-in path tracer (CUDA, or the same kernel on the CPU); scene is inline YAML",
-    TSR_CAP_TILES | TSR_CAP_SAMPLE_PARTS | TSR_CAP_CHECKPOINT,
+    TSR_CAP_TILES | TSR_CAP_SAMPLE_PARTS | TSR_CAP_CHECKPOINT | TSR_CAP_PERIODIC_CHECKPOINT,
     nullptr,
     &Render,
     &FreeImage,

@@ -219,6 +219,9 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   out.Family("tessera_blob_bytes_served_total", "counter",
              "Job asset bytes sent to workers that lacked them in their cache.");
   out.Sample("tessera_blob_bytes_served_total", static_cast<double>(counters.blob_bytes_served));
+  out.Family("tessera_checkpoints_total", "counter",
+             "Periodic checkpoints of running tasks kept as their resume points.");
+  out.Sample("tessera_checkpoints_total", static_cast<double>(counters.checkpoints_kept));
   out.Family("tessera_result_bytes_buffered", "gauge",
              "Bytes of large worker results being received in pieces.");
   out.Sample("tessera_result_bytes_buffered", static_cast<double>(counters.result_bytes_buffered));

@@ -410,6 +410,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kHandback:
       OnHandback(identity, worker, env);
       break;
+    case MessageType::kCheckpoint:
+      OnCheckpoint(identity, worker, env);
+      break;
     case MessageType::kChunk:
       OnChunk(identity, env);
       break;
@@ -693,10 +696,20 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
     assign.output = {job.output.dir, job.output.pattern, job.output.formats, job.output.exr_float};
   }
   assign.timeout_s = job.task_timeout_s;
-  if (task.resume_frame > 0) {
-    // A handed-back task resumes where its last copy stopped (the worker fetches the checkpoint).
+  assign.checkpoint_interval_s = job.checkpoint_interval_s;
+  if (task.resume_frame > 0 || !task.checkpoint_hash.empty()) {
+    // A handed-back (or lost, checkpointed) task resumes where its last copy stopped (the worker
+    // fetches the checkpoint).
     assign.resume_frame = task.resume_frame;
     assign.resume_checkpoint = task.checkpoint_hash;
+    assign.resume_samples = task.checkpoint_hash.empty() ? 0 : task.checkpoint_samples;
+    if (!task.checkpoint_hash.empty()) {
+      spdlog::info(
+          "job {} task {} attempt {} resumes frame {} from attempt {}'s checkpoint after "
+          "{} samples",
+          task.job_id, task.task_id, attempt, task.resume_frame, task.checkpoint_attempt,
+          task.checkpoint_samples);
+    }
   }
   // Its finished results made durable in this pass ride along (the commit precedes the send).
   assign.acks.swap(worker.pending_acks);
@@ -732,6 +745,7 @@ Broker::Counters Broker::counters() const {
   c.render_seconds = static_cast<double>(render_ns_.load(std::memory_order_relaxed)) / 1e9;
   c.queue_depth = queue_depth_.load(std::memory_order_relaxed);
   c.blob_bytes_served = blob_bytes_served_.load(std::memory_order_relaxed);
+  c.checkpoints_kept = checkpoints_kept_.load(std::memory_order_relaxed);
   c.result_bytes_buffered = result_bytes_buffered_.load(std::memory_order_relaxed);
   c.messages_dropped = messages_dropped_.load(std::memory_order_relaxed);
   c.handshakes_refused = handshakes_refused_.load(std::memory_order_relaxed);

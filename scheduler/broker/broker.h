@@ -194,6 +194,7 @@ class Broker {
     double render_seconds = 0;           // lease start to done, of the copies that completed them
     uint64_t queue_depth = 0;            // a gauge: tasks in the dispatch queue after the last pass
     uint64_t blob_bytes_served = 0;      // asset bytes sent to workers
+    uint64_t checkpoints_kept = 0;       // periodic checkpoints kept as tasks' resume points
     uint64_t result_bytes_buffered = 0;  // a gauge: chunked results being reassembled
     // Worker messages dropped at the boundary: malformed (not a Tessera message, a bad body) or
     // refused (a field that is not valid UTF-8, a list beyond its limit).
@@ -229,6 +230,7 @@ class Broker {
     bool paused = false;  // its queued tasks stay out of queue_ until resumed
     int task_timeout_s = 0;
     int progress_timeout_s = 0;
+    int checkpoint_interval_s = 0;  // its running tasks' periodic checkpoints; 0: none
     int blocklist_after = 3;
     int fail_after_workers = 0;
     bool interruptible = true;  // capacity planning (CapacityView)
@@ -276,10 +278,12 @@ class Broker {
     // Copies whose final report (done, failed) arrived: each gets a kResultAck once the
     // outcome is durable, so the worker can drop its spooled results. (identity, attempt)
     std::vector<std::pair<std::string, int>> acks;
-    // A handed-back attempt: the next one starts at resume_frame, from the checkpoint if there
-    // is one (0 / empty: from the start).
+    // A handed-back attempt, or a lost one that sent periodic checkpoints: the next one starts
+    // at resume_frame, from the checkpoint if there is one (0 / empty: from the start).
     int resume_frame = 0;
     std::string checkpoint_hash;  // the checkpoint's blob; empty: none
+    int checkpoint_samples = 0;   // samples it holds
+    int checkpoint_attempt = 0;   // the attempt that sent it
 
     bool running() const { return !leases.empty(); }
     const Lease* LeaseOn(const std::string& identity) const {
@@ -441,6 +445,16 @@ class Broker {
   void SendAcks(LiveTask& task);
   // Forgets a task's hand-back (and deletes its checkpoint file).
   void ClearResume(LiveTask& task);
+  // Checkpoints (broker_checkpoints.cpp). A running attempt's periodic checkpoint: kept as the
+  // task's resume point when it names the current attempt and is ahead of the one kept.
+  void OnCheckpoint(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
+  // Checks a checkpoint of `frame` against the task and keeps it as a blob, in place of the
+  // task's previous one: "" when kept, else why not (the previous one is then left as it was).
+  std::string KeepCheckpoint(LiveTask& task, int attempt, int frame, int samples,
+                             const zmq::message_t& payload);
+  // Whether a task whose attempt ended uncharged without a hand-back (its worker lost) resumes
+  // from its periodic checkpoint rather than starting over.
+  bool ResumesFromCheckpoint(const LiveTask& task, bool count_failure) const;
   // The connection of the worker named `name`, or workers_.end().
   std::unordered_map<std::string, WorkerConn>::iterator FindWorker(const std::string& name);
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
@@ -545,6 +559,7 @@ class Broker {
   std::atomic<uint64_t> render_ns_{0};
   std::atomic<uint64_t> queue_depth_{0};
   std::atomic<uint64_t> blob_bytes_served_{0};
+  std::atomic<uint64_t> checkpoints_kept_{0};
   std::atomic<uint64_t> result_bytes_buffered_{0};
   std::atomic<uint64_t> messages_dropped_{0};
   std::atomic<uint64_t> handshakes_refused_{0};

@@ -7,7 +7,6 @@
 
 #include <filesystem>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
 #include "shared/utf8.h"
@@ -17,25 +16,6 @@ namespace tessera::broker {
 
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-// Why a path tracer's hand-back checkpoint cannot resume the task's part of `frame` ("" = it can).
-std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame,
-                                      const protocol::FramePart& part) {
-  StatusOr<pathtracer::RenderedImage> checkpoint =
-      pathtracer::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
-  if (!checkpoint.ok()) return checkpoint.status().message();
-  if (checkpoint->frame != frame || checkpoint->sample_begin != part.sample_begin ||
-      (!part.whole_region() &&
-       (checkpoint->x0 != part.x0 || checkpoint->y0 != part.y0 ||
-        checkpoint->width != part.x1 - part.x0 || checkpoint->height != part.y1 - part.y0))) {
-    return "it is not of the task's frame, region and samples";
-  }
-  return "";
-}
-
-}  // namespace
 
 // ---- credentials (any thread) ----------------------------------------------------------------
 
@@ -355,6 +335,8 @@ void Broker::ClearResume(LiveTask& task) {
     options_.blobs->Remove(task.checkpoint_hash);
   }
   task.checkpoint_hash.clear();
+  task.checkpoint_samples = 0;
+  task.checkpoint_attempt = 0;
   task.resume_frame = 0;
 }
 
@@ -366,34 +348,21 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
     Ack(identity, m->task_id, m->attempt);
     return;
   }
-  const JobInfo& job = jobs_[task->job_id];
   SaveLog(*task, m->attempt, worker, std::move(m->log));
   const int frame = std::clamp(m->frame, task->frame_start, task->frame_end);
-  ClearResume(*task);
-  task->resume_frame = frame;
-  if (env.payload.size() > 0 && job.produces_frames) {
-    std::string problem;
-    if (job.renderer == spec::kRendererPathTracer) {
-      // Checked before it is kept: a checkpoint of another frame, region or sample range would
-      // make the resumed frame wrong. Other C++ plugins' checkpoints are their own format, which
-      // they check when resuming.
-      problem = CheckPathTracerCheckpoint(env.payload, frame, task->part);
-    }
-    if (problem.empty() && options_.blobs == nullptr) problem = "this scheduler keeps no blobs";
-    if (problem.empty()) {
-      // Kept as a blob: the next attempt's worker fetches it in pieces, like an asset.
-      const std::string_view bytes(env.payload.data<char>(), env.payload.size());
-      if (StatusOr<std::string> hash = options_.blobs->Put(bytes); hash.ok()) {
-        task->checkpoint_hash = *hash;
-      } else {
-        problem = hash.status().message();
-      }
-    }
-    if (!problem.empty()) {
+  if (env.payload.size() > 0) {
+    ClearResume(*task);
+    if (std::string problem =
+            KeepCheckpoint(*task, m->attempt, frame, m->samples_done, env.payload);
+        !problem.empty()) {
       spdlog::warn("task {}: checkpoint from {} not kept ({}); frame {} restarts", task->task_id,
                    worker.offer.name, problem, frame);
     }
+  } else if (task->checkpoint_hash.empty() || task->resume_frame != frame) {
+    // Without a checkpoint: a periodic one of the same frame is still the best resume point.
+    ClearResume(*task);
   }
+  task->resume_frame = frame;
   spdlog::info("job {} task {} attempt {} handed back by {} at frame {}{} ({})", task->job_id,
                task->task_id, m->attempt, worker.offer.name, frame,
                task->checkpoint_hash.empty()

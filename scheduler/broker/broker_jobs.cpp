@@ -182,10 +182,17 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       details.push_back("failures so far: " + std::to_string(task.failures) + " of " +
                         std::to_string(job.max_retries) + " allowed retries");
     }
-    return nlohmann::json{{"task_id", task_id},
-                          {"state", task.running() ? "running" : "queued"},
-                          {"reason", reason},
-                          {"details", details}};
+    nlohmann::json why{{"task_id", task_id},
+                       {"state", task.running() ? "running" : "queued"},
+                       {"reason", reason},
+                       {"details", details}};
+    if (!task.checkpoint_hash.empty()) {
+      // Where its next attempt would resume (a hand-back's or a periodic checkpoint).
+      why["checkpoint"] = {{"frame", task.resume_frame},
+                           {"samples", task.checkpoint_samples},
+                           {"attempt", task.checkpoint_attempt}};
+    }
+    return why;
   });
 }
 
@@ -278,6 +285,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;
   info.progress_timeout_s = job.progress_timeout_s;
+  info.checkpoint_interval_s = job.checkpoint_interval_s;
   info.blocklist_after = job.blocklist_after;
   info.fail_after_workers = job.fail_after_workers;
   info.project = job.project;

@@ -644,7 +644,7 @@ void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, boo
                count_failure ? "failure " + std::to_string(task.failures) : "not charged", reason);
   task.done_attempt = 0;
   SendAcks(task);
-  if (!handed_back) {
+  if (!handed_back && !ResumesFromCheckpoint(task, count_failure)) {
     // A new attempt renders every frame again.
     ClearResume(task);
     task.frames_written.clear();

@@ -311,6 +311,11 @@ CREATE INDEX task_logs_running ON task_logs(task_id) WHERE outcome = 'running';
 ALTER TABLE tasks ADD COLUMN failures_total INTEGER NOT NULL DEFAULT 0;
 UPDATE tasks SET failures_total = failures;
 )sql",
+    // 26 -> 27: seconds between a running task's periodic checkpoints (0 = none). Jobs stored
+    // before had none.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN checkpoint_interval_s INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);
@@ -334,7 +339,7 @@ const char* kJobColumns =
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
     "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets, "
-    "output_shared";
+    "output_shared, checkpoint_interval_s";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -377,6 +382,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.exr_float = s.Int(41) != 0;
   j.assets = nlohmann::json::parse(s.Text(42)).get<std::map<std::string, std::string>>();
   j.output_shared = s.Int(43) != 0;
+  j.checkpoint_interval_s = static_cast<int>(s.Int(44));
   return j;
 }
 
@@ -562,9 +568,9 @@ StatusOr<JobRecord> Store::CreateJob(
                       "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
                       "resources, renderer, project, user_name, frame_depends_on, "
                       "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float, "
-                      "assets, output_shared) "
+                      "assets, output_shared, checkpoint_interval_s) "
                       "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
     ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
     ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -586,6 +592,7 @@ StatusOr<JobRecord> Store::CreateJob(
     ins.Bind(30, spec.output.exr_float ? 1 : 0);
     ins.Bind(31, nlohmann::json(spec.assets).dump());
     ins.Bind(32, spec.output.shared_dir.empty() ? 0 : 1);
+    ins.Bind(33, spec.checkpoint_interval_s);
     TSR_RETURN_IF_ERROR(ins.Run());
     job_id = writer_->LastInsertId();
 

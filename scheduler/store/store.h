@@ -95,7 +95,8 @@ struct JobRecord {
   double cost = 0;                            // of those attempts, at their workers' prices
   bool exr_float = false;                     // EXR frames in 32-bit float (else half)
   std::map<std::string, std::string> assets;  // path -> blob SHA-256, fetched by workers
-  bool output_shared = false;  // output_dir is on shared storage: workers write whole frames
+  bool output_shared = false;     // output_dir is on shared storage: workers write whole frames
+  int checkpoint_interval_s = 0;  // seconds between a running task's checkpoints; 0: none
 
   bool produces_frames() const { return renderer != spec::kRendererNoop; }
   bool terminal() const {
@@ -274,7 +275,7 @@ struct IdempotentRequest {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 26;
+  static constexpr int kSchemaVersion = 27;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass

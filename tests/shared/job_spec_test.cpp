@@ -30,6 +30,7 @@ TEST(JobSpecTest, ParsesDefaults) {
   EXPECT_EQ(job->max_retries, 3);
   EXPECT_EQ(job->task_timeout, 0);
   EXPECT_EQ(job->blocklist_after, 3);
+  EXPECT_EQ(job->checkpoint_interval_s, 300);
   EXPECT_EQ(job->output.formats, (std::vector<std::string>{"exr", "png"}));
   EXPECT_EQ(EffectivePattern(*job), "shot_010.####");
 }
@@ -56,6 +57,18 @@ TEST(JobSpecTest, SingleFrameAndInlineScene) {
   EXPECT_EQ(job->frame_end, 7);
   EXPECT_TRUE(job->scene_path.empty());
   EXPECT_NE(job->scene_yaml.find("width: 4"), std::string::npos);
+}
+
+TEST(JobSpecTest, CheckpointIntervalIsOffOrWithinItsBounds) {
+  for (int ok : {0, 5, 300, 86400}) {
+    auto job = Parse("checkpoint_interval_s: " + std::to_string(ok) + "\n");
+    ASSERT_TRUE(job.ok()) << ok << ": " << job.status().ToString();
+    EXPECT_EQ(job->checkpoint_interval_s, ok);
+  }
+  for (const char* bad : {"-1", "1", "4", "86401", "999999999", "often"}) {
+    ExpectError(Parse(std::string("checkpoint_interval_s: ") + bad + "\n"),
+                "checkpoint_interval_s");
+  }
 }
 
 TEST(JobSpecTest, RejectsBadInputNamingTheField) {

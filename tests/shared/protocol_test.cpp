@@ -137,6 +137,49 @@ StatusOr<T> RoundTrip(MessageType type, const T& message) {
   return env->template As<T>();
 }
 
+TEST(ProtocolTest, AssignCarriesTheCheckpointIntervalAndTheResumePoint) {
+  Assign a;
+  a.task_id = 5;
+  a.attempt = 3;
+  a.resume_frame = 7;
+  a.resume_checkpoint = std::string(64, 'a');
+  a.resume_samples = 96;
+  a.checkpoint_interval_s = 300;
+  StatusOr<Assign> back = RoundTrip(MessageType::kAssign, a);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->resume_frame, 7);
+  EXPECT_EQ(back->resume_checkpoint, a.resume_checkpoint);
+  EXPECT_EQ(back->resume_samples, 96);
+  EXPECT_EQ(back->checkpoint_interval_s, 300);
+
+  // From a scheduler that predates periodic checkpoints: none asked for, nothing to resume.
+  auto old = Encode(MessageType::kAssign, nlohmann::json{{"task_id", 5}, {"attempt", 1}});
+  auto env = Decode(old);
+  ASSERT_TRUE(env.ok());
+  StatusOr<Assign> plain = env->As<Assign>();
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->checkpoint_interval_s, 0);
+  EXPECT_EQ(plain->resume_samples, 0);
+
+  a.checkpoint_interval_s = -1;
+  StatusOr<Assign> negative = RoundTrip(MessageType::kAssign, a);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("checkpoint_interval_s"), std::string::npos);
+}
+
+TEST(ProtocolTest, CheckpointRoundTripsAndRefusesNegativeSamples) {
+  StatusOr<Checkpoint> back = RoundTrip(MessageType::kCheckpoint, Checkpoint{8, 1, 3, 48});
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->task_id, 8);
+  EXPECT_EQ(back->attempt, 1);
+  EXPECT_EQ(back->frame, 3);
+  EXPECT_EQ(back->samples_done, 48);
+  EXPECT_STREQ(MessageTypeName(MessageType::kCheckpoint), "CHECKPOINT");
+  StatusOr<Checkpoint> bad = RoundTrip(MessageType::kCheckpoint, Checkpoint{8, 1, 3, -4});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("samples_done"), std::string::npos);
+}
+
 TEST(ProtocolTest, NamesThatAreNotUtf8AreRefusedNamingTheFieldAndTheByte) {
   Register reg;
   reg.name = "gpu-07";
@@ -290,6 +333,32 @@ TEST(ChunkedTransferTest, LargeMessageArrivesWholeWithABoundedWindow) {
   EXPECT_EQ(env->type, MessageType::kFrameResult);
   EXPECT_EQ(env->As<FrameResult>()->frame, 5);
   EXPECT_EQ(env->payload.to_string(), payload);
+}
+
+TEST(ChunkedTransferTest, LargeCheckpointArrivesWholeInPieces) {
+  // A periodic checkpoint is an accumulation as large as a frame result: it travels in chunks.
+  std::string accumulation(2 * kChunkBytes + 777, '\0');
+  for (size_t i = 0; i < accumulation.size(); ++i) accumulation[i] = static_cast<char>(i * 31);
+  std::vector<zmq::message_t> original =
+      Encode(MessageType::kCheckpoint, Checkpoint{41, 2, 9, 640},
+             zmq::message_t(accumulation.data(), accumulation.size()));
+  ASSERT_TRUE(ChunkSender::NeedsChunks(original));
+  ChunkSender sender;
+  sender.Start(std::move(original));
+  ChunkReceiver receiver(int64_t{1} << 30);
+  int max_in_flight = 0;
+  std::optional<std::vector<zmq::message_t>> whole = Deliver(sender, receiver, &max_in_flight);
+  ASSERT_TRUE(whole.has_value());
+  StatusOr<Envelope> env = Decode(*whole);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->type, MessageType::kCheckpoint);
+  StatusOr<Checkpoint> m = env->As<Checkpoint>();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->task_id, 41);
+  EXPECT_EQ(m->attempt, 2);
+  EXPECT_EQ(m->frame, 9);
+  EXPECT_EQ(m->samples_done, 640);
+  EXPECT_EQ(env->payload.to_string(), accumulation);
 }
 
 TEST(ChunkedTransferTest, ReceiverRefusesOversizeAndRestartsWhatItLost) {

@@ -1,0 +1,109 @@
+// Checkpoints: the path tracer's accumulation of a frame part-way, which a later attempt of the
+// task resumes from, bit-identical to a render that was never interrupted. They come two ways:
+// with a hand-back (the worker must leave: broker_fleet.cpp) and every checkpoint_interval_s
+// while a task renders (kCheckpoint), so a worker that dies without notice loses at most an
+// interval. A task keeps one checkpoint, its newest, as a blob; it is deleted when the task is
+// done, failed or canceled (Forget -> ClearResume), or when a charged failure starts the task
+// over.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "plugins/pathtracer/accumulation.h"
+#include "scheduler/blobs/blob_store.h"
+#include "scheduler/broker/broker.h"
+
+namespace tessera::broker {
+
+namespace {
+
+// Why a path tracer's checkpoint cannot resume the task's part of `frame` ("" = it can).
+std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame, int samples,
+                                      const protocol::FramePart& part) {
+  StatusOr<pathtracer::RenderedImage> checkpoint =
+      pathtracer::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
+  if (!checkpoint.ok()) return checkpoint.status().message();
+  if (checkpoint->frame != frame || checkpoint->sample_begin != part.sample_begin ||
+      (!part.whole_region() &&
+       (checkpoint->x0 != part.x0 || checkpoint->y0 != part.y0 ||
+        checkpoint->width != part.x1 - part.x0 || checkpoint->height != part.y1 - part.y0))) {
+    return "it is not of the task's frame, region and samples";
+  }
+  if (samples > 0 && checkpoint->sample_count != samples) {
+    return "it holds " + std::to_string(checkpoint->sample_count) + " samples, not the " +
+           std::to_string(samples) + " its message says";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Broker::KeepCheckpoint(LiveTask& task, int attempt, int frame, int samples,
+                                   const zmq::message_t& payload) {
+  const JobInfo& job = jobs_[task.job_id];
+  if (!job.produces_frames) return "the job renders no frames";
+  if (frame < task.frame_start || frame > task.frame_end) {
+    return "frame " + std::to_string(frame) + " is not the task's";
+  }
+  // Checked before it is kept: a checkpoint of another frame, region or sample range would make
+  // the resumed frame wrong. Other C++ plugins' checkpoints are their own format, which they
+  // check when resuming.
+  if (job.renderer == spec::kRendererPathTracer) {
+    if (std::string problem = CheckPathTracerCheckpoint(payload, frame, samples, task.part);
+        !problem.empty()) {
+      return problem;
+    }
+  }
+  if (options_.blobs == nullptr) return "this scheduler keeps no blobs";
+  // Kept as a blob: the next attempt's worker fetches it in pieces, like an asset.
+  StatusOr<std::string> hash =
+      options_.blobs->Put(std::string_view(payload.data<char>(), payload.size()));
+  if (!hash.ok()) return hash.status().message();
+  if (!task.checkpoint_hash.empty() && task.checkpoint_hash != *hash) {
+    options_.blobs->Remove(task.checkpoint_hash);
+  }
+  task.checkpoint_hash = *hash;
+  task.checkpoint_samples = samples;
+  task.checkpoint_attempt = attempt;
+  task.resume_frame = frame;
+  return "";
+}
+
+void Broker::OnCheckpoint(const std::string& identity, WorkerConn& worker,
+                          protocol::Envelope& env) {
+  auto m = env.As<protocol::Checkpoint>();
+  if (!m.ok()) return DropMessage(identity, m.status().message());
+  // Fencing: only the task's current attempt on this worker may set its resume point; a copy
+  // that was declared lost, or an older attempt's late message, is refused here.
+  LiveTask* task = FindLease(identity, m->task_id, m->attempt, "checkpoint");
+  if (!task) return;
+  if (env.payload.size() == 0) return DropMessage(identity, "CHECKPOINT without a checkpoint");
+  // A backup copy that is behind the checkpoint kept does not replace it.
+  if (!task->checkpoint_hash.empty() &&
+      (m->frame < task->resume_frame ||
+       (m->frame == task->resume_frame && m->samples_done <= task->checkpoint_samples))) {
+    spdlog::debug("task {}: checkpoint from {} (frame {}, {} samples) is behind the one kept",
+                  task->task_id, worker.offer.name, m->frame, m->samples_done);
+    return;
+  }
+  if (std::string problem =
+          KeepCheckpoint(*task, m->attempt, m->frame, m->samples_done, env.payload);
+      !problem.empty()) {
+    noisy_.Log(spdlog::level::warn, "checkpoint refused",
+               "task {}: checkpoint from {} not kept: {}", task->task_id, worker.offer.name,
+               problem);
+    return;
+  }
+  checkpoints_kept_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::info("job {} task {} attempt {}: checkpoint of frame {} after {} samples from {}",
+               task->job_id, task->task_id, m->attempt, m->frame, m->samples_done,
+               worker.offer.name);
+}
+
+bool Broker::ResumesFromCheckpoint(const LiveTask& task, bool count_failure) const {
+  // A render failure (or a timeout) starts over: the checkpoint may be part of the problem.
+  return !count_failure && !task.checkpoint_hash.empty();
+}
+
+}  // namespace tessera::broker
