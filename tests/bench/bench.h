@@ -47,5 +47,6 @@ void AddFleetCommand(CLI::App& app);
 void AddMakespanCommand(CLI::App& app);
 void AddAssemblyCommand(CLI::App& app);
 void AddAbuseCommand(CLI::App& app);
+void AddCheckpointCommand(CLI::App& app);
 
 }  // namespace tessera::bench

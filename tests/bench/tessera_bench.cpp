@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddAssemblyCommand(app);
   tessera::bench::AddSplitCommand(app);
   tessera::bench::AddAbuseCommand(app);
+  tessera::bench::AddCheckpointCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -127,14 +127,73 @@ TEST(NativePluginTest, RefusesAnotherAbiOrAMissingLibrary) {
   EXPECT_NE(FindNativePlugin(list, "gradient"), nullptr);
 }
 
+// Periodic checkpoints (ABI 2.1): the path tracer gives one at each safe point where the host
+// asks, goes on rendering, and a render resumed from any of them ends bit-identical to the
+// uninterrupted one. A plugin without the capability is never asked.
+TEST(NativePluginTest, PathTracerGivesPeriodicCheckpointsAndGoesOn) {
+  const NativePlugin* pt = FindNativePlugin(*BuiltinNativePlugins(), "pathtracer");
+  ASSERT_NE(pt, nullptr);
+  ASSERT_TRUE(pt->Can(TSR_CAP_PERIODIC_CHECKPOINT));
+  NativePlugin::Request request;
+  request.frame = 2;
+  request.device = "cpu";
+  request.threads = 2;
+  request.scene = testing::TinySceneYaml(32, 24, 64);
+  StatusOr<NativePlugin::Result> whole = pt->Render(request);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+
+  // Due at every other pass.
+  int asked = 0;
+  std::vector<std::pair<std::string, int>> checkpoints;
+  NativePlugin::Request periodic = request;
+  periodic.checkpoint_due = [&] { return ++asked % 2 == 0; };
+  periodic.on_periodic_checkpoint = [&](std::string bytes, int samples) {
+    checkpoints.emplace_back(std::move(bytes), samples);
+  };
+  bool handback_checkpoint = false;
+  periodic.on_checkpoint = [&](std::string, int) { handback_checkpoint = true; };
+  StatusOr<NativePlugin::Result> done = pt->Render(periodic);
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_FALSE(handback_checkpoint) << "a periodic checkpoint is not a hand-back";
+  EXPECT_EQ(done->image.pixels, whole->image.pixels) << "checkpointing changed the pixels";
+  ASSERT_GE(checkpoints.size(), 3u) << "asked " << asked << " times";
+  for (size_t i = 1; i < checkpoints.size(); ++i) {
+    EXPECT_GT(checkpoints[i].second, checkpoints[i - 1].second);
+  }
+  EXPECT_LT(checkpoints.back().second, 64) << "none after the last pass";
+
+  const auto& [bytes, samples] = checkpoints[checkpoints.size() / 2];
+  StatusOr<pathtracer::RenderedImage> parsed = pathtracer::ParseAccumulation(bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->frame, 2);
+  EXPECT_EQ(parsed->sample_count, samples);
+  NativePlugin::Request resumed = request;
+  resumed.resume = bytes;
+  StatusOr<NativePlugin::Result> from_checkpoint = pt->Render(resumed);
+  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.status().message();
+  EXPECT_EQ(from_checkpoint->image.pixels, whole->image.pixels);
+
+  std::unique_ptr<NativePlugin> gradient = LoadGradient();
+  ASSERT_NE(gradient, nullptr);
+  EXPECT_FALSE(gradient->Can(TSR_CAP_PERIODIC_CHECKPOINT));
+  NativePlugin::Request plain;
+  plain.frame = 3;
+  plain.settings_json = R"({"width": "16", "height": "8"})";
+  int gradient_asked = 0;
+  plain.checkpoint_due = [&] { return ++gradient_asked > 0; };
+  plain.on_periodic_checkpoint = [&](std::string, int) { ADD_FAILURE() << "not asked for"; };
+  ASSERT_TRUE(gradient->Render(plain).ok());
+  EXPECT_EQ(gradient_asked, 0);
+}
+
 // The built-in path tracer is a plugin like any other: its table renders frames, tiles with
 // their exact accumulation, and hands back and resumes to the same pixels.
 TEST(NativePluginTest, PathTracerRunsBehindTheSameTable) {
   const NativePlugin* pt = FindNativePlugin(*BuiltinNativePlugins(), "pathtracer");
   ASSERT_NE(pt, nullptr);
   EXPECT_TRUE(pt->path().empty());
-  EXPECT_EQ(pt->CapabilityNames(),
-            (std::vector<std::string>{"tiles", "sample_parts", "checkpoint"}));
+  EXPECT_EQ(pt->CapabilityNames(), (std::vector<std::string>{"tiles", "sample_parts", "checkpoint",
+                                                             "periodic_checkpoint"}));
 
   NativePlugin::Request request;
   request.frame = 1;
