@@ -21,11 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One frame, small and with many samples: long enough on one core for a checkpoint or two at
-// the shortest interval, short enough for a busy two-core machine.
-constexpr int kWidth = 64;
-constexpr int kHeight = 48;
-constexpr int kSamples = 2048;
+// One frame, small and with many samples: long enough on one core (about 15 s here) for a
+// checkpoint at the shortest interval, short enough for a busy two-core machine.
+constexpr int kWidth = 128;
+constexpr int kHeight = 96;
+constexpr int kSamples = 6144;
 
 std::string JobYaml(const std::string& name, int interval_s) {
   return "name: " + name +
@@ -168,7 +168,7 @@ TEST(CheckpointTest, KilledWorkerTaskResumesFromItsLastCheckpointBitIdentical) {
   ASSERT_TRUE(WaitFor(
       [&] {
         why = farm.Get(why_path);
-        return why.contains("checkpoint");
+        return why.contains("checkpoint") || why["state"] != "running";
       },
       60s))
       << "no checkpoint arrived: " << why.dump(2) << farm.SchedulerLog();
