@@ -42,6 +42,7 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"max_retries", j.max_retries},
           {"task_timeout", j.task_timeout_s},
           {"progress_timeout", j.progress_timeout_s},
+          {"checkpoint_interval_s", j.checkpoint_interval_s},
           {"blocklist_after", j.blocklist_after},
           {"renderer", j.renderer},
           {"project", j.project},
