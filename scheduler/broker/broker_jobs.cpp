@@ -29,7 +29,12 @@ Status Broker::CancelJob(int64_t job_id) {
            }
            DropQueued(job_id);
            for (auto it = tasks_.begin(); it != tasks_.end();) {
-             it = it->second.job_id == job_id ? tasks_.erase(it) : std::next(it);
+             if (it->second.job_id != job_id) {
+               ++it;
+               continue;
+             }
+             ClearResume(it->second);  // its checkpoint goes with it
+             it = tasks_.erase(it);
            }
            jobs_.erase(job_id);
            MarkJobChanged(job_id);

@@ -13,6 +13,7 @@
 #include "plugins/pathtracer/renderer.h"
 #include "shared/image_io.h"
 #include "shared/scene_spec.h"
+#include "shared/sha256.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 
@@ -125,7 +126,7 @@ TEST(CheckpointTest, OnlyTheCurrentAttemptsCheckpointIsKeptAndTheNextAttemptResu
   EXPECT_EQ(b->attempt, a->attempt + 1);
   EXPECT_EQ(b->resume_frame, 1);
   EXPECT_EQ(b->resume_samples, 4);
-  EXPECT_FALSE(b->resume_checkpoint.empty());
+  EXPECT_EQ(b->resume_checkpoint, Sha256Hex(four)) << "the checkpoint kept, as a blob";
   EXPECT_EQ(Tasks(farm, id)[0]["failures"], 0);
   fake.running = {{b->task_id, b->attempt}};
 
@@ -140,6 +141,17 @@ TEST(CheckpointTest, OnlyTheCurrentAttemptsCheckpointIsKeptAndTheNextAttemptResu
   });
   EXPECT_EQ(why["checkpoint"]["attempt"], b->attempt) << why.dump(2);
   EXPECT_EQ(why["checkpoint"]["samples"], 8) << why.dump(2);
+
+  // One checkpoint per task is kept: the one replaced is deleted, and the last goes with the job.
+  const auto stored = [&](const std::string& bytes) {
+    return farm.Get("/api/v1/blobs/" + Sha256Hex(bytes))["complete"] == true;
+  };
+  EXPECT_FALSE(stored(four));
+  EXPECT_TRUE(stored(eight));
+  int status = 0;
+  farm.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", nlohmann::json::object(), &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_FALSE(stored(eight)) << "a canceled task's checkpoint is deleted";
 }
 
 TEST(CheckpointTest, KilledWorkerTaskResumesFromItsLastCheckpointBitIdentical) {
