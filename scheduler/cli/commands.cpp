@@ -356,6 +356,12 @@ int RunWhy(const ClientOptions& options, int64_t task_id) {
   for (const json& line : Member(*reply, "details")) {
     if (line.is_string()) std::cout << "  " << line.get<std::string>() << "\n";
   }
+  const json checkpoint = Member(*reply, "checkpoint");
+  if (checkpoint.is_object()) {
+    std::cout << "  resumes from attempt " << checkpoint.value("attempt", 0)
+              << "'s checkpoint: frame " << checkpoint.value("frame", 0) << ", "
+              << checkpoint.value("samples", 0) << " samples\n";
+  }
   return kExitOk;
 }
 
