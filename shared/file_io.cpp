@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "shared/disk_space.h"
+
 namespace tessera::file_io {
 namespace {
 
@@ -48,6 +50,7 @@ Status WriteAtomically(const std::string& path, const std::vector<std::string_vi
                        mode_t mode) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0 && disk_space::IsFullErrno(errno)) return disk_space::FullError("create", tmp, errno);
   if (fd < 0) return Status::Internal("cannot create " + tmp + ": " + std::strerror(errno));
   bool ok = true;
   for (std::string_view piece : pieces) ok = ok && WriteAll(fd, piece);
@@ -55,9 +58,12 @@ Status WriteAtomically(const std::string& path, const std::vector<std::string_vi
   const int saved_errno = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(ok ? errno : saved_errno);
+    const int err = ok ? errno : saved_errno;
     ::unlink(tmp.c_str());
-    return Status::Internal("cannot write " + path + ": " + why);
+    // A short write with no errno (write returned 0) on a full disk is ENOSPC in all but name.
+    if (disk_space::IsFullErrno(err)) return disk_space::FullError("write", path, err);
+    return disk_space::ClassifyWriteFailure(
+        Status::Internal("cannot write " + path + ": " + std::strerror(err)), path, 0);
   }
   return Status::Ok();
 }
@@ -67,6 +73,7 @@ Status MakePrivateDirectory(const std::string& dir) {
   const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (::mkdir(dir.c_str(), 0700) != 0 && (errno != EEXIST || ::chmod(dir.c_str(), 0700) != 0)) {
+    if (disk_space::IsFullErrno(errno)) return disk_space::FullError("create", dir, errno);
     return Status::Internal("cannot create " + dir + ": " + std::strerror(errno));
   }
   return Status::Ok();

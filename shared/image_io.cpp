@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "shared/disk_space.h"
 #include "shared/image_oiio.h"
 #include "shared/job_spec.h"
 
@@ -48,7 +49,13 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
   // The writer is chosen by the final name's extension; it then writes to the temp name.
   auto out = OIIO::ImageOutput::create(path);
   if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
-  if (!out->open(tmp, spec)) return Status::Internal(path + ": open failed: " + out->geterror());
+  // OpenImageIO says "Failed to write pixel data" whatever the cause: a failure is told apart
+  // as a full filesystem by the room left beside the file (at least the raw pixels' size).
+  const uint64_t raw_bytes = static_cast<uint64_t>(spec.image_bytes(/*native=*/true));
+  if (!out->open(tmp, spec)) {
+    return disk_space::ClassifyWriteFailure(
+        Status::Internal(path + ": open failed: " + out->geterror()), path, raw_bytes);
+  }
   bool ok = write(*out);
   std::string err = ok ? "" : out->geterror();
   if (!out->close()) {
@@ -58,10 +65,15 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
   std::error_code ec;
   if (!ok) {
     std::filesystem::remove(tmp, ec);
-    return Status::Internal(path + ": write failed: " + err);
+    return disk_space::ClassifyWriteFailure(Status::Internal(path + ": write failed: " + err), path,
+                                            raw_bytes);
   }
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::Internal(path + ": rename failed: " + ec.message());
+  if (ec) {
+    if (disk_space::IsFullErrno(ec.value()))
+      return disk_space::FullError("write", path, ec.value());
+    return Status::Internal(path + ": rename failed: " + ec.message());
+  }
   return Status::Ok();
 }
 
@@ -173,6 +185,9 @@ Status WriteFrameFiles(const std::string& dir, const std::string& pattern, int f
                        const ImageBuffer& image, std::vector<std::string>* files) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  if (ec && disk_space::IsFullErrno(ec.value())) {
+    return disk_space::FullError("create", dir, ec.value());
+  }
   if (ec) return Status::Internal("cannot create " + dir + ": " + ec.message());
   for (const std::string& format : formats) {
     const std::string path =

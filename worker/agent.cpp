@@ -12,6 +12,7 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
+#include "shared/disk_space.h"
 #include "shared/zmq_monitor.h"
 
 namespace tessera::worker {
@@ -301,6 +302,7 @@ void Agent::Disconnect(Clock::time_point now, const std::string& reason) {
 }
 
 void Agent::OnTimers(Clock::time_point now) {
+  if (!disk_full_.empty() && now >= next_disk_check_) CheckDisk(now);
   if (state_ == LinkState::kDisconnected) {
     if (now >= reconnect_at_) Connect(now);
     return;
@@ -322,6 +324,7 @@ void Agent::SendHeartbeat(Clock::time_point now) {
   for (const Slot& slot : slots_) hb.running.push_back(slot.runner->ref());
   hb.delivering = spool_.Delivering();
   hb.draining = draining_;
+  hb.disk_full = disk_full_;
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
   TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
   next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_ms_);
@@ -473,10 +476,12 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
   }
   for (const protocol::TaskRef& done : a->acks) spool_.Ack(done);
   const protocol::TaskRef ref{a->task_id, a->attempt};
-  auto fail = [&](const std::string& message, bool charge = true) {
+  auto fail = [&](const std::string& message, bool charge = true,
+                  const char* failure_class = protocol::kFailureRender) {
     spdlog::info("{} job {}: refused: {}", RefName(ref), a->job_id, message);
-    std::vector<zmq::message_t> frames = protocol::Encode(
-        MessageType::kTaskFailed, protocol::TaskFailed{ref.task_id, ref.attempt, message, charge});
+    protocol::TaskFailed failed{ref.task_id, ref.attempt, message, charge};
+    failed.failure_class = failure_class;
+    std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kTaskFailed, failed);
     if (Status s = spool_.Add(ref, frames, /*final=*/true); !s.ok()) {
       spdlog::error("{}: {}; sending it without a spool copy", RefName(ref), s.message());
     }
@@ -487,6 +492,10 @@ void Agent::HandleAssign(const protocol::Envelope& env) {
     return;
   }
   if (draining_) return fail("worker is draining", /*charge=*/false);
+  if (!disk_full_.empty()) {
+    return fail("this worker's disk is full: " + disk_full_, /*charge=*/false,
+                protocol::kFailureStorageFull);
+  }
   if (static_cast<int>(slots_.size()) >= options_.slots)
     return fail("worker busy", /*charge=*/false);
   if (a->frame_end < a->frame_start) {
@@ -535,6 +544,7 @@ void Agent::HandleOutbox(std::vector<zmq::message_t>& frames) {
   if (!it->cancelled && frames.size() > 1) {
     frames.erase(frames.begin());
     final = IsFinalResult(frames);
+    NoteResult(frames);
     SendResult(std::move(frames));  // the runner spooled it
   }
   if (tag->last) {
@@ -599,8 +609,12 @@ void Agent::PumpFetches() {
       f.fd =
           ::open(cache_.PartPathOf(hash).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (f.fd < 0) {
-        const std::string error = std::strerror(errno);
-        EndFetch(hash, Status::Internal("cannot write the asset cache: " + error));
+        const int err = errno;
+        EndFetch(hash,
+                 disk_space::IsFullErrno(err)
+                     ? disk_space::FullError("write the asset cache", cache_.PartPathOf(hash), err)
+                     : Status::Internal("cannot write the asset cache: " +
+                                        std::string(std::strerror(err))));
         return PumpFetches();  // fetches_ changed under the loop
       }
     }
@@ -636,8 +650,12 @@ void Agent::OnBlobData(protocol::Envelope& env) {
     ssize_t n = ::pwrite(f.fd, bytes, left, at);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const std::string error = std::strerror(errno);
-      return EndFetch(data->hash, Status::Internal("cannot write the asset cache: " + error));
+      const int err = errno;
+      return EndFetch(data->hash, disk_space::IsFullErrno(err)
+                                      ? disk_space::FullError("write the asset cache",
+                                                              cache_.PartPathOf(data->hash), err)
+                                      : Status::Internal("cannot write the asset cache: " +
+                                                         std::string(std::strerror(err))));
     }
     bytes += n;
     left -= static_cast<size_t>(n);
@@ -899,6 +917,58 @@ bool Agent::AllowNoisyLog(Clock::time_point now) {
   if (!noisy_.Allow("link", now, &suppressed)) return false;
   if (suppressed > 0) spdlog::info("({} similar messages suppressed)", suppressed);
   return true;
+}
+
+// ---- a full disk -----------------------------------------------------------------------------
+
+void Agent::NoteResult(std::vector<zmq::message_t>& frames) {
+  if (frames.empty() || frames[0].size() != 4) return;
+  const auto type = static_cast<MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
+  if (type == MessageType::kFrameResult) {
+    uint64_t bytes = 0;
+    for (const zmq::message_t& f : frames) bytes += f.size();
+    largest_result_ = std::max(largest_result_, bytes);
+    return;
+  }
+  if (type != MessageType::kTaskFailed) return;
+  StatusOr<protocol::Envelope> env = protocol::Decode(frames);
+  if (!env.ok()) return;
+  StatusOr<protocol::TaskFailed> failed = env->As<protocol::TaskFailed>();
+  if (!failed.ok() || failed->failure_class != protocol::kFailureStorageFull) return;
+  // Before the failure leaves: the heartbeat that says so reaches the scheduler first, so the
+  // task it requeues is not offered to this worker again.
+  CheckDisk(Clock::now());
+}
+
+std::string Agent::FullFolder() const {
+  // Room enough: max(64 MiB, twice the largest result so far), at most half the filesystem.
+  const uint64_t wanted = std::max<uint64_t>(uint64_t{64} << 20, 2 * largest_result_);
+  for (const std::string& dir : {spool_.dir(), cache_.dir(), options_.render.data_dir}) {
+    if (dir.empty()) continue;
+    StatusOr<disk_space::Room> room = disk_space::RoomFor(dir);
+    if (!room.ok()) continue;
+    const uint64_t enough =
+        room->total_bytes > 0 ? std::min(wanted, room->total_bytes / 2) : wanted;
+    if (room->read_only) return "read-only filesystem: " + dir;
+    if (room->free_bytes < enough) {
+      return "no space left on device: " + dir + " (" + disk_space::Describe(*room) + ")";
+    }
+  }
+  return "";
+}
+
+void Agent::CheckDisk(Clock::time_point now) {
+  next_disk_check_ = now + kDiskCheckInterval;
+  const std::string full = FullFolder();
+  if (full == disk_full_) return;
+  if (full.empty()) {
+    spdlog::info("disk space is back ({} was full): taking tasks again", disk_full_);
+  } else if (disk_full_.empty()) {
+    spdlog::warn("{}: no new tasks until there is room (checked every {} s)", full,
+                 kDiskCheckInterval.count() / 1000);
+  }
+  disk_full_ = full;
+  if (state_ == LinkState::kReady) SendHeartbeat(now);  // the scheduler knows at once
 }
 
 }  // namespace tessera::worker

@@ -171,6 +171,13 @@ class Agent {
   void OnBlobData(protocol::Envelope& env);
   void EndFetch(const std::string& hash, const Status& status);
   void EraseSlot(std::vector<Slot>::iterator it);
+  // A full disk: a result on its way out (the largest frame sets how much room is enough; a
+  // storage_full failure checks the disk at once), the first folder of the agent's (spool,
+  // cache, task folders) without room enough ("" when all have), and the check itself, which
+  // sets disk_full_ and tells the scheduler when it changes.
+  void NoteResult(std::vector<zmq::message_t>& frames);
+  std::string FullFolder() const;
+  void CheckDisk(Clock::time_point now);
   bool AllowNoisyLog(Clock::time_point now);
 
   const AgentOptions options_;
@@ -207,6 +214,12 @@ class Agent {
   // per kind every 10 s.
   logging::RateLimitedLog noisy_{std::chrono::seconds(10)};
   Status reject_status_;
+  // Non-empty while a disk the agent writes is full (what and where): no new tasks, and the
+  // heartbeat says so. Checked every kDiskCheckInterval until there is room again.
+  static constexpr std::chrono::milliseconds kDiskCheckInterval{2000};
+  std::string disk_full_;
+  Clock::time_point next_disk_check_{};
+  uint64_t largest_result_ = 0;
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> drain_requested_{false};

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/sha256.h"
 
@@ -71,6 +72,9 @@ Status BlobCache::Commit(const std::string& hash) {
     entries_.erase(old);
   }
   fs::rename(part, PathOf(hash), ec);
+  if (ec && disk_space::IsFullErrno(ec.value())) {
+    return disk_space::FullError("keep the cached blob", PathOf(hash), ec.value());
+  }
   if (ec) return Status::Internal("cannot keep blob " + hash + ": " + ec.message());
   Entry entry;
   entry.size = static_cast<int64_t>(fs::file_size(PathOf(hash), ec));
@@ -120,6 +124,9 @@ Status LinkAssets(const std::string& dir, const std::map<std::string, std::strin
     if (ec) {
       ec.clear();
       fs::copy_file(cached, target, fs::copy_options::overwrite_existing, ec);
+    }
+    if (ec && disk_space::IsFullErrno(ec.value())) {
+      return disk_space::FullError("place the asset", target.string(), ec.value());
     }
     if (ec) return Status::Internal("asset " + relative + ": cannot place it: " + ec.message());
   }

@@ -23,6 +23,7 @@ namespace tessera::worker {
 class BlobCache {
  public:
   BlobCache(std::string dir, int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  const std::string& dir() const { return dir_; }
 
   // Creates the folder, drops unfinished fetches, and learns what is cached.
   Status Open();

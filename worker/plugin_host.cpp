@@ -17,6 +17,7 @@
 #include <fstream>
 #include <regex>
 
+#include "shared/disk_space.h"
 #include "shared/plugin_catalog.h"
 #include "shared/subprocess.h"
 #include "shared/utf8.h"
@@ -244,6 +245,9 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
   std::error_code ec;
   fs::remove_all(task_dir, ec);
   fs::create_directories(task_dir + "/out", ec);
+  if (ec && disk_space::IsFullErrno(ec.value())) {
+    return disk_space::FullError("create the task folder", task_dir, ec.value());
+  }
   if (ec)
     return Status::Internal("cannot create the task folder " + task_dir + ": " + ec.message());
   struct Cleanup {
@@ -277,7 +281,12 @@ Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assi
       fs::remove(ctx.scene, ec);
       std::ofstream out(ctx.scene, std::ios::binary);
       out << assign.scene_yaml;
-      if (!out) return Status::Internal("cannot write the scene to " + ctx.scene);
+      out.close();  // a full disk shows here, not at the first write
+      if (!out) {
+        return disk_space::ClassifyWriteFailure(
+            Status::Internal("cannot write the scene to " + ctx.scene), ctx.scene,
+            assign.scene_yaml.size());
+      }
     }
   } else if (spec.scene_required) {
     return Status::InvalidArgument("scene: renderer " + spec.name + " needs a scene file");

@@ -26,6 +26,7 @@ namespace tessera::worker {
 class ResultSpool {
  public:
   explicit ResultSpool(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
 
   // Creates the folder and finds what an earlier run left (attempts still unacknowledged).
   Status Open();

@@ -12,6 +12,7 @@
 #include <zmq_addon.hpp>
 
 #include "plugins/pathtracer/plugin_entry.h"
+#include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/utf8.h"
 #include "worker/blob_cache.h"
@@ -115,9 +116,13 @@ void TaskRunner::Log(const std::string& line) {
   }
 }
 
-void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames) {
+Status TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames) {
   if (settings_.spool != nullptr && !frames.empty()) {
-    if (Status s = settings_.spool->Add(ref_, frames, IsFinalResult(frames)); !s.ok()) {
+    const bool final = IsFinalResult(frames);
+    if (Status s = settings_.spool->Add(ref_, frames, final); !s.ok()) {
+      // A result the spool cannot keep would be lost with the connection: on a full disk the
+      // task stops here (and fails as storage_full, uncharged). Its final word goes anyway.
+      if (!final && s.code() == StatusCode::kStorageFull) return s;
       spdlog::error("task {} attempt {}: {}; sending it without a spool copy", ref_.task_id,
                     ref_.attempt, s.message());
     }
@@ -125,6 +130,7 @@ void TaskRunner::Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t>
   frames.insert(frames.begin(), EncodeOutboxTag({ref_, last}));
   // Blocking send: the agent drains its outbox until it has seen every runner's `last`.
   zmq::send_multipart(out, frames);
+  return Status::Ok();
 }
 
 void TaskRunner::SendCheckpoint(zmq::socket_t& out, int frame, int samples,
@@ -193,28 +199,38 @@ void TaskRunner::Run() {
                      ? ", no checkpoint"
                      : ", checkpoint after " + std::to_string(back.samples_done) + " samples");
     zmq::message_t payload(checkpoint_.data(), checkpoint_.size());
-    Send(out, true, protocol::Encode(protocol::MessageType::kHandback, back, std::move(payload)));
+    (void)Send(out, true,
+               protocol::Encode(protocol::MessageType::kHandback, back, std::move(payload)));
   } else if (status.ok()) {
     spdlog::info("{}: done, {} frame(s) in {:.2f} s", who, frames_done, SecondsSince(start));
     Log("done: " + std::to_string(frames_done) + " frame(s) in " +
         std::to_string(SecondsSince(start)) + " s");
-    Send(out, true,
-         protocol::Encode(protocol::MessageType::kTaskDone,
-                          protocol::TaskDone{ref_.task_id, ref_.attempt, log_}));
+    (void)Send(out, true,
+               protocol::Encode(protocol::MessageType::kTaskDone,
+                                protocol::TaskDone{ref_.task_id, ref_.attempt, log_}));
   } else if (cancel_.load()) {
     // The scheduler (or shutdown) cancelled this attempt: nothing more goes out for it.
     spdlog::info("{}: cancelled after {} frame(s), {:.2f} s", who, frames_done,
                  SecondsSince(start));
-    Send(out, true, {});
+    (void)Send(out, true, {});
   } else {
+    // A renderer that failed on a full disk says so in its own words, if at all: the room left
+    // where task folders go tells (ClassifyWriteFailure never turns other failures into it
+    // while there is room).
+    status = disk_space::ClassifyWriteFailure(status, DataDir(), 0);
     // The message may quote a renderer, a plugin or a scene: valid UTF-8 before it leaves.
     const std::string message = utf8::Sanitize(status.message());
     spdlog::warn("{}: failed after {} frame(s), {:.2f} s: {}", who, frames_done,
                  SecondsSince(start), message);
     Log("failed: " + message);
     protocol::TaskFailed failed{ref_.task_id, ref_.attempt, message};
+    if (status.code() == StatusCode::kStorageFull) {
+      // This worker's disk (or the shared outputs) is full: not the task's failure.
+      failed.failure_class = protocol::kFailureStorageFull;
+      failed.charge = false;
+    }
     failed.log = log_;
-    Send(out, true, protocol::Encode(protocol::MessageType::kTaskFailed, failed));
+    (void)Send(out, true, protocol::Encode(protocol::MessageType::kTaskFailed, failed));
   }
 }
 
@@ -263,6 +279,9 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
   {
     std::error_code ec;
     std::filesystem::create_directories(scene_dir, ec);
+    if (ec && disk_space::IsFullErrno(ec.value())) {
+      return disk_space::FullError("create the task folder", scene_dir, ec.value());
+    }
     if (ec) {
       return Status::Internal("cannot create the task folder " + scene_dir + ": " + ec.message());
     }
@@ -400,8 +419,7 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
     Log("frame " + std::to_string(frame) + " written to " + dir);
     protocol::FrameResult result = ResultOf(frame, width, height, channels, seconds, backend);
     result.encoding = protocol::kEncodingWritten;
-    Send(out, false, protocol::Encode(protocol::MessageType::kFrameResult, result));
-    return Status::Ok();
+    return Send(out, false, protocol::Encode(protocol::MessageType::kFrameResult, result));
   }
   if (static_cast<int64_t>(bytes) > protocol::kMaxResultBytes) {
     return Status::ResourceExhausted("frame " + std::to_string(frame) + ": " +
@@ -412,9 +430,8 @@ Status TaskRunner::SendFrame(zmq::socket_t& out, int frame, const float* pixels,
   protocol::FrameResult result = ResultOf(frame, width, height, channels, seconds, backend);
   result.channel_names = channel_names;
   zmq::message_t payload(pixels, bytes);
-  Send(out, false,
-       protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
-  return Status::Ok();
+  return Send(out, false,
+              protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
 }
 
 Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
@@ -430,10 +447,9 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuf
       ResultOf(frame, image.width, image.height, image.channels, seconds, backend);
   result.channel_names = image.channel_names;
   result.encoding = protocol::kEncodingAccumulation;
-  zmq::message_t payload(accumulation.data(), accumulation.size());
-  Send(out, false,
-       protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
-  return Status::Ok();
+  zmq::message_t payload(pixels, bytes);
+  return Send(out, false,
+              protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
 }
 
 Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {

@@ -122,7 +122,9 @@ class TaskRunner {
   Status SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width, int height,
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
-  void Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
+  // Spools (when there is a spool) and hands the message to the agent. A result the spool could
+  // not keep for want of room is not sent: StorageFull, and the render stops.
+  Status Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
   // A periodic checkpoint of `frame` (kCheckpoint), straight to the agent: not spooled.
   void SendCheckpoint(zmq::socket_t& out, int frame, int samples, std::string checkpoint);
   // A kFrameResult header for one frame of this attempt's part.

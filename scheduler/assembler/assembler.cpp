@@ -15,6 +15,7 @@
 
 #include "plugins/pathtracer/accumulation.h"
 #include "scheduler/assembler/part_store.h"
+#include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/image_oiio.h"
 #include "shared/job_spec.h"
@@ -366,9 +367,12 @@ Status WritePreviews(const std::vector<std::string>& paths, const std::string& t
 
 // Writes the frame in every format the job asks for; `files` gets their paths in that order.
 Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const Canvas& c,
-                    std::vector<std::string>* files) {
+                    std::vector<std::string>* files, uint64_t* bytes) {
   std::error_code ec;
   fs::create_directories(output.dir, ec);
+  if (ec && disk_space::IsFullErrno(ec.value())) {
+    return disk_space::FullError("create", output.dir, ec.value());
+  }
   if (ec) return Status::Internal("cannot create " + output.dir + ": " + ec.message());
   std::vector<std::string> paths, previews;
   bool exr = false;
@@ -402,6 +406,10 @@ Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const 
   TSR_RETURN_IF_ERROR(exr_status);
   TSR_RETURN_IF_ERROR(preview_status);
   *files = std::move(paths);
+  if (bytes != nullptr) {
+    *bytes = 0;
+    for (const std::string& file : *files) *bytes += fs::file_size(file, ec);
+  }
   return Status::Ok();
 }
 
@@ -454,7 +462,7 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
                 image.channels,
                 image.channel_names,
                 {TileView{0, 0, image.width, image.height, image.pixels.data()}}};
-  done.status = WriteOutputs(job.output, job.job_id, job.frame, canvas, &done.files);
+  done.status = WriteOutputs(job.output, job.job_id, job.frame, canvas, &done.files, &done.bytes);
   return done;
 }
 
@@ -587,7 +595,7 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
     canvas.width = std::max(canvas.width, t.x0 + t.width);
     canvas.height = std::max(canvas.height, t.y0 + t.height);
   }
-  done.status = WriteOutputs(job.output, job.job_id, job.frame, canvas, &done.files);
+  done.status = WriteOutputs(job.output, job.job_id, job.frame, canvas, &done.files, &done.bytes);
   return done;
 }
 

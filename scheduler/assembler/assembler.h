@@ -98,6 +98,9 @@ struct FrameWritten {
   std::string parts_dir;    // kAssembled: where the frame's parts are
   bool bad_pixels = false;  // status says the pixels were refused (PixelProblem)
   std::string flag;         // written despite PixelProblem: the problem
+  // kFrame, kAssembled: the bytes its files take (the room the next frame will want). A write
+  // that failed for want of room has status StatusCode::kStorageFull.
+  uint64_t bytes = 0;
 };
 
 // Where a split frame's parts wait for each other.

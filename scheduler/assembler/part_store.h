@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <condition_variable>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "plugins/pathtracer/accumulation.h"
+#include "shared/disk_space.h"
 #include "shared/image_io.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
@@ -211,7 +213,12 @@ inline Status WriteFileAtomically(const std::string& path, const std::string& he
     if (!f || std::fwrite(head.data(), 1, head.size(), f.get()) != head.size() ||
         (body_bytes > 0 && std::fwrite(body, 1, body_bytes, f.get()) != body_bytes) ||
         std::fflush(f.get()) != 0) {
-      return Status::Internal(tmp + ": write failed");
+      const int err = errno;
+      f.reset();
+      ::unlink(tmp.c_str());  // a part half written takes room a full disk needs back
+      if (disk_space::IsFullErrno(err)) return disk_space::FullError("write", path, err);
+      return disk_space::ClassifyWriteFailure(Status::Internal(tmp + ": write failed"), path,
+                                              head.size() + body_bytes);
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

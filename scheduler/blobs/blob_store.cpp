@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/sha256.h"
 
@@ -22,6 +23,8 @@ Status PwriteAll(int fd, std::string_view bytes, int64_t offset, const std::stri
     ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), offset);
     if (n < 0) {
       if (errno == EINTR) continue;
+      // 507 to the uploader, with the room left: not a server fault to retry at once.
+      if (disk_space::IsFullErrno(errno)) return disk_space::FullError("write", path, errno);
       return Status::Internal(path + ": write failed: " + std::strerror(errno));
     }
     bytes.remove_prefix(static_cast<size_t>(n));
@@ -104,10 +107,14 @@ StatusOr<BlobStore::Progress> BlobStore::Write(const std::string& hash, int64_t 
                                    " bytes sent for a blob of " + std::to_string(total));
   }
   int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 && disk_space::IsFullErrno(errno)) return disk_space::FullError("open", part, errno);
   if (fd < 0) return Status::Internal(part + ": cannot open: " + std::strerror(errno));
   Status written = PwriteAll(fd, bytes, offset, part);
   const bool complete = written.ok() && offset + static_cast<int64_t>(bytes.size()) == total;
-  if (complete && ::fsync(fd) != 0) written = Status::Internal(part + ": fsync failed");
+  if (complete && ::fsync(fd) != 0) {
+    written = disk_space::IsFullErrno(errno) ? disk_space::FullError("write", part, errno)
+                                             : Status::Internal(part + ": fsync failed");
+  }
   ::close(fd);
   TSR_RETURN_IF_ERROR(written);
   if (!complete) return Progress{offset + static_cast<int64_t>(bytes.size()), false};

@@ -215,6 +215,7 @@ void Broker::RunPass(bool woken) {
       Guarded("the timers", [&] { OnTimer(); });
       next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     }
+    Guarded("full filesystems", [&] { CheckStorage(Clock::now()); });
     Guarded("dispatch", [&] { Dispatch(); });
     // After dispatch, so backups only use workers the queue has no work for.
     if (timer) Guarded("straggler backups", [&] { StartBackups(); });
@@ -375,6 +376,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
           spdlog::info("worker {} is draining: it finishes its tasks and takes no new ones",
                        worker.offer.name);
         }
+        SetWorkerDiskFull(worker, beat->disk_full);
         OnHeartbeat(identity, worker, *beat);
       }
       break;
@@ -571,6 +573,7 @@ void Broker::DropWorker(std::string identity, const std::string& reason) {
   const std::string name = worker.offer.name;
   const int64_t worker_id = worker.offer.id;
   std::vector<int64_t> held(worker.tasks.begin(), worker.tasks.end());
+  SetWorkerDiskFull(wit->second, "");  // its alert goes with it
   MeterCosts(&identity);
   for (int64_t task_id : held) {
     auto it = tasks_.find(task_id);

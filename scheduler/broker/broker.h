@@ -6,7 +6,7 @@
 //
 // Files: broker.cpp (the poll loop, worker messages and registration, dispatch, timers),
 // broker_leases.cpp (the life of each lease), broker_jobs.cpp (job operations, loading,
-// dependencies).
+// dependencies), broker_storage.cpp (full filesystems: outputs held, workers' full disks).
 //
 // Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
 // thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
@@ -46,6 +46,7 @@
 #include "scheduler/store/store.h"
 #include "shared/chunked_transfer.h"
 #include "shared/curve_keys.h"
+#include "shared/disk_space.h"
 #include "shared/logging.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
@@ -88,6 +89,11 @@ struct BrokerOptions {
   // Farm-level alerts the broker raises and clears (a full outputs filesystem); none: it keeps
   // no alerts.
   events::FarmAlerts* alerts = nullptr;
+  // Full filesystems: a write of a job's outputs that failed for want of room holds every job
+  // whose outputs go to that filesystem (not charged to the task) until a check, this often,
+  // finds room again. `room_of` asks a path's filesystem (tests give a fake one).
+  std::chrono::milliseconds storage_check_interval{3000};
+  std::function<StatusOr<disk_space::Room>(const std::string& path)> room_of = disk_space::RoomFor;
   // Cost: what a worker costs per hour, from its name and machine (its autoscaler node group's
   // price, or its instance type's); unset: workers cost nothing. Registered time is added to
   // each worker's cost and the day's every cost_interval.
@@ -248,6 +254,9 @@ class Broker {
     std::set<int> flagged_frames;               // kept with bad pixels (store: frame_flags)
     int64_t tasks_done = 0;                     // since loaded, for the straggler baseline
     double done_seconds = 0;                    // their total render time
+    // Its outputs' filesystem is full (broker_storage.cpp): its tasks stay out of queue_.
+    bool outputs_held = false;
+    uint64_t largest_output = 0;  // bytes of the largest frame written for it since loaded
   };
   // One running copy of a task on one worker. A task has one, or two while a backup copy of a
   // straggler runs beside the original (the first to deliver wins; the other is cancelled).
@@ -310,12 +319,16 @@ class Broker {
     // drain sent while its connection was being replaced is not lost.
     bool drain_requested = false;
     bool disabled = false;  // an operator's hold: nothing new for it
+    // Its heartbeat says a disk it writes is full (what and where): nothing new for it.
+    std::string disk_full;
     // It reads acknowledgements inside kAssign (protocol::kFeatureAcksInAssign): this pass's
     // wait here for its next assignment, and go alone at the end of the pass if none comes.
     bool acks_in_assign = false;
     std::vector<protocol::TaskRef> pending_acks;
     int free_slots() const {
-      return draining || disabled ? 0 : slots - static_cast<int>(tasks.size() + stopping.size());
+      return draining || disabled || !disk_full.empty()
+                 ? 0
+                 : slots - static_cast<int>(tasks.size() + stopping.size());
     }
     void SetGpusBusy(const std::vector<int>& gpus, bool busy) {
       for (int g : gpus) {
@@ -535,6 +548,25 @@ class Broker {
   void ResumeAssemblies();
   // `identity` by value: callers pass the key of the map entry this erases.
   void DropWorker(std::string identity, const std::string& reason);
+
+  // ---- full filesystems (broker_storage.cpp) ----------------------------------------------
+  // A frame, part or assembly write of the job's outputs failed for want of room: the task is
+  // requeued uncharged (or, for an assembly, kept until there is room) and every job whose
+  // outputs share the filesystem is held, with an alert. True when `written` was such a failure.
+  bool OnOutputsFull(const assembler::FrameWritten& written, LiveTask* task);
+  // A worker reported a failure of class storage_full for a shared-outputs job: held like above
+  // when the scheduler sees that job's output filesystem full too.
+  void CheckSharedOutputs(int64_t job_id);
+  // Holds a job just loaded when its outputs go to a filesystem that is full.
+  void HoldIfOutputsFull(int64_t job_id, JobInfo& job);
+  // Every storage_check_interval: releases the jobs of a filesystem that has room again.
+  void CheckStorage(std::chrono::steady_clock::time_point now);
+  // A worker's heartbeat (or its leaving, with ""): its full disk raises or clears its alert.
+  void SetWorkerDiskFull(WorkerConn& worker, const std::string& disk_full);
+  // Why a held job's task waits ("" when the job is not held).
+  std::string HeldReason(const JobInfo& job) const;
+  // Holds every loaded job whose outputs share the filesystem of `folder` (raises the alert).
+  void HoldOutputs(const std::string& folder, const std::string& why);
   Status LoadJob(int64_t job_id);
   void LoadTasks(std::optional<int64_t> job_id);
 
@@ -602,6 +634,14 @@ class Broker {
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;
   std::chrono::steady_clock::time_point next_meter_;
+  // A filesystem that took no more of the outputs, by its device, with the jobs it holds.
+  struct FullOutputs {
+    std::string folder;  // the output folder whose write failed: the alert's key
+    std::set<int64_t> jobs;
+    std::vector<assembler::AssembleJob> assemblies;  // frames to assemble once there is room
+    std::chrono::steady_clock::time_point next_check;
+  };
+  std::map<dev_t, FullOutputs> full_outputs_;
 };
 
 }  // namespace tessera::broker

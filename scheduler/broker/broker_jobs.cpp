@@ -154,6 +154,8 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
     } else if (!policy::ProjectAllows(job.project, shares_)) {
       reason = "project " + job.project + " is at its cap of " +
                std::to_string(options_.projects.at(job.project).max_running) + " running tasks";
+    } else if (job.outputs_held) {
+      reason = HeldReason(job);
     } else if (job.paused) {
       reason = "job " + std::to_string(task.job_id) + " is paused (tessera resume " +
                std::to_string(task.job_id) + ")";
@@ -169,9 +171,10 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
         eligible += never.empty();
         free += now;
         details.push_back(worker.offer.name + ": " +
-                          (!never.empty() ? never
-                           : now          ? std::to_string(worker.free_slots()) + " free slot(s)"
-                                          : "busy"));
+                          (!never.empty()              ? never
+                           : !worker.disk_full.empty() ? "its disk is full: " + worker.disk_full
+                           : now ? std::to_string(worker.free_slots()) + " free slot(s)"
+                                 : "busy"));
       }
       const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
       const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
@@ -225,6 +228,7 @@ void Broker::CountRunning(JobInfo& job, int delta) {
 }
 
 void Broker::UpdateFeasibility(int64_t job_id, JobInfo& job) {
+  if (job.outputs_held) return;  // its notice says why it is held until it resumes
   std::optional<std::string> notice;
   if (!workers_.empty() && std::none_of(workers_.begin(), workers_.end(), [&](const auto& w) {
         return policy::CouldEverRun(job.needs, w.second.offer);
@@ -319,6 +323,7 @@ Status Broker::LoadJob(int64_t job_id) {
   }
   info.frame_deps = job.frame_depends_on;
   auto& stored = jobs_[job_id] = std::move(info);
+  HoldIfOutputsFull(job_id, stored);
   UpdateFeasibility(job_id, stored);
   return Status::Ok();
 }
@@ -371,7 +376,7 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
 
 void Broker::Enqueue(const LiveTask& task) {
   const JobInfo& job = jobs_[task.job_id];
-  if (job.paused || !job.waiting_on.empty()) return;
+  if (job.paused || job.outputs_held || !job.waiting_on.empty()) return;
   if (WaitsOnFrames(task, job)) {
     for (int64_t dep : job.frame_deps) {
       GateFor(dep).waiters.emplace(task.frame_start, task.task_id);

@@ -225,6 +225,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
             /*count_failure=*/true);
     return;
   }
+  if (OnOutputsFull(written, &task)) return;
   JobInfo& job = jobs_[task.job_id];
   if (!written.flag.empty()) {
     const std::string message = "frame " + std::to_string(written.frame) + " of task " +
@@ -253,6 +254,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     return;
   }
   task.frames_written.insert(written.frame);
+  job.largest_output = std::max(job.largest_output, written.bytes);
   MaybeComplete(task);
 }
 
@@ -350,6 +352,7 @@ void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
 void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
   auto it = tasks_.find(written.task_id);
   LiveTask* task = it != tasks_.end() && it->second.assembling ? &it->second : nullptr;
+  if (OnOutputsFull(written, task)) return;  // assembled again once there is room
   if (!written.status.ok()) {
     // Every part was checked when it arrived, so this is the farm's disk or a part damaged on
     // it: the last part's task fails with the reason (the parts stay on disk for a look;
@@ -369,6 +372,9 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
       Forget(task->task_id);
     }
     return;
+  }
+  if (auto job = jobs_.find(written.job_id); job != jobs_.end()) {
+    job->second.largest_output = std::max(job->second.largest_output, written.bytes);
   }
   if (task) {
     if (Status s = store_.FinishTask(task->task_id, task->done_attempt, task->done_worker_id,
@@ -439,16 +445,22 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   // Acknowledged after this pass commits what the failure changed (or at once when stale).
   Ack(identity, m.task_id, m.attempt);
   if (!task) return;
-  spdlog::warn("job {} task {} attempt {} failed on {}: {}", task->job_id, task->task_id, m.attempt,
-               worker.offer.name, m.message);
+  spdlog::warn("job {} task {} attempt {} failed on {} ({}): {}", task->job_id, task->task_id,
+               m.attempt, worker.offer.name, m.failure_class, m.message);
   SaveLog(*task, m.attempt, worker, m.log);
-  if (m.charge) ChargeWorker(*task, worker);
+  // A full disk is nobody's fault: the worker's own is reported by its heartbeat (and it gets
+  // nothing new meanwhile); shared outputs the scheduler sees full hold their jobs.
+  const bool storage_full = m.failure_class == protocol::kFailureStorageFull;
+  const bool charge = m.charge && !storage_full;
+  if (charge) ChargeWorker(*task, worker);
   // A worker that had no free slot returns the task: nothing failed.
   const bool returned = !m.charge && m.failure_class == protocol::kFailureNoSlot;
+  const int64_t job_id = task->job_id;
   EndLease(*task, identity,
            {returned ? store::AttemptOutcome::kHandedBack : store::AttemptOutcome::kFailed,
-            returned ? "" : m.failure_class, m.message, m.charge},
+            returned ? "" : m.failure_class, m.message, charge},
            /*cancel=*/false);
+  if (storage_full) CheckSharedOutputs(job_id);
 }
 
 void Broker::EndAttempt(const LiveTask& task, int attempt, store::AttemptOutcome outcome,

@@ -31,6 +31,15 @@ int RunFarmStatus(const ClientOptions& options) {
   std::cout << "  cost       " << FormatMoney(Num(cost, "today")) << " today (UTC), "
             << FormatMoney(Num(cost, "per_hour")) << " per hour now, "
             << FormatDuration(Num(cost, "gpu_seconds_today")) << " GPU time today\n";
+  // Farm-level alerts (a full disk, ...): shown, but the farm answered, so the exit code is 0.
+  const json& alerts = Member(*reply, "alerts");
+  if (alerts.is_array() && !alerts.empty()) {
+    std::cout << "ALERTS (" << alerts.size() << ")\n";
+    for (const json& a : alerts) {
+      std::cout << "  " << Str(a, "kind") << " since " << Str(a, "since") << ": "
+                << Str(a, "message") << "\n";
+    }
+  }
   return kExitOk;
 }
 

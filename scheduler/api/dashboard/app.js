@@ -96,6 +96,7 @@ function ctxFor(view) {
 
 function sawSummary(summary) {
   $('#version').textContent = summary.version ? `Tessera ${summary.version}` : '';
+  showAlerts(summary.alerts || []);
   const now = Date.now();
   const last = app.samples[app.samples.length - 1];
   if (last && now - last.time < 1000) return;
@@ -289,6 +290,16 @@ function showBanner(error) {
 
 function hideBanner() {
   $('#banner').hidden = true;
+}
+
+// Farm-level alerts (a full outputs disk, a worker's full disk, ...): they clear by themselves
+// once the scheduler sees the condition gone, and so does the banner.
+function showAlerts(alerts) {
+  const el = $('#alerts');
+  const html = alerts.map((a) => `<div data-alert="${esc(a.key)}"><span class="pulse"></span>` +
+      `<strong>${esc(a.kind.replace(/_/g, ' '))}</strong> ${esc(a.message)}</div>`).join('');
+  if (el.innerHTML !== html) el.innerHTML = html;
+  el.hidden = alerts.length === 0;
 }
 
 // Why the API refused, in the user's terms (the API's own words underneath).
