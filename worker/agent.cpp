@@ -370,7 +370,10 @@ void Agent::DrainOutbox() {
 }
 
 void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point now) {
-  StatusOr<protocol::Envelope> env = protocol::Decode(frames);
+  // Decode takes the frames' bytes: it reads a copy (a failure is small), the original leaves.
+  std::vector<zmq::message_t> copy;
+  for (const zmq::message_t& f : frames) copy.emplace_back(f.data(), f.size());
+  StatusOr<protocol::Envelope> env = protocol::Decode(copy);
   if (!env.ok()) {
     noisy_.Log(spdlog::level::warn, "malformed", "ignored a malformed message: {}",
                env.status().message());
@@ -921,7 +924,7 @@ bool Agent::AllowNoisyLog(Clock::time_point now) {
 
 // ---- a full disk -----------------------------------------------------------------------------
 
-void Agent::NoteResult(std::vector<zmq::message_t>& frames) {
+void Agent::NoteResult(const std::vector<zmq::message_t>& frames) {
   if (frames.empty() || frames[0].size() != 4) return;
   const auto type = static_cast<MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
   if (type == MessageType::kFrameResult) {
@@ -931,7 +934,10 @@ void Agent::NoteResult(std::vector<zmq::message_t>& frames) {
     return;
   }
   if (type != MessageType::kTaskFailed) return;
-  StatusOr<protocol::Envelope> env = protocol::Decode(frames);
+  // Decode takes the frames' bytes: it reads a copy (a failure is small), the original leaves.
+  std::vector<zmq::message_t> copy;
+  for (const zmq::message_t& f : frames) copy.emplace_back(f.data(), f.size());
+  StatusOr<protocol::Envelope> env = protocol::Decode(copy);
   if (!env.ok()) return;
   StatusOr<protocol::TaskFailed> failed = env->As<protocol::TaskFailed>();
   if (!failed.ok() || failed->failure_class != protocol::kFailureStorageFull) return;

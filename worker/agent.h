@@ -175,7 +175,7 @@ class Agent {
   // storage_full failure checks the disk at once), the first folder of the agent's (spool,
   // cache, task folders) without room enough ("" when all have), and the check itself, which
   // sets disk_full_ and tells the scheduler when it changes.
-  void NoteResult(std::vector<zmq::message_t>& frames);
+  void NoteResult(const std::vector<zmq::message_t>& frames);
   std::string FullFolder() const;
   void CheckDisk(Clock::time_point now);
   bool AllowNoisyLog(Clock::time_point now);

@@ -447,7 +447,7 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuf
       ResultOf(frame, image.width, image.height, image.channels, seconds, backend);
   result.channel_names = image.channel_names;
   result.encoding = protocol::kEncodingAccumulation;
-  zmq::message_t payload(pixels, bytes);
+  zmq::message_t payload(accumulation.data(), accumulation.size());
   return Send(out, false,
               protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
 }

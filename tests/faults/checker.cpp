@@ -224,8 +224,8 @@ std::vector<std::string> LeftoverTempFiles(const std::string& root) {
 int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono::seconds deadline) {
   const auto start = std::chrono::steady_clock::now();
   int violations = 0;
-  if (job.storage != StorageFault::kNone) {
-    ADD_FAILURE() << "disk-full checks are not implemented yet (see StorageFault in checker.h)";
+  if (job.storage == StorageFault::kDataFull) {
+    ADD_FAILURE() << "data-full checks are not implemented yet (see StorageFault in checker.h)";
     return 1;
   }
   // No stuck task: the job (so every task) reaches a terminal state within the deadline.
@@ -256,6 +256,7 @@ int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono:
   violations += CheckTasks(job, view);
   violations += CheckFrames(job, view);
   violations += CheckWrites(job, view.value("output_dir", ""));
+  if (job.storage == StorageFault::kOutputsFull) violations += CheckOutputsFull(job);
   const double check_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
@@ -420,6 +421,40 @@ int Checker::CheckWrites(const JobUnderTest& job, const std::string& output_dir)
     std::printf("[faults] job %" PRId64 ": %d files written again after a scheduler restart\n",
                 job.job_id, rewritten_after_restart);
   }
+  return violations;
+}
+
+int Checker::CheckOutputsFull(const JobUnderTest& job) {
+  int violations = 0;
+  // The job's events, from the start of the live stream: read until both were seen (or the
+  // stream went quiet).
+  const std::string held = "\"event\":\"outputs_full\",\"job_id\":" + std::to_string(job.job_id);
+  const std::string back =
+      "\"event\":\"outputs_space_back\",\"job_id\":" + std::to_string(job.job_id);
+  httplib::Client client(farm_.api_url());
+  client.set_bearer_token_auth(farm_.token());
+  client.set_read_timeout(3, 0);
+  std::string raw;
+  (void)client.Get(
+      "/api/v1/events?since=0", httplib::Headers{}, [&](const char* data, size_t size) {
+        raw.append(data, size);
+        return raw.find(held) == std::string::npos || raw.find(back) == std::string::npos;
+      });
+  for (const std::string* event : {&held, &back}) {
+    if (raw.find(*event) != std::string::npos) continue;
+    ++violations;
+    ADD_FAILURE() << "seed " << seed_ << ": job " << job.job_id << " has no " << *event
+                  << " event: the full outputs went unnoticed or never cleared";
+  }
+  // The alert cleared by itself (the job being done needs only the space back).
+  const json alerts = farm_.Get("/api/v1/summary").value("alerts", json::array());
+  for (const json& a : alerts) {
+    if (a.value("kind", "") != "outputs_full") continue;
+    ++violations;
+    ADD_FAILURE() << "seed " << seed_ << ": an outputs_full alert is still active: " << a.dump();
+  }
+  std::printf("[faults] job %" PRId64 ": outputs full and back: events %s, alerts left %zu\n",
+              job.job_id, violations == 0 ? "seen" : "missing", alerts.size());
   return violations;
 }
 

@@ -108,21 +108,27 @@ struct FaultLog {
   int worker_kills = 0;
   int freezes = 0;
   int partitions = 0;
+  int storage_faults = 0;           // a filesystem filled up or made read-only
   std::vector<std::string> events;  // "t=1.234s kill -9 worker w2 (3 tasks done)"
 
   void Add(const std::string& what);
-  int total() const { return scheduler_kills + worker_kills + freezes + partitions; }
+  int total() const {
+    return scheduler_kills + worker_kills + freezes + partitions + storage_faults;
+  }
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// Reserved for the disk-full scenarios (a full tmpfs mounted over the outputs folder, or over the
-// data folder). They are not implemented yet; when they are, the scenario sets `storage` and the
-// checker additionally asserts what DESIGN.md promises for an operational failure: no retry
-// charged, a farm-level alert/event while it lasts, the scheduler up (read-only degraded mode
-// rather than exiting), and the farm resuming by itself once space is freed. Until then the
-// checker refuses any value but kNone, so a scenario cannot claim a check that does not exist.
+// The disk-full scenarios (a full tmpfs mounted over the outputs folder, or over the data
+// folder): the scenario sets `storage` and the checker additionally asserts what DESIGN.md
+// promises for an operational failure: no retry charged, a farm-level alert/event while it
+// lasts, the scheduler up (read-only degraded mode rather than exiting), and the farm resuming
+// by itself once space is freed. kOutputsFull: the job's `outputs_full` and
+// `outputs_space_back` events were recorded, and no outputs_full alert is left once it is done
+// (the other checks -- nothing charged, every frame bit-identical, the API up -- as always).
+// kDataFull is not implemented yet: the checker refuses it, so a scenario cannot claim a check
+// that does not exist.
 enum class StorageFault { kNone, kOutputsFull, kDataFull };
 
 // One job under test and its fault-free reference.
@@ -154,6 +160,7 @@ class Checker {
   int CheckTasks(const JobUnderTest& job, const nlohmann::json& view);
   int CheckFrames(const JobUnderTest& job, const nlohmann::json& view);
   int CheckWrites(const JobUnderTest& job, const std::string& output_dir);
+  int CheckOutputsFull(const JobUnderTest& job);
 
   LocalFarm& farm_;
   ApiProber& prober_;
