@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -114,7 +115,16 @@ TEST(DiskFullTest, FullOutputsHoldTheJobUnchargedUntilSpaceIsBack) {
       << alert;
   EXPECT_NE(alert.value("message", "").find("free of"), std::string::npos) << alert;
 
-  // Held: nothing charged, nothing failed, the job says why and so does each queued task.
+  // Held: the tasks in flight when it filled up come back too (their writes fail the same way),
+  // and then nothing runs: nothing charged, nothing failed, the job and each task say why.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const json tasks = Tasks(farm, held);
+        return std::all_of(tasks.begin(), tasks.end(),
+                           [](const json& t) { return t["state"] == "queued"; });
+      },
+      20s))
+      << Tasks(farm, held).dump(2);
   EXPECT_EQ(job["tasks"]["failed"], 0) << job.dump(2);
   EXPECT_NE(job["notice"].dump().find("no space left on device"), std::string::npos) << job;
   for (const json& t : Tasks(farm, held)) {
@@ -174,6 +184,14 @@ TEST(DiskFullTest, AWorkersFullDiskIsNotChargedAndItGetsNothingUntilItHasRoom) {
             std::string::npos)
       << alert;
   // Its failure was storage_full and uncharged; it is not leased while its disk is full.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const json tasks = Tasks(farm, id);
+        return std::all_of(tasks.begin(), tasks.end(),
+                           [](const json& t) { return t["state"] == "queued"; });
+      },
+      20s))
+      << Tasks(farm, id).dump(2);
   EXPECT_NE(farm.SchedulerLog().find("failed on w1 (storage_full)"), std::string::npos)
       << farm.SchedulerLog();
   for (const json& t : Tasks(farm, id)) {
