@@ -216,7 +216,8 @@ assembler::FrameOutput Broker::FrameOutputOf(const store::JobRecord& job) {
 
 void Broker::EnqueueJob(int64_t job_id) {
   for (const auto& [id, task] : tasks_) {
-    if (task.job_id == job_id && !task.running()) Enqueue(task);
+    // A frame being assembled has all its parts: nothing of it is rendered again.
+    if (task.job_id == job_id && !task.running() && !task.assembling) Enqueue(task);
   }
 }
 
