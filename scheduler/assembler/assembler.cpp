@@ -400,7 +400,9 @@ Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const 
   }
   if (beside.joinable()) {
     beside.join();
-  } else {
+  } else if (exr_status.ok()) {
+    // Not after a failed EXR: the frame is written again whole, and a preview written now would
+    // be written twice (on a full disk it may fit in the room the failed EXR gave back).
     write_previews();
   }
   TSR_RETURN_IF_ERROR(exr_status);

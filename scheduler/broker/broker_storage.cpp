@@ -34,6 +34,7 @@ std::string MiB(uint64_t bytes) {
 }
 
 std::string OutputsKey(const std::string& folder) { return "outputs_full:" + folder; }
+
 std::string WorkerKey(const std::string& name) { return "worker_disk_full:" + name; }
 
 }  // namespace
