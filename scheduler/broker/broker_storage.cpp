@@ -37,6 +37,11 @@ std::string OutputsKey(const std::string& folder) { return "outputs_full:" + fol
 
 std::string WorkerKey(const std::string& name) { return "worker_disk_full:" + name; }
 
+// How an alert starts: what kind of full.
+std::string FullWhy(const StatusOr<disk_space::Room>& room) {
+  return room.ok() && room->read_only ? "read-only filesystem: " : "no space left on device: ";
+}
+
 }  // namespace
 
 std::string Broker::HeldReason(const JobInfo& job) const {
@@ -68,7 +73,7 @@ void Broker::HoldOutputs(const std::string& folder, const std::string& why) {
     RecordEvent(id, std::nullopt, std::nullopt, "outputs_full", *job.notice);
     MarkJobChanged(id);
   }
-  const std::string message = "no space left on device: " + full.folder + " (" + where + "); " +
+  const std::string message = FullWhy(room) + full.folder + " (" + where + "); " +
                               std::to_string(full.jobs.size()) +
                               " job(s) whose outputs go there are held until there is room";
   if (options_.alerts && options_.alerts->Raise(OutputsKey(full.folder), "outputs_full", message,
@@ -162,11 +167,11 @@ void Broker::CheckStorage(Clock::time_point now) {
     if (!room.ok() || room->read_only || room->free_bytes < wanted) {
       if (options_.alerts && room.ok()) {
         // The same alert, with the room as it is now.
-        options_.alerts->Raise(
-            OutputsKey(full.folder), "outputs_full",
-            "no space left on device: " + full.folder + " (" + disk_space::Describe(*room) + "); " +
-                std::to_string(full.jobs.size()) + " job(s) held until " + MiB(wanted) + " is free",
-            wall_time::NowMs());
+        options_.alerts->Raise(OutputsKey(full.folder), "outputs_full",
+                               FullWhy(room) + full.folder + " (" + disk_space::Describe(*room) +
+                                   "); " + std::to_string(full.jobs.size()) +
+                                   " job(s) held until " + MiB(wanted) + " is free",
+                               wall_time::NowMs());
       }
       ++it;
       continue;
