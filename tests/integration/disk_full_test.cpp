@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "shared/image_io.h"
+#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 #include "tests/support/require.h"
 #include "tests/support/tmpfs.h"
@@ -138,6 +139,14 @@ TEST(DiskFullTest, FullOutputsHoldTheJobUnchargedUntilSpaceIsBack) {
   EXPECT_NE(metrics.find("tessera_alerts_active 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tessera_alert_active{kind=\"outputs_full\""), std::string::npos);
   EXPECT_NE(farm.SchedulerLog().find("no space left on device: " + folder), std::string::npos);
+  // `tessera status` prints it; the farm answered, so it still exits 0.
+  const e2e::RunResult status =
+      e2e::RunProcess({Bin("tessera"), "status"}, 30s,
+                      {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
+  EXPECT_NE(status.out.find("ALERTS (1)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("outputs_full since"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("no space left on device: " + folder), std::string::npos) << status.out;
 
   // Other jobs keep running meanwhile.
   const int64_t other = farm.Submit(JobYaml("other", "1-2"), TinySceneYaml(64, 48, 4), &error);
@@ -213,6 +222,28 @@ TEST(DiskFullTest, AWorkersFullDiskIsNotChargedAndItGetsNothingUntilItHasRoom) {
   EXPECT_EQ(attempts, 3) << Tasks(farm, id).dump(2);
   ExpectGoodFrames(done["output_dir"], "wd", 1, 2);
   EXPECT_TRUE(WaitFor([&] { return AlertOf(farm, "worker_disk_full").is_null(); }, 10s));
+}
+
+TEST(DiskFullTest, ABlobUploadOntoAFullFilesystemIsAnswered507WithTheReason) {
+  TSR_REQUIRE(::geteuid() == 0, "mounts a tmpfs over the blob folder");
+  LocalFarm farm("blobs-full");
+  ScopedTmpfs blobs(farm.dir() + "/data/blobs", 1 << 20);
+  ASSERT_TRUE(blobs.mounted()) << blobs.error();
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  blobs.Fill();
+  httplib::Client client(farm.api_url());
+  client.set_bearer_token_auth(farm.token());
+  const std::string piece(256 * 1024, 'x');
+  auto res = client.Put(
+      "/api/v1/blobs/" + std::string(64, 'a') + "?offset=0&total=" + std::to_string(piece.size()),
+      piece, "application/octet-stream");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 507) << res->body;
+  const json body = json::parse(res->body, nullptr, false);
+  EXPECT_EQ(body.value("code", ""), "storage_full") << res->body;
+  EXPECT_NE(body.value("error", "").find("no space left on device"), std::string::npos)
+      << res->body;
+  EXPECT_NE(body.value("error", "").find(blobs.dir()), std::string::npos) << res->body;
 }
 
 }  // namespace
