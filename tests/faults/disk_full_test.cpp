@@ -30,8 +30,11 @@ std::string OutputsAlert(LocalFarm& farm) {
   return "";
 }
 
-TEST(DiskFullFaults, OutputsFilesystemFullMidJobThenSpaceComesBack) {
-  const uint64_t seed = ScenarioSeed("the outputs filesystem full or read-only mid-job, then back");
+// The scenario: a job of `frames` frames (with `split`: tiles and sample parts, `parts` tasks a
+// frame) writing into a small tmpfs that fills up (or turns read-only) at a seed-chosen point
+// and comes back after a seed-chosen time; then the checker, against the frames rendered whole.
+void OutputsFullScenario(const std::string& scenario, const std::string& split, int parts) {
+  const uint64_t seed = ScenarioSeed(scenario);
   TSR_REQUIRE(::geteuid() == 0, "mounts a tmpfs over the outputs folder");
   FaultFarm ff("outputs-full", seed);
   ScopedTmpfs out(ff.farm().dir() + "/data/outputs/full", 16 << 20);
@@ -40,24 +43,27 @@ TEST(DiskFullFaults, OutputsFilesystemFullMidJobThenSpaceComesBack) {
   for (const char* w : {"w1", "w2"}) ASSERT_TRUE(ff.StartWorker(w));
   ASSERT_TRUE(ff.farm().WaitForWorkers(2, 20s));
   const std::string scene = TinySceneYaml(128, 96, 40);
-  const int kFrames = 12;
+  const int kFrames = parts > 1 ? 3 : 12;
+  const int tasks = kFrames * parts;
   const std::string frames = "1-" + std::to_string(kFrames);
-  const int64_t id = ff.Submit(PathTracerJob("shot", frames, "output: {directory: full}\n"), scene);
+  const int64_t id =
+      ff.Submit(PathTracerJob("shot", frames, split + "output: {directory: full}\n"), scene);
   ASSERT_GT(id, 0);
 
   // At a seed-chosen point with tasks still to render (a worker has one slot: at least two are
   // not started yet), the filesystem takes no more: no block left, or read-only.
-  const int point = std::uniform_int_distribution<int>(1, kFrames - 4)(ff.rng());
+  const int point = std::uniform_int_distribution<int>(1, tasks - 4)(ff.rng());
   const bool read_only = std::uniform_int_distribution<int>(0, 1)(ff.rng()) == 1;
   ASSERT_TRUE(ff.WaitForDone(id, point, 120s));
   if (read_only) {
-    ASSERT_TRUE(out.SetReadOnly(true));
+    // The remount waits for no file to be open for writing there (EBUSY meanwhile).
+    ASSERT_TRUE(WaitFor([&] { return out.SetReadOnly(true); }, 10s, 1ms));
   } else {
     out.Fill();
   }
   ++ff.faults().storage_faults;
   ff.faults().Add(std::string("outputs filesystem ") + (read_only ? "read-only" : "full") + " at " +
-                  std::to_string(ff.Done(id)) + "/" + std::to_string(kFrames) + " tasks done");
+                  std::to_string(ff.Done(id)) + "/" + std::to_string(tasks) + " tasks done");
   std::string alert;
   ASSERT_TRUE(WaitFor([&] { return !(alert = OutputsAlert(ff.farm())).empty(); }, 60s))
       << "no outputs_full alert\n"
@@ -76,15 +82,25 @@ TEST(DiskFullFaults, OutputsFilesystemFullMidJobThenSpaceComesBack) {
   t.name = "shot";
   t.first_frame = 1;
   t.last_frame = kFrames;
-  t.expected_tasks = kFrames;
+  t.expected_tasks = tasks;
   t.storage = StorageFault::kOutputsFull;
   t.reference_name = "ref";
   const json view = ff.farm().WaitForJob(id, 240s);
   ASSERT_EQ(view.value("state", ""), "done") << view.dump(2) << ff.farm().SchedulerLog();
+  // The reference: the frames rendered whole, fault-free, outside the tmpfs.
   t.reference_job_id = ff.Submit(PathTracerJob("ref", frames), scene);
   ASSERT_EQ(ff.farm().WaitForJob(t.reference_job_id, 240s).value("state", ""), "done");
   ff.checker().Check(t, ff.faults(), 240s);
   ff.checker().CheckFarm();
+}
+
+TEST(DiskFullFaults, OutputsFilesystemFullMidJobThenSpaceComesBack) {
+  OutputsFullScenario("the outputs filesystem full or read-only mid-job, then back", "", 1);
+}
+
+TEST(DiskFullFaults, OutputsFullWhileSplitFramesAreStoredAndAssembled) {
+  OutputsFullScenario("the outputs filesystem full or read-only while parts are stored",
+                      "tiles: 2x2\nsample_parts: 2\n", 8);
 }
 
 }  // namespace
