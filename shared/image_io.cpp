@@ -63,6 +63,12 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
     err += out->geterror();
   }
   std::error_code ec;
+  // A small image is buffered whole and written at close, where a failure (a full disk) may go
+  // unreported: an image file with no bytes is never one that was written.
+  if (ok && std::filesystem::file_size(tmp, ec) == 0) {
+    ok = false;
+    err = "nothing was written" + (ec ? " (" + ec.message() + ")" : std::string());
+  }
   if (!ok) {
     std::filesystem::remove(tmp, ec);
     return disk_space::ClassifyWriteFailure(Status::Internal(path + ": write failed: " + err), path,

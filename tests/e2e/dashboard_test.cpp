@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include "tests/e2e/chromium.h"
 #include "tests/support/farm.h"
 #include "tests/support/require.h"
+#include "tests/support/tmpfs.h"
 
 namespace tessera::testing {
 namespace {
@@ -157,6 +160,35 @@ TEST_F(DashboardTest, AnOpenFarmNeedsNoSignIn) {
   ASSERT_TRUE(WaitForPage("jobs")) << Dom();
   EXPECT_EQ(browser_->Evaluate("document.getElementById('signin').hidden"), json(true));
   EXPECT_NE(Text("#who").find("Open farm"), std::string::npos) << Text("#who");
+  CloseBrowser();
+}
+
+TEST_F(DashboardTest, AFarmAlertShowsAsABannerAndGoesByItself) {
+  TSR_REQUIRE(::geteuid() == 0, "mounts a tmpfs over an outputs folder");
+  LocalFarm farm("dash-alert");
+  ScopedTmpfs out(farm.dir() + "/data/outputs/full", 4 << 20);
+  ASSERT_TRUE(out.mounted()) << out.error();
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 20s)) << farm.SchedulerLog();
+  out.Fill();
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(out.dir().c_str(), &vfs), 0);
+  ASSERT_EQ(vfs.f_bavail, 0u) << "the tmpfs is not full";
+  std::string error;
+  const int64_t id =
+      farm.Submit("name: held\nscene: scene.yaml\nframes: 1-2\noutput: {directory: full}\n",
+                  TinySceneYaml(32, 24, 2), &error);
+  ASSERT_GT(id, 0) << error;
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#token=" + farm.token()));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  ASSERT_TRUE(browser_->WaitFor("!document.getElementById('alerts').hidden", 60s)) << Dom();
+  EXPECT_NE(Text("#alerts").find("outputs full"), std::string::npos) << Text("#alerts");
+  EXPECT_NE(Text("#alerts").find("no space left on device"), std::string::npos);
+  Snapshot("alert-outputs-full");
+  out.FreeFiller();
+  EXPECT_TRUE(browser_->WaitFor("document.getElementById('alerts').hidden", 60s)) << Dom();
+  EXPECT_EQ(farm.WaitForJob(id, 60s)["state"], "done");
   CloseBrowser();
 }
 
