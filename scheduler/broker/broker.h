@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -642,6 +643,10 @@ class Broker {
     std::chrono::steady_clock::time_point next_check;
   };
   std::map<dev_t, FullOutputs> full_outputs_;
+  // Parts folders of assembled frames that could not be removed yet (a read-only filesystem):
+  // tried again with each storage check.
+  std::vector<std::filesystem::path> leftover_parts_;
+  std::chrono::steady_clock::time_point next_leftover_try_{};
 };
 
 }  // namespace tessera::broker

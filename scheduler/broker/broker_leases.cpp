@@ -390,9 +390,11 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
   spdlog::debug("job {}: frame {} assembled", written.job_id, written.frame);
   OnFramesDone(written.job_id, written.frame, written.frame);
   // The frame is written and its last part recorded: the parts go once that is committed.
-  after_commit_.push_back([dir = std::filesystem::path(written.parts_dir)] {
+  after_commit_.push_back([this, dir = std::filesystem::path(written.parts_dir)] {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+    // A filesystem gone read-only (or full) keeps them for now: removed once it takes writes.
+    if (ec) return leftover_parts_.push_back(dir);
     std::filesystem::remove(dir.parent_path(), ec);  // only when no other frame's parts wait
   });
 }

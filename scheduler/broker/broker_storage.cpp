@@ -148,6 +148,20 @@ void Broker::HoldIfOutputsFull(int64_t job_id, JobInfo& job) {
 }
 
 void Broker::CheckStorage(Clock::time_point now) {
+  if (!leftover_parts_.empty() && now >= next_leftover_try_) {
+    next_leftover_try_ = now + options_.storage_check_interval;
+    std::vector<std::filesystem::path> still;
+    for (const std::filesystem::path& dir : leftover_parts_) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (ec) {
+        still.push_back(dir);
+        continue;
+      }
+      std::filesystem::remove(dir.parent_path(), ec);  // only when no other frame's parts wait
+    }
+    leftover_parts_ = std::move(still);
+  }
   for (auto it = full_outputs_.begin(); it != full_outputs_.end();) {
     FullOutputs& full = it->second;
     if (now < full.next_check) {
