@@ -19,7 +19,8 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
   storage.Optional("data_dir", &c.data_dir)
       .Optional("output_root", &c.output_root)
       .Optional("shared_roots", &c.shared_roots)
-      .Optional("synchronous", &c.synchronous);
+      .Optional("synchronous", &c.synchronous)
+      .Optional("min_free_mb", &c.min_free_mb);
   for (size_t i = 0; i < c.shared_roots.size(); ++i) {
     if (c.shared_roots[i].empty() || c.shared_roots[i][0] != '/') {
       return Status::InvalidArgument("storage.shared_roots[" + std::to_string(i) +
@@ -121,6 +122,12 @@ Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.synchronous != "normal" && c.synchronous != "full") {
     return Status::InvalidArgument("storage.synchronous: must be normal or full, got '" +
                                    c.synchronous + "'");
+  }
+  if (c.min_free_mb < 0 || c.min_free_mb > (int64_t{1} << 30)) {
+    return Status::InvalidArgument(
+        "storage.min_free_mb: must be in [0, 1073741824] (MiB; 0 = "
+        "no floor), got " +
+        std::to_string(c.min_free_mb));
   }
   std::string host;
   int port = 0;

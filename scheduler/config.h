@@ -2,6 +2,7 @@
 // tessera-scheduler configuration. Every key, with its default, is documented in
 // deploy/examples/scheduler.yaml. Precedence: flags > TESSERA_<SECTION>_<KEY> > file > defaults.
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -19,6 +20,9 @@ struct SchedulerConfig {
   // a job's output.shared_dir must lie inside one. Empty: no job may write to shared storage.
   std::vector<std::string> shared_roots;
   std::string synchronous = "normal";  // SQLite synchronous: normal (crash-safe) or full
+  // Room the data folder keeps: below it new jobs and blob uploads are refused (507) before
+  // SQLite runs out of room. 0: no floor.
+  int64_t min_free_mb = 256;
   // api:
   std::string api_listen = "127.0.0.1:8470";
   int api_threads = 16;  // handler threads (event streams hold none)

@@ -190,6 +190,11 @@ int main(int argc, char** argv) {
   bopts.projects = cfg.projects;
   bopts.backup_factor = cfg.backup_factor;
   bopts.backup_min_seconds = cfg.backup_min_seconds;
+  // Read-only mode ends with a little room back (up to 16 MiB; the floor below which
+  // submissions are refused is separate and usually larger).
+  const uint64_t min_free_bytes = static_cast<uint64_t>(cfg.min_free_mb) << 20;
+  bopts.data_resume_bytes =
+      std::clamp<uint64_t>(min_free_bytes, uint64_t{1} << 20, uint64_t{16} << 20);
   events::EventBus event_bus;  // the broker publishes, the API's event streams read
   bopts.events = &event_bus;
   events::FarmAlerts farm_alerts;  // raised by the broker, shown by the API
@@ -269,6 +274,8 @@ int main(int argc, char** argv) {
   aopts.history_interval_s = cfg.history_interval_s;
   aopts.autoscaler = scaler.get();
   aopts.blobs = &blob_store;
+  aopts.data_dir = data;
+  aopts.min_free_bytes = min_free_bytes;
   api::HttpApi http(**store, broker, api_auth, aopts);
   StatusOr<int> port = http.Start();
   if (!port.ok()) return Fail(port.status());

@@ -7,6 +7,7 @@
 #include "scheduler/api/dashboard.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/blobs/blob_store.h"
+#include "shared/disk_space.h"
 #include "shared/job_spec.h"
 
 namespace tessera::api {
@@ -24,7 +25,14 @@ HttpApi::~HttpApi() { Stop(); }
 StatusOr<int> HttpApi::Start() {
   // Unauthenticated: liveness for load balancers, and the dashboard page (it asks for a token
   // and sends it with every API call).
-  router_.Add("GET", "/healthz", [](Req, Res res) { Reply(res, 200, {{"status", "ok"}}); });
+  // Read-only (the data folder is full) is still 200: reads are served, and taking the only
+  // scheduler out of a load balancer would lose them too; the body says "degraded".
+  router_.Add("GET", "/healthz", [this](Req, Res res) {
+    if (std::optional<std::string> why = broker_.ReadOnlyReason()) {
+      return Reply(res, 200, {{"status", "degraded"}, {"reason", *why}});
+    }
+    Reply(res, 200, {{"status", "ok"}});
+  });
   ServeDashboard(router_);
 
   Handle("GET", "/api/v1/whoami", Role::kViewer, [this](Req, Res res, const Caller& c) {
@@ -78,20 +86,33 @@ http::ServerCounters HttpApi::counters() const {
 void HttpApi::Handle(const char* method, const std::string& pattern, security::Role needed,
                      Handler handler) {
   routes_.push_back({method, pattern, needed});
-  router_.Add(method, pattern, [this, needed, handler = std::move(handler)](Req req, Res res) {
-    StatusOr<security::Caller> caller = auth_.Authenticate(req.Header("Authorization"));
-    if (!caller.ok()) {
-      res.SetHeader("WWW-Authenticate", "Bearer realm=\"tessera\"");
-      return ReplyError(res, caller.status());
-    }
-    if (!caller->may(needed)) {
-      return ReplyError(res, Status::PermissionDenied(
-                                 std::string("this needs the ") + security::RoleName(needed) +
-                                 " role; the token of '" + caller->user + "' has the " +
-                                 security::RoleName(caller->role) + " role"));
-    }
-    handler(req, res, *caller);
-  });
+  const bool writes = std::string(method) != "GET";
+  router_.Add(
+      method, pattern, [this, needed, writes, handler = std::move(handler)](Req req, Res res) {
+        StatusOr<security::Caller> caller = auth_.Authenticate(req.Header("Authorization"));
+        if (!caller.ok()) {
+          res.SetHeader("WWW-Authenticate", "Bearer realm=\"tessera\"");
+          return ReplyError(res, caller.status());
+        }
+        if (!caller->may(needed)) {
+          return ReplyError(res, Status::PermissionDenied(
+                                     std::string("this needs the ") + security::RoleName(needed) +
+                                     " role; the token of '" + caller->user + "' has the " +
+                                     security::RoleName(caller->role) + " role"));
+        }
+        if (writes) {
+          // Read-only: the store takes no writes until its data folder has room again.
+          if (std::optional<std::string> why = broker_.ReadOnlyReason()) {
+            return ReplyError(res, Status::StorageFull(*why));
+          }
+        }
+        handler(req, res, *caller);
+      });
+}
+
+Status HttpApi::CheckDataFloor() const {
+  if (options_.data_dir.empty() || options_.min_free_bytes == 0) return Status::Ok();
+  return disk_space::CheckFloor(options_.data_dir, options_.min_free_bytes, "storage.min_free_mb");
 }
 
 Status HttpApi::MayOperateOn(const security::Caller& caller, int64_t job_id) const {

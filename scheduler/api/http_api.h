@@ -45,7 +45,10 @@
 //   GET  /api/v1/history [viewer]          -> {"interval_s", "points": [...]} (the last day)
 //   GET  /api/v1/events[?since=SEQ] [viewer]  -> text/event-stream (events/event_bus.h)
 //   GET  /metrics [viewer]                            -> Prometheus text exposition format
-//   GET  /healthz (no token)                                              -> {"status": "ok"}
+//   GET  /healthz (no token)        -> 200 {"status": "ok"}, or 200 {"status": "degraded",
+//                                      "reason"} while the scheduler is read-only (data full)
+// While the scheduler is read-only (its data folder is full), every request but a GET answers
+// 507 {"code": "storage_full"} with the reason; GETs answer as usual.
 //   GET  / (no token)                                                     -> dashboard
 // Errors: {"error": "<message naming the field>", "code": "<status code name>"} with a 4xx/5xx.
 
@@ -95,6 +98,11 @@ struct ApiOptions {
   const autoscaler::Autoscaler* autoscaler = nullptr;
   // Job assets: uploads and the check that a submitted job's blobs exist (none: 503).
   blobs::BlobStore* blobs = nullptr;
+  // The data folder (database, blobs) and the room it must keep (storage.min_free_mb): below
+  // it, job submissions and blob uploads are refused with 507 before the disk is truly full.
+  // Empty or 0: no floor.
+  std::string data_dir;
+  uint64_t min_free_bytes = 0;
 };
 
 // One authenticated endpoint: what the OpenAPI document must describe.
@@ -128,6 +136,9 @@ class HttpApi {
               Handler handler);
   // OK when the caller may change job `job_id`: an operator, or the job's own submitter.
   Status MayOperateOn(const security::Caller& caller, int64_t job_id) const;
+  // StorageFull when the data folder has less room than storage.min_free_mb (new work and
+  // uploads are refused before SQLite runs out of room); OK otherwise.
+  Status CheckDataFloor() const;
 
   // Each registers one resource's routes (routes_<resource>.cpp).
   void JobRoutes();

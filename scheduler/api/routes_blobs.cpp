@@ -42,6 +42,9 @@ void HttpApi::BlobRoutes() {
         if (!total) {
           return ReplyError(res, Status::InvalidArgument("total: required, a whole number"));
         }
+        if (Status floor = CheckDataFloor(); !floor.ok()) {
+          return ReplyError(res, Status::StorageFull("uploads are refused: " + floor.message()));
+        }
         StatusOr<blobs::BlobStore::Progress> progress =
             options_.blobs->Write(hash, *offset, *total, req.body);
         if (!progress.ok()) return ReplyError(res, progress.status());

@@ -75,6 +75,9 @@ void HttpApi::JobRoutes() {
       return true;
     };
     if (replay()) return;
+    if (Status floor = CheckDataFloor(); !floor.ok()) {
+      return ReplyError(res, Status::StorageFull("new jobs are refused: " + floor.message()));
+    }
     StatusOr<store::JobRecord> rec = SubmitJob(ctx, req.body, c, *key ? &**key : nullptr);
     if (!rec.ok()) {
       // The same key raced in from a second connection: answer as its replay.

@@ -147,10 +147,6 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
         Status::Unavailable("cannot bind broker at " + options_.bind_endpoint + ": " + e.what()));
     return;
   }
-  if (Status s = store_.MarkAllWorkersOffline(); !s.ok()) {
-    started.set_value(s);
-    return;
-  }
   {
     std::lock_guard<std::mutex> lock(assembler_mu_);
     assembler_ = std::make_unique<assembler::Assembler>(
@@ -158,8 +154,14 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
           Post([this, w = std::move(w)] { OnFrameWritten(w); });
         });
   }
-  LoadTasks(std::nullopt);
-  ResumeAssemblies();
+  Status recovered = store_.MarkAllWorkersOffline();
+  if (recovered.ok()) recovered = LoadStoredTasks(std::nullopt, /*requeue_running=*/true);
+  // A data folder already full at start-up: up, read-only, rather than a restart loop.
+  if (!recovered.ok() && recovered.code() != StatusCode::kStorageFull) {
+    started.set_value(recovered);
+    return;
+  }
+  if (recovered.ok()) ResumeAssemblies();
   started.set_value(endpoint);
   spdlog::info("broker listening on {} (heartbeat {} ms, liveness {}), {}", endpoint,
                options_.heartbeat_ms, options_.liveness,
@@ -168,6 +170,7 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 
   next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
   next_touch_ = Clock::now() + std::chrono::seconds(5);
+  if (!recovered.ok()) EnterReadOnly(recovered);
   for (;;) {
     zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wake_fd_, ZMQ_POLLIN, 0},
@@ -204,6 +207,8 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 }
 
 void Broker::RunPass(bool woken) {
+  if (read_only_) return RunReadOnlyPass(woken);
+  Status committed;
   {
     store::Store::WriteGroup group(store_);
     // Every step is guarded on its own (each inbox closure and each message too, inside), so an
@@ -223,17 +228,23 @@ void Broker::RunPass(bool woken) {
     Guarded("worker states", [&] { StoreWorkerStates(); });
     Guarded("events", [&] { PublishPending(); });
     queue_depth_.store(queue_.size(), std::memory_order_relaxed);
-    if (Status s = group.Commit(); !s.ok()) {
-      // The pass's decisions live in memory but not in the database, and nothing of them has
-      // been sent. Carrying on would let the two disagree; stopping loses nothing that was
-      // acknowledged, and a restart (systemd's Restart=on-failure) reloads the committed truth.
-      spdlog::critical(
-          "cannot commit scheduler state: {}; stopping so memory never disagrees "
-          "with the database -- restart the scheduler to resume",
-          s.ToString());
-      spdlog::shutdown();
-      std::_Exit(74);  // EX_IOERR
-    }
+    committed = group.Commit();
+  }  // (a failed commit is rolled back here)
+  if (committed.code() == StatusCode::kStorageFull) {
+    // The data folder is full: the pass is undone in memory too, and the broker waits for room
+    // read-only instead of exiting into a restart loop while the disk is still full.
+    return EnterReadOnly(committed);
+  }
+  if (!committed.ok()) {
+    // The pass's decisions live in memory but not in the database, and nothing of them has
+    // been sent. Carrying on would let the two disagree; stopping loses nothing that was
+    // acknowledged, and a restart (systemd's Restart=on-failure) reloads the committed truth.
+    spdlog::critical(
+        "cannot commit scheduler state: {}; stopping so memory never disagrees "
+        "with the database -- restart the scheduler to resume",
+        committed.ToString());
+    spdlog::shutdown();
+    std::_Exit(74);  // EX_IOERR
   }
   FlushOutbox();
 }
@@ -328,6 +339,8 @@ void Broker::FlushOutbox() {
   outbox_.clear();
   for (auto& answer : after_commit_) Guarded("an answer", [&] { answer(); });
   after_commit_.clear();
+  for (auto& answer : answers_) Guarded("an answer", [&] { answer(Status::Ok()); });
+  answers_.clear();
 }
 
 void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
@@ -339,6 +352,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
   StatusOr<protocol::Envelope> decoded = protocol::Decode(frames, 1);
   if (!decoded.ok()) return DropMessage(identity, decoded.status().message());
   protocol::Envelope& env = *decoded;
+  if (read_only_) return OnMessageWhileReadOnly(identity, env);
   if (env.type == MessageType::kRegister || env.type == MessageType::kEnrol) {
     // On a CURVE farm the ZAP handler tagged the connection with who its key belongs to.
     std::string user_id;

@@ -6,7 +6,8 @@
 //
 // Files: broker.cpp (the poll loop, worker messages and registration, dispatch, timers),
 // broker_leases.cpp (the life of each lease), broker_jobs.cpp (job operations, loading,
-// dependencies), broker_storage.cpp (full filesystems: outputs held, workers' full disks).
+// dependencies), broker_storage.cpp (full filesystems: outputs held, workers' full disks),
+// broker_degraded.cpp (read-only mode while the data folder is full).
 //
 // Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
 // thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
@@ -16,6 +17,10 @@
 // timers, dispatch) makes its store writes inside one Store::WriteGroup. Everything that tells
 // the outside world about those writes -- assignments, cancels, acknowledgements, the answers to
 // other threads' requests -- is held in the outbox and released only after the commit.
+//
+// Read-only mode: a pass whose commit fails because the data folder is full (kStorageFull) is
+// rolled back, memory is reloaded from the store, and the broker stops writing until room is
+// back (broker_degraded.cpp). Any other commit failure stops the scheduler (exit 74).
 
 #include <atomic>
 #include <chrono>
@@ -104,6 +109,8 @@ struct BrokerOptions {
   // exceptions caught in the poll loop): at most one per kind per interval, with a count of the
   // ones left out. Every one is counted (Counters).
   std::chrono::milliseconds noisy_log_interval = logging::RateLimitedLog::kDefaultInterval;
+  // Read-only mode: the room the data folder needs again before the broker writes again.
+  uint64_t data_resume_bytes = uint64_t{16} << 20;
 };
 
 // What the autoscaler needs of the farm, at one moment: the work the broker would dispatch now
@@ -168,6 +175,9 @@ class Broker {
   StatusOr<nlohmann::json> Why(int64_t task_id);
   // The configured named limits (fixed at construction; safe from any thread).
   const std::map<std::string, int>& limits() const { return options_.limits; }
+  // Why the scheduler is read-only (its data folder is full), or nullopt while it writes.
+  // Thread-safe.
+  std::optional<std::string> ReadOnlyReason() const;
 
   // ---- the worker fleet (broker_fleet.cpp) ------------------------------------------------
   // Whether workers must present CURVE keys, and the scheduler's public key (hex; empty without).
@@ -371,7 +381,10 @@ class Broker {
       auto value = std::make_shared<StatusOr<T>>(Status::Internal("the scheduler failed"));
       // The caller waits for an answer: an exception becomes one.
       Guarded("a request", [&] { *value = fn(); });
-      after_commit_.push_back([done, value] { done->set_value(std::move(*value)); });
+      // A pass that does not commit answers with why (its effects were undone).
+      answers_.push_back([done, value](const Status& failed) {
+        done->set_value(failed.ok() ? std::move(*value) : StatusOr<T>(failed));
+      });
     });
     return result.get();
   }
@@ -570,6 +583,27 @@ class Broker {
   void HoldOutputs(const std::string& folder, const std::string& why);
   Status LoadJob(int64_t job_id);
   void LoadTasks(std::optional<int64_t> job_id);
+  // LoadTasks, saying whether the store could be read; `requeue_running` as in
+  // Store::LoadUnfinishedTasks.
+  Status LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_running);
+
+  // ---- read-only mode (broker_degraded.cpp) ---------------------------------------------------
+  // The pass's commit failed for want of room on the data folder: the pass was rolled back;
+  // nothing it queued goes out, requests it served are answered with `why`, memory is reloaded
+  // from the store (without writing), the data_full alert is raised.
+  void EnterReadOnly(const Status& why);
+  // A pass while read-only: requests from other threads, worker messages (heartbeats answered,
+  // results not acknowledged, registrations asked to come back), the room check. Writes nothing
+  // itself.
+  void RunReadOnlyPass(bool woken);
+  void OnMessageWhileReadOnly(const std::string& identity, const protocol::Envelope& env);
+  // Every kRoomCheckInterval: with data_resume_bytes free again, reloads memory from the store
+  // the way start-up does (in a pass that commits), asks every worker to register again (they
+  // re-attach their tasks and re-send their spooled results) and leaves read-only mode.
+  void CheckRoom(std::chrono::steady_clock::time_point now);
+  // Forgets every task, job, lease and queue entry held in memory (the workers stay connected,
+  // holding nothing).
+  void ForgetLoadedState();
 
   // Queues a message for the worker; it leaves after the pass's commit (FlushOutbox).
   void Send(const std::string& identity, std::vector<zmq::message_t> frames);
@@ -647,6 +681,17 @@ class Broker {
   // tried again with each storage check.
   std::vector<std::filesystem::path> leftover_parts_;
   std::chrono::steady_clock::time_point next_leftover_try_{};
+  // The answers to other threads' requests made in this pass (OnBrokerThread): given after the
+  // commit, with the commit's failure if it failed.
+  std::vector<std::function<void(const Status&)>> answers_;
+  // Read-only mode (broker_degraded.cpp): the broker thread's flag, and the reason any thread
+  // may read.
+  static constexpr std::chrono::seconds kRoomCheckInterval{2};
+  static constexpr int kReadOnlyRetryMs = 5000;  // registrations: "try again in 5 s"
+  bool read_only_ = false;
+  std::chrono::steady_clock::time_point next_room_check_{};
+  mutable std::mutex read_only_mu_;
+  std::optional<std::string> read_only_reason_;  // guarded by read_only_mu_
 };
 
 }  // namespace tessera::broker

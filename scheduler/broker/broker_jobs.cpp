@@ -330,13 +330,16 @@ Status Broker::LoadJob(int64_t job_id) {
 }
 
 void Broker::LoadTasks(std::optional<int64_t> job_id) {
-  StatusOr<std::vector<store::TaskRecord>> tasks = store_.LoadUnfinishedTasks(job_id);
-  if (!tasks.ok()) {
-    spdlog::error("cannot load tasks: {}", tasks.status().ToString());
-    return;
+  if (Status s = LoadStoredTasks(job_id, /*requeue_running=*/true); !s.ok()) {
+    spdlog::error("cannot load tasks: {}", s.ToString());
   }
+}
+
+Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_running) {
+  TSR_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks,
+                       store_.LoadUnfinishedTasks(job_id, requeue_running));
   size_t added = 0;
-  for (const store::TaskRecord& t : *tasks) {
+  for (const store::TaskRecord& t : tasks) {
     if (tasks_.count(t.id)) continue;
     if (Status s = LoadJob(t.job_id); !s.ok()) {
       spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
@@ -373,6 +376,7 @@ void Broker::LoadTasks(std::optional<int64_t> job_id) {
   } else if (added) {
     spdlog::info("restored {} unfinished tasks from the store", added);
   }
+  return Status::Ok();
 }
 
 void Broker::Enqueue(const LiveTask& task) {

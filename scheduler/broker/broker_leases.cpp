@@ -351,6 +351,10 @@ void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
 
 void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
   auto it = tasks_.find(written.task_id);
+  // Asked for in a pass that was rolled back (the data folder was full): its task came back
+  // from the store, its last part comes again and is assembled then; this one counts for
+  // nothing, and its parts stay.
+  if (written.task_id != 0 && it != tasks_.end() && !it->second.assembling) return;
   LiveTask* task = it != tasks_.end() && it->second.assembling ? &it->second : nullptr;
   if (OnOutputsFull(written, task)) return;  // assembled again once there is room
   if (!written.status.ok()) {

@@ -1,6 +1,40 @@
 #include "scheduler/store/sqlite.h"
 
+#include <filesystem>
+
+#include "shared/disk_space.h"
+
 namespace tessera::store {
+
+namespace {
+
+// The database's folder: what fills up, and what an operator must free.
+std::string DataFolderOf(sqlite3* db) {
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  if (file == nullptr || *file == '\0') return ".";
+  return std::filesystem::path(file).parent_path().string();
+}
+
+// SQLite's word for a full or read-only filesystem: SQLITE_FULL, SQLITE_READONLY (the file or
+// its filesystem cannot be written), or an I/O error whose errno says the disk is full.
+bool IsStorageFull(sqlite3* db) {
+  if (db == nullptr) return false;
+  const int primary = sqlite3_extended_errcode(db) & 0xff;
+  if (primary == SQLITE_FULL || primary == SQLITE_READONLY) return true;
+  return primary == SQLITE_IOERR && disk_space::IsFullErrno(sqlite3_system_errno(db));
+}
+
+}  // namespace
+
+Status SqliteStatus(sqlite3* db, const std::string& what) {
+  const std::string message = what + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+  if (!IsStorageFull(db)) return Status::Internal(message);
+  const std::string folder = DataFolderOf(db);
+  StatusOr<disk_space::Room> room = disk_space::RoomFor(folder);
+  return Status::StorageFull(message + ": the data folder " + folder + " is full (" +
+                             (room.ok() ? disk_space::Describe(*room) : room.status().message()) +
+                             ")");
+}
 
 Stmt& Stmt::Bind(int index, int64_t value) {
   sqlite3_bind_int64(stmt_, index, value);
@@ -23,7 +57,7 @@ StatusOr<bool> Stmt::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return Status::Internal(std::string("sqlite step: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_)));
+  return SqliteStatus(sqlite3_db_handle(stmt_), "sqlite step");
 }
 
 Status Stmt::Run() {
@@ -48,8 +82,7 @@ StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, bool read_only,
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   std::unique_ptr<Db> db(new Db(raw));  // owns raw even on failure
   if (rc != SQLITE_OK) {
-    return Status::Internal("cannot open database " + path + ": " +
-                            (raw ? sqlite3_errmsg(raw) : "out of memory"));
+    return SqliteStatus(raw, "cannot open database " + path);
   }
   sqlite3_busy_timeout(raw, 5000);
   if (!read_only) {
@@ -65,16 +98,13 @@ Db::~Db() {
   sqlite3_close(db_);
 }
 
-Status Db::Error(const std::string& what) const {
-  return Status::Internal(what + ": " + sqlite3_errmsg(db_));
-}
+Status Db::Error(const std::string& what) const { return SqliteStatus(db_, what); }
 
 Status Db::Exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return Status::Internal("sqlite: " + msg + " (in: " + sql.substr(0, 80) + ")");
+    sqlite3_free(err);  // the same text as sqlite3_errmsg, which SqliteStatus reads
+    return SqliteStatus(db_, "sqlite (in: " + sql.substr(0, 80) + ")");
   }
   return Status::Ok();
 }
@@ -125,6 +155,17 @@ Transaction::~Transaction() {
 
 Status Transaction::Commit() {
   TSR_RETURN_IF_ERROR(begin_);
+  if (!nested_ && sqlite3_get_autocommit(db_.db_) != 0) {
+    // SQLite rolled the whole transaction back itself when a statement in it failed (it may on a
+    // full disk or an I/O error): nothing of it is in the database. Full, when the data folder
+    // has next to no room left.
+    const std::string folder = DataFolderOf(db_.db_);
+    return disk_space::ClassifyWriteFailure(
+        Status::Internal("the transaction was rolled back by SQLite after a statement in it "
+                         "failed (data folder " +
+                         folder + ")"),
+        folder, 0);
+  }
   Status s = RunCached(db_, nested_ ? "RELEASE nested" : "COMMIT");
   if (s.ok()) done_ = true;
   return s;

@@ -18,6 +18,11 @@
 
 namespace tessera::store {
 
+// The status of the failure SQLite just reported on `db`: kStorageFull (naming the data folder
+// and the room left on it) when the filesystem is full or read-only (SQLITE_FULL,
+// SQLITE_READONLY, an I/O error with ENOSPC, EDQUOT or EROFS), kInternal otherwise.
+Status SqliteStatus(sqlite3* db, const std::string& what);
+
 class Stmt {
  public:
   explicit Stmt(sqlite3_stmt* stmt) : stmt_(stmt) {}

@@ -469,6 +469,8 @@ void Store::ReturnReader(std::unique_ptr<Db> db) {
 Store::Store(std::string path, std::unique_ptr<Db> writer)
     : path_(std::move(path)), writer_(std::move(writer)) {}
 
+std::string Store::data_dir() const { return std::filesystem::path(path_).parent_path().string(); }
+
 Store::~Store() {
   {
     std::lock_guard<std::mutex> lock(checkpoint_mu_);
@@ -802,10 +804,18 @@ Status Store::DeleteJob(int64_t job_id) {
 
 // ---- tasks ------------------------------------------------------------------------------------
 
-StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id) {
+StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64_t> job_id,
+                                                             bool requeue_running) {
   WriteLock lock(*this);
   std::set<int64_t> interrupted;
-  if (!job_id) {
+  if (!job_id && !requeue_running) {
+    TSR_ASSIGN_OR_RETURN(Stmt r, writer_->Prepare("SELECT id FROM tasks WHERE state = 'running'"));
+    for (;;) {
+      TSR_ASSIGN_OR_RETURN(bool row, r.Step());
+      if (!row) break;
+      interrupted.insert(r.Int(0));
+    }
+  } else if (!job_id) {
     // Leases do not survive a restart: running tasks go back to the queue, uncharged (their
     // workers may re-attach them; see ReattachTask).
     Transaction tx(*writer_);

@@ -303,6 +303,8 @@ class Store {
                                                const std::string& synchronous = "NORMAL");
 
   int schema_version() const { return schema_version_; }
+  // The folder holding the database (what fills up when the store reports kStorageFull).
+  std::string data_dir() const;
 
   // ---- jobs (HTTP threads) ---------------------------------------------------------------
   // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
@@ -328,7 +330,11 @@ class Store {
   // ---- tasks (broker thread) -------------------------------------------------------------
   // Tasks not yet finished, for the broker's queue at start-up; tasks that were running when the
   // scheduler stopped come back queued (their lease is gone; the next attempt fences it off).
-  StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id);
+  // `requeue_running` false (all jobs only): nothing is written -- the tasks the store has
+  // running come back marked interrupted but stay running in the store (read-only recovery
+  // while the data folder is full).
+  StatusOr<std::vector<TaskRecord>> LoadUnfinishedTasks(std::optional<int64_t> job_id,
+                                                        bool requeue_running = true);
   StatusOr<std::string> JobScene(int64_t job_id);
   // The job file as it was submitted.
   StatusOr<std::string> JobYaml(int64_t job_id);

@@ -103,6 +103,11 @@ TEST(SystemdUnits, SchedulerRunsSandboxedWithItsStateDirectory) {
   EXPECT_EQ(One(u, "Service.User"), "tessera");
   EXPECT_EQ(One(u, "Service.StateDirectory"), "tessera");
   EXPECT_EQ(One(u, "Service.Restart"), "on-failure");
+  // A failure a restart does not cure is retried slowly and then left to an operator, never in
+  // a tight loop (a full data folder is not one: the scheduler turns read-only instead).
+  EXPECT_GE(SpanSeconds(One(u, "Service.RestartSec")), 30);
+  EXPECT_EQ(One(u, "Unit.StartLimitIntervalSec"), "600");
+  EXPECT_EQ(One(u, "Unit.StartLimitBurst"), "5");
   EXPECT_EQ(One(u, "Service.LimitNOFILE"), "65536");
   EXPECT_EQ(One(u, "Service.NoNewPrivileges"), "yes");
   EXPECT_EQ(One(u, "Service.ProtectSystem"), "strict");

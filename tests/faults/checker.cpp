@@ -123,6 +123,15 @@ void ApiProber::Run() {
         if (!up_ || incarnation_ != run) break;
         std::lock_guard lock(mu_);
         ++counts_.probes;
+        if (res && res->status == 200) {
+          const json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+          if (body.is_object() && body.value("status", "") == "degraded") ++counts_.degraded;
+          if (body.is_object() && body.contains("alerts") && body["alerts"].is_array()) {
+            for (const json& a : body["alerts"]) {
+              if (a.is_object()) counts_.alerts_seen.insert(a.value("kind", ""));
+            }
+          }
+        }
         if (!res || res->status != 200) {
           ++counts_.failures;
           if (counts_.samples.size() < 5) {
@@ -224,10 +233,6 @@ std::vector<std::string> LeftoverTempFiles(const std::string& root) {
 int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono::seconds deadline) {
   const auto start = std::chrono::steady_clock::now();
   int violations = 0;
-  if (job.storage == StorageFault::kDataFull) {
-    ADD_FAILURE() << "data-full checks are not implemented yet (see StorageFault in checker.h)";
-    return 1;
-  }
   // No stuck task: the job (so every task) reaches a terminal state within the deadline.
   const json view = farm_.WaitForJob(job.job_id, deadline);
   const std::string state = view.is_object() ? view.value("state", "") : "";
@@ -253,6 +258,7 @@ int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono:
     ADD_FAILURE() << "seed " << seed_ << ": job " << job.job_id << " counts " << counts.dump()
                   << ", expected " << job.expected_tasks << " tasks all done";
   }
+  if (job.storage == StorageFault::kDataFull) violations += CheckDataFull(job);
   violations += CheckTasks(job, view);
   violations += CheckFrames(job, view);
   violations += CheckWrites(job, view.value("output_dir", ""));
@@ -261,12 +267,40 @@ int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono:
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "[faults] job %" PRId64 " (%s) seed %" PRIu64
-      ": %d faults survived (scheduler kills %d, worker kills %d, freezes %d, partitions %d); "
-      "%d tasks, %d violations; checked in %.1f s\n",
+      ": %d faults survived (scheduler kills %d, worker kills %d, freezes %d, partitions %d, "
+      "disk fills %d); %d tasks, %d violations; checked in %.1f s\n",
       job.job_id, job.name.c_str(), seed_, faults.total(), faults.scheduler_kills,
-      faults.worker_kills, faults.freezes, faults.partitions, job.expected_tasks, violations,
-      check_s);
+      faults.worker_kills, faults.freezes, faults.partitions, faults.storage_faults, job.expected_tasks,
+      violations, check_s);
   std::fflush(stdout);
+  return violations;
+}
+
+int Checker::CheckDataFull(const JobUnderTest& job) {
+  int violations = 0;
+  const ApiProber::Counts probes = prober_.counts();
+  // Read-only rather than exiting: the run the scenario started is the only one, and it said so.
+  if (prober_.incarnation() != 1) {
+    ++violations;
+    ADD_FAILURE() << "seed " << seed_ << ": job " << job.job_id << ": the scheduler ran "
+                  << prober_.incarnation() << " times; a full data folder must not stop it";
+  }
+  if (probes.degraded == 0) {
+    ++violations;
+    ADD_FAILURE() << "seed " << seed_ << ": /healthz never said \"degraded\" while the data "
+                  << "folder was full";
+  }
+  if (!probes.alerts_seen.count("data_full")) {
+    ++violations;
+    ADD_FAILURE() << "seed " << seed_ << ": no summary showed the data_full alert";
+  }
+  // Resumed by itself: the alert is gone.
+  for (const json& a : farm_.Get("/api/v1/summary").value("alerts", json::array())) {
+    if (a.value("kind", "") == "data_full") {
+      ++violations;
+      ADD_FAILURE() << "seed " << seed_ << ": the data_full alert is still active: " << a.dump();
+    }
+  }
   return violations;
 }
 

@@ -38,7 +38,8 @@ uint64_t ScenarioSeed(const std::string& scenario);
 
 // Hits GET /healthz and GET /api/v1/summary every 100 ms on its own thread. A failure (no answer,
 // or not 200) counts only when the scheduler was meant to be up for the whole request: the
-// scenario brackets each kill and restart with SchedulerDown() / SchedulerUp().
+// scenario brackets each kill and restart with SchedulerDown() / SchedulerUp(). It also notes
+// the farm-level alerts the summaries showed and how often /healthz said "degraded".
 class ApiProber {
  public:
   explicit ApiProber(LocalFarm& farm);
@@ -54,9 +55,11 @@ class ApiProber {
   int incarnation() const { return incarnation_.load(); }
 
   struct Counts {
-    int probes = 0;                    // requests made while up
-    int failures = 0;                  // of those, unanswered or not 200
-    std::vector<std::string> samples;  // the first few failures, for the report
+    int probes = 0;                     // requests made while up
+    int failures = 0;                   // of those, unanswered or not 200
+    std::vector<std::string> samples;   // the first few failures, for the report
+    std::set<std::string> alerts_seen;  // kinds of the alerts any summary showed
+    int degraded = 0;                   // /healthz answers that said "degraded"
   };
   Counts counts();
 
@@ -121,14 +124,12 @@ struct FaultLog {
 };
 
 // The disk-full scenarios (a full tmpfs mounted over the outputs folder, or over the data
-// folder): the scenario sets `storage` and the checker additionally asserts what DESIGN.md
-// promises for an operational failure: no retry charged, a farm-level alert/event while it
-// lasts, the scheduler up (read-only degraded mode rather than exiting), and the farm resuming
-// by itself once space is freed. kOutputsFull: the job's `outputs_full` and
-// `outputs_space_back` events were recorded, and no outputs_full alert is left once it is done
-// (the other checks -- nothing charged, every frame bit-identical, the API up -- as always).
-// kDataFull is not implemented yet: the checker refuses it, so a scenario cannot claim a check
-// that does not exist.
+// folder) set `storage`, and the checker additionally asserts what DESIGN.md promises for an
+// operational failure: no retry charged, a farm-level alert/event while it lasts, the scheduler
+// up (read-only degraded mode rather than exiting), and the farm resuming by itself once space
+// is freed. kOutputsFull: the job's `outputs_full` and `outputs_space_back` events were
+// recorded, and no outputs_full alert is left once it is done. kDataFull: the scheduler stayed
+// up (one run, /healthz said degraded), the summary showed the data_full alert, and it is gone.
 enum class StorageFault { kNone, kOutputsFull, kDataFull };
 
 // One job under test and its fault-free reference.
@@ -161,6 +162,9 @@ class Checker {
   int CheckFrames(const JobUnderTest& job, const nlohmann::json& view);
   int CheckWrites(const JobUnderTest& job, const std::string& output_dir);
   int CheckOutputsFull(const JobUnderTest& job);
+  // kDataFull: the scheduler stayed up through it (one run, /healthz said degraded), the
+  // summary showed the data_full alert, and the alert is gone now.
+  int CheckDataFull(const JobUnderTest& job);
 
   LocalFarm& farm_;
   ApiProber& prober_;

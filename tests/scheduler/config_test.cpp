@@ -57,6 +57,39 @@ TEST(SchedulerConfigTest, BadValuesNameTheirField) {
   EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("storage.synchronous", 0), 0u);
 }
 
+TEST(SchedulerConfigTest, DataFolderFloorIsReadAndChecked) {
+  EXPECT_EQ(SchedulerConfig().min_free_mb, 256);
+  auto cfg = LoadText("storage:\n  min_free_mb: 1024\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->min_free_mb, 1024);
+  EXPECT_TRUE(ValidateSchedulerConfig(*cfg).ok());
+  cfg = LoadText("storage:\n  min_free_mb: 0\n");  // no floor
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_TRUE(ValidateSchedulerConfig(*cfg).ok());
+  // From the environment, like its neighbours.
+  std::string env_var = "TESSERA_STORAGE_MIN_FREE_MB=64";
+  char* env[] = {env_var.data(), nullptr};
+  const std::string path =
+      ::testing::TempDir() + "/scheduler-floor-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(path) << "storage:\n  min_free_mb: 512\n";
+  cfg = LoadSchedulerConfig(path, env);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->min_free_mb, 64);
+  // Bad values name the field.
+  EXPECT_EQ(LoadText("storage:\n  min_free_mb: lots\n")
+                .status()
+                .message()
+                .rfind("storage.min_free_mb", 0),
+            0u);
+  EXPECT_EQ(
+      LoadText("storage:\n  min_free_mb: 1.5\n").status().message().rfind("storage.min_free_mb", 0),
+      0u);
+  cfg = LoadText("storage:\n  min_free_mb: -1\n");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(ValidateSchedulerConfig(*cfg).message().rfind("storage.min_free_mb", 0), 0u)
+      << ValidateSchedulerConfig(*cfg).message();
+}
+
 TEST(SchedulerConfigTest, ApiAuthAndTlsSettingsAreChecked) {
   auto cfg = LoadText("api:\n  listen: 127.0.0.1:8470\n  auth: none\n");
   ASSERT_TRUE(cfg.ok());
