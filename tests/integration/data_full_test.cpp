@@ -4,6 +4,7 @@
 // with every task done exactly once and the database intact.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,7 +27,14 @@ std::string JobYaml(const std::string& name, const std::string& frames) {
   return "name: " + name + "\nscene: scene.yaml\nframes: " + frames + "\n";
 }
 
+// /healthz's "status", or "" when the scheduler does not answer (it exited).
+std::string Health(LocalFarm& farm, int* status = nullptr) {
+  const json health = farm.Get("/healthz", status);
+  return health.is_object() ? health.value("status", "") : "";
+}
+
 bool HasAlert(const json& summary, const std::string& kind) {
+  if (!summary.is_object()) return false;
   for (const json& a : summary.value("alerts", json::array())) {
     if (a.value("kind", "") == kind) return true;
   }
@@ -59,8 +67,7 @@ TEST(DataFull, SchedulerTurnsReadOnlyAndResumesWhenSpaceIsFreed) {
   ASSERT_TRUE(pin.ok());
   tmpfs.Fill();
   int status = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] { return farm.Get("/healthz", &status).value("status", "") == "degraded"; }, 60s, 50ms))
+  ASSERT_TRUE(WaitFor([&] { return Health(farm, &status) == "degraded"; }, 60s, 50ms))
       << "last /healthz: " << status << "\n"
       << farm.SchedulerLog();
   // Up and read-only: /healthz still 200, reads answer, the alert says why, writes get 507.
@@ -82,13 +89,12 @@ TEST(DataFull, SchedulerTurnsReadOnlyAndResumesWhenSpaceIsFreed) {
   EXPECT_EQ(status, 507) << refused.dump();
   // It stays that way while the folder is full (checked every 2 s).
   std::this_thread::sleep_for(2500ms);
-  EXPECT_EQ(farm.Get("/healthz").value("status", ""), "degraded");
+  EXPECT_EQ(Health(farm), "degraded");
 
   // Space is back: the scheduler leaves read-only mode by itself, and the job completes.
   pin.Release();
   tmpfs.FreeFiller();
-  ASSERT_TRUE(WaitFor([&] { return farm.Get("/healthz").value("status", "") == "ok"; }, 30s, 50ms))
-      << farm.SchedulerLog();
+  ASSERT_TRUE(WaitFor([&] { return Health(farm) == "ok"; }, 30s, 50ms)) << farm.SchedulerLog();
   EXPECT_FALSE(HasAlert(farm.Get("/api/v1/summary"), "data_full"));
   const json view = farm.WaitForJob(job, 180s);
   ASSERT_EQ(view.value("state", ""), "done") << view.dump(2) << "\n" << farm.SchedulerLog();
@@ -116,6 +122,41 @@ TEST(DataFull, SchedulerTurnsReadOnlyAndResumesWhenSpaceIsFreed) {
   const std::string log = farm.SchedulerLog();
   EXPECT_NE(log.find("read-only"), std::string::npos);
   EXPECT_NE(log.find("has room again"), std::string::npos);
+}
+
+// storage.min_free_mb: below the floor, new jobs and blob uploads are refused with 507 naming the
+// folder and the room left, while the scheduler otherwise works (here the floor is above any
+// disk's size, so the real data folder is below it).
+TEST(DataFull, FloorRefusesSubmissionsAndUploadsBeforeTheDiskIsFull) {
+  LocalFarm farm("datafloor");
+  farm.AppendSchedulerConfig("storage:\n  min_free_mb: 1073741824\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string data = fs::canonical(farm.dir() + "/data").string();
+  int status = 0;
+  const json refused =
+      farm.Post("/api/v1/jobs",
+                {{"job_yaml", JobYaml("floor", "1-2")}, {"scene_yaml", TinySceneYaml()}}, &status);
+  EXPECT_EQ(status, 507) << refused.dump();
+  EXPECT_EQ(refused.value("code", ""), "storage_full") << refused.dump();
+  const std::string error = refused.value("error", "");
+  EXPECT_NE(error.find("storage.min_free_mb"), std::string::npos) << error;
+  EXPECT_NE(error.find(data), std::string::npos) << error;
+  EXPECT_NE(error.find(" free of "), std::string::npos) << error;  // the room left
+  EXPECT_TRUE(farm.Get("/api/v1/jobs")["jobs"].empty());
+
+  httplib::Client client(farm.api_url());
+  const std::string body = "asset bytes";
+  const std::string hash(64, 'a');
+  auto put =
+      client.Put("/api/v1/blobs/" + hash + "?offset=0&total=" + std::to_string(body.size()),
+                 {{"Authorization", "Bearer " + farm.token()}}, body, "application/octet-stream");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 507) << put->body;
+  EXPECT_NE(put->body.find("storage.min_free_mb"), std::string::npos) << put->body;
+  // Not read-only: reads and other writes go on.
+  EXPECT_EQ(Health(farm), "ok");
+  farm.Post("/api/v1/tokens", {{"user", "ann"}, {"role", "viewer"}}, &status);
+  EXPECT_EQ(status, 201);
 }
 
 }  // namespace
