@@ -154,6 +154,7 @@ void Assembler::Run() {
       if (queue_.empty()) return;  // stopping and drained
       job = std::move(queue_.front());
       queue_.pop_front();
+      ++working_;
     }
     const auto start = std::chrono::steady_clock::now();
     FrameWritten written = RunGuarded(job);
@@ -171,7 +172,17 @@ void Assembler::Run() {
       failed_log_.Log(spdlog::level::err, "handoff", "assembler: cannot hand a frame back: {}",
                       e.what());
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --working_;
+    }
+    idle_cv_.notify_all();
   }
+}
+
+void Assembler::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return queue_.empty() && working_ == 0; });
 }
 
 Assembler::Counters Assembler::counters() const {

@@ -132,6 +132,9 @@ class Assembler {
   void Submit(FrameJob job, zmq::message_t payload);
   void SubmitPart(PartJob job, zmq::message_t payload);
   void Assemble(AssembleJob job);
+  // Returns once every job submitted so far is written and handed back (the broker, before it
+  // turns read-only: nothing of a rolled-back pass is written after that).
+  void WaitIdle();
 
   // What this assembler has done since it started (for /metrics).
   struct Counters {
@@ -159,7 +162,9 @@ class Assembler {
   std::unique_ptr<FrameCache> cache_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;  // a job finished (WaitIdle)
   std::deque<Queued> queue_;
+  int working_ = 0;  // jobs taken off queue_ and not yet handed back; guarded by mu_
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> frames_assembled_{0};

@@ -84,6 +84,10 @@ void Broker::EnterReadOnly(const Status& why) {
   pending_events_.clear();
   for (auto& answer : answers_) Guarded("an answer", [&] { answer(why); });
   answers_.clear();
+  // Frames the pass handed to the assembler are finished before anyone can see the scheduler
+  // read-only: a frame of the rolled-back pass is on disk by then (its worker sends it again
+  // after room is back, and it is written once more then).
+  if (assembler_) assembler_->WaitIdle();
 
   const std::string dir = store_.data_dir();
   const std::string reason =

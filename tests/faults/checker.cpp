@@ -125,7 +125,12 @@ void ApiProber::Run() {
         ++counts_.probes;
         if (res && res->status == 200) {
           const json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-          if (body.is_object() && body.value("status", "") == "degraded") ++counts_.degraded;
+          if (std::string(path) == "/healthz" && body.is_object()) {
+            const bool read_only = body.value("status", "") == "degraded";
+            if (read_only && !read_only_) ++read_only_episodes_;
+            read_only_ = read_only;
+            counts_.degraded += read_only;
+          }
           if (body.is_object() && body.contains("alerts") && body["alerts"].is_array()) {
             for (const json& a : body["alerts"]) {
               if (a.is_object()) counts_.alerts_seen.insert(a.value("kind", ""));
@@ -195,7 +200,7 @@ void OutputWatcher::Run() {
     if (::poll(&p, 1, 20) <= 0) continue;
     const ssize_t n = ::read(fd_, buf, sizeof buf);
     if (n <= 0) continue;
-    const int run = prober_.incarnation();
+    const int run = prober_.run();
     std::lock_guard lock(mu_);
     for (char* at = buf; at < buf + n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(at);

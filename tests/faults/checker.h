@@ -53,6 +53,10 @@ class ApiProber {
   void SchedulerUp();
   // Scheduler runs so far (1 after the first SchedulerUp); thread-safe.
   int incarnation() const { return incarnation_.load(); }
+  // What the output watcher counts writes by: a run begins at each start, and each time the
+  // scheduler is seen read-only (a pass it could not commit is rolled back and its memory
+  // reloaded from the store, as at a start: frames of that pass are written again later).
+  int run() const { return incarnation_.load() + read_only_episodes_.load(); }
 
   struct Counts {
     int probes = 0;                     // requests made while up
@@ -72,6 +76,8 @@ class ApiProber {
   Counts counts_;            // guarded by mu_
   std::atomic<bool> up_{false};
   std::atomic<int> incarnation_{0};
+  std::atomic<int> read_only_episodes_{0};
+  bool read_only_ = false;  // the last /healthz said "degraded" (prober thread only)
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
