@@ -12,6 +12,8 @@
 #include "scheduler/api/views.h"
 #include "scheduler/assembler/assembler.h"
 #include "shared/image_io.h"
+#include "tests/support/require.h"
+#include "tests/support/tmpfs.h"
 
 namespace tessera::store {
 namespace {
@@ -116,6 +118,45 @@ TEST_F(StoreTest, FailedOutputDirectoryStoresNothing) {
   ASSERT_FALSE(job.ok());
   EXPECT_TRUE(store_->ListJobs(std::nullopt, 10)->empty());
   EXPECT_EQ(store_->Summary()->tasks.total, 0);
+}
+
+// A data folder with no room left: the store's writes fail as kStorageFull naming the folder and
+// the room on it (what the broker turns read-only on), not as an internal error; nothing of the
+// failed write is stored, and writes work again once room is back.
+TEST(StoreFull, WritesFailAsStorageFullNamingTheDataFolder) {
+  TSR_REQUIRE(::geteuid() == 0, "mounting a tmpfs needs root");
+  const std::string dir =
+      (fs::path(::testing::TempDir()) / ("store-full-" + std::to_string(::getpid())))
+          .lexically_normal()
+          .string();
+  testing::ScopedTmpfs tmpfs(dir, 8 << 20);
+  ASSERT_TRUE(tmpfs.mounted()) << tmpfs.error();
+  auto opened = Store::Open(dir);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Store> store = std::move(*opened);
+  EXPECT_EQ(store->data_dir(), dir);
+  spec::JobSpec spec;
+  spec.name = "big";
+  spec.scene_yaml = "width: 8\n";
+  spec.frame_start = 1;
+  spec.frame_end = 20000;  // megabytes of rows: more than the folder has left
+  tmpfs.Fill();
+  auto job = store->CreateJob(spec, "name: big\n", [&](int64_t id) -> StatusOr<std::string> {
+    return dir + "/out-" + std::to_string(id);
+  });
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kStorageFull) << job.status().ToString();
+  EXPECT_NE(job.status().message().find("the data folder " + dir), std::string::npos)
+      << job.status().message();
+  EXPECT_NE(job.status().message().find(" free of "), std::string::npos) << job.status().message();
+  EXPECT_TRUE(store->ListJobs(std::nullopt, 10)->empty());
+  tmpfs.FreeFiller();
+  spec.frame_end = 10;
+  job = store->CreateJob(spec, "name: big\n", [&](int64_t id) -> StatusOr<std::string> {
+    return dir + "/out-" + std::to_string(id);
+  });
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  store.reset();
 }
 
 TEST(OutputValidation, PixelProblemFindsNonFiniteValuesAndBlackBeauty) {
