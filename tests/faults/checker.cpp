@@ -457,8 +457,10 @@ int Checker::CheckWrites(const JobUnderTest& job, const std::string& output_dir)
     if (runs.size() > 1) ++rewritten_after_restart;
   }
   if (rewritten_after_restart > 0) {
-    std::printf("[faults] job %" PRId64 ": %d files written again after a scheduler restart\n",
-                job.job_id, rewritten_after_restart);
+    std::printf(
+        "[faults] job %" PRId64
+        ": %d files written again in a later scheduler run (a restart, or a read-only episode)\n",
+        job.job_id, rewritten_after_restart);
   }
   return violations;
 }
