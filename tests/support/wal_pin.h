@@ -1,8 +1,9 @@
 #pragma once
-// Test support: a read transaction held on a SQLite database from outside the scheduler. While
-// it is open SQLite cannot start its write-ahead log over from the beginning, so every commit
-// must grow the log: with the filesystem full (tests/support/tmpfs.h) the scheduler's next
-// commit fails for want of room, rather than reusing log space it already holds.
+// Test support: a read transaction held on a SQLite database from outside the scheduler. It
+// first empties the write-ahead log (a TRUNCATE checkpoint); while it is open SQLite cannot
+// start the log over from the beginning, so every commit must grow the log file: with the
+// filesystem full (tests/support/tmpfs.h) the scheduler's next commit fails for want of room,
+// rather than reusing log space it already holds.
 //
 //   WalPin pin(data + "/tessera.db");
 //   ASSERT_TRUE(pin.ok());
@@ -18,8 +19,11 @@ namespace tessera::testing {
 class WalPin {
  public:
   explicit WalPin(const std::string& db_path) {
-    if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return;
-    ok_ = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK &&
+    if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) return;
+    sqlite3_busy_timeout(db_, 5000);
+    ok_ = sqlite3_exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr) ==
+              SQLITE_OK &&
+          sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK &&
           sqlite3_prepare_v2(db_, "SELECT count(*) FROM tasks", -1, &stmt_, nullptr) == SQLITE_OK &&
           sqlite3_step(stmt_) == SQLITE_ROW;
   }
