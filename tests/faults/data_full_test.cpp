@@ -23,6 +23,12 @@ using testing::WaitFor;
 using testing::WalPin;
 using namespace std::chrono_literals;
 
+// /healthz's "status", or "" while the scheduler does not answer (it exited).
+std::string Health(FaultFarm& ff) {
+  const json health = ff.farm().Get("/healthz");
+  return health.is_object() ? health.value("status", "") : "";
+}
+
 // One scenario: a farm whose data folder is a small tmpfs, two workers, the job; at a seed-chosen
 // number of tasks done (plus a jitter) the folder fills up, and a seed-chosen time after the
 // scheduler turned read-only it is freed; then the checker, with a fault-free reference.
@@ -57,17 +63,14 @@ void FillMidJob(const std::string& scenario, const std::string& name, const std:
   ++ff.faults().storage_faults;
   ff.faults().Add("data folder filled at " + std::to_string(ff.Done(id)) + "/" +
                   std::to_string(tasks) + " tasks done");
-  ASSERT_TRUE(WaitFor([&] { return ff.farm().Get("/healthz").value("status", "") == "degraded"; },
-                      60s, 20ms))
+  ASSERT_TRUE(WaitFor([&] { return Health(ff) == "degraded"; }, 60s, 20ms))
       << ff.farm().SchedulerLog();
   ff.faults().Add("scheduler read-only");
   std::this_thread::sleep_for(full_for);
   pin.Release();
   tmpfs.FreeFiller();
   ff.faults().Add("space freed after " + std::to_string(full_for.count()) + " ms");
-  ASSERT_TRUE(
-      WaitFor([&] { return ff.farm().Get("/healthz").value("status", "") == "ok"; }, 30s, 20ms))
-      << ff.farm().SchedulerLog();
+  ASSERT_TRUE(WaitFor([&] { return Health(ff) == "ok"; }, 30s, 20ms)) << ff.farm().SchedulerLog();
   ff.faults().Add("scheduler writes again");
 
   JobUnderTest t;
