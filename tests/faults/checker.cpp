@@ -275,8 +275,8 @@ int Checker::Check(const JobUnderTest& job, const FaultLog& faults, std::chrono:
       ": %d faults survived (scheduler kills %d, worker kills %d, freezes %d, partitions %d, "
       "disk fills %d); %d tasks, %d violations; checked in %.1f s\n",
       job.job_id, job.name.c_str(), seed_, faults.total(), faults.scheduler_kills,
-      faults.worker_kills, faults.freezes, faults.partitions, faults.storage_faults, job.expected_tasks,
-      violations, check_s);
+      faults.worker_kills, faults.freezes, faults.partitions, faults.storage_faults,
+      job.expected_tasks, violations, check_s);
   std::fflush(stdout);
   return violations;
 }
