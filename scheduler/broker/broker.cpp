@@ -369,16 +369,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     }
     return;
   }
-  auto wit = workers_.find(identity);
-  if (wit == workers_.end()) {
-    // Not welcomed (or declared dead): ask it to register again.
-    if (env.type != MessageType::kGoodbye) {
-      Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
-    }
-    return;
-  }
-  WorkerConn& worker = wit->second;
-  worker.last_heard = Clock::now();
+  WorkerConn* known = HeardFrom(identity, env.type);
+  if (known == nullptr) return;
+  WorkerConn& worker = *known;
   switch (env.type) {
     case MessageType::kHeartbeat: {
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
@@ -578,6 +571,19 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
   if (!best) return queue_.end();
   *gpus = std::move(picked_gpus[*best]);
   return heads[*best];
+}
+
+Broker::WorkerConn* Broker::HeardFrom(const std::string& identity, MessageType type) {
+  auto wit = workers_.find(identity);
+  if (wit == workers_.end()) {
+    // Not welcomed (or declared dead): ask it to register again.
+    if (type != MessageType::kGoodbye) {
+      Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
+    }
+    return nullptr;
+  }
+  wit->second.last_heard = Clock::now();
+  return &wit->second;
 }
 
 void Broker::DropWorker(std::string identity, const std::string& reason) {

@@ -560,6 +560,9 @@ class Broker {
   void OnFrameAssembled(const assembler::FrameWritten& written);
   // At start-up: frames whose parts were all stored before a restart but never assembled.
   void ResumeAssemblies();
+  // The registered worker a message came from, its last_heard now; nullptr (and the sender asked
+  // to register again, unless it was saying goodbye) when it is not registered.
+  WorkerConn* HeardFrom(const std::string& identity, protocol::MessageType type);
   // `identity` by value: callers pass the key of the map entry this erases.
   void DropWorker(std::string identity, const std::string& reason);
 

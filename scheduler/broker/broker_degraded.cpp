@@ -138,15 +138,9 @@ void Broker::OnMessageWhileReadOnly(const std::string& identity, const protocol:
                                            kReadOnlyRetryMs}));
     return;
   }
-  auto wit = workers_.find(identity);
-  if (wit == workers_.end()) {
-    if (env.type != MessageType::kGoodbye) {
-      Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
-    }
-    return;
-  }
-  WorkerConn& worker = wit->second;
-  worker.last_heard = Clock::now();
+  WorkerConn* known = HeardFrom(identity, env.type);
+  if (known == nullptr) return;
+  WorkerConn& worker = *known;
   switch (env.type) {
     case MessageType::kHeartbeat:
       Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
@@ -157,7 +151,7 @@ void Broker::OnMessageWhileReadOnly(const std::string& identity, const protocol:
     case MessageType::kGoodbye:
       // Marked offline in the store when room is back (every worker registers anew then).
       chunks_.Forget(identity);
-      workers_.erase(wit);
+      workers_.erase(identity);
       return;
     default:
       // Results, progress, hand-backs: not acknowledged, so the worker keeps them and sends

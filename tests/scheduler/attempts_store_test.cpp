@@ -9,52 +9,14 @@
 #include <string>
 
 #include "scheduler/store/store.h"
+#include "tests/scheduler/store_fixture.h"
 
 namespace tessera::store {
 namespace {
 
-namespace fs = std::filesystem;
-
-class AttemptsStoreTest : public ::testing::Test {
+class AttemptsStoreTest : public StoreFixture {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/attempts-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    Reopen();
-  }
-
-  void Reopen() {
-    store_.reset();
-    auto s = Store::Open(dir_);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
-  }
-
-  JobRecord Submit(int frames, int retries = 3) {
-    spec::JobSpec spec;
-    spec.name = "shot";
-    spec.scene_yaml = "width: 8\n";
-    spec.frame_start = 1;
-    spec.frame_end = frames;
-    spec.max_retries = retries;
-    auto job = store_->CreateJob(spec, "name: shot\n", [&](int64_t id) -> StatusOr<std::string> {
-      return dir_ + "/out/" + std::to_string(id);
-    });
-    EXPECT_TRUE(job.ok()) << job.status().ToString();
-    return *job;
-  }
-
-  int64_t Worker(const std::string& name) {
-    protocol::Register reg;
-    reg.name = name;
-    reg.hostname = "host-" + name;
-    reg.cpu_cores = 2;
-    reg.backends = {"cpu"};
-    auto id = store_->UpsertWorker(reg);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return *id;
-  }
+  AttemptsStoreTest() : StoreFixture("attempts") {}
 
   std::vector<TaskLogRecord> Attempts(int64_t task_id) {
     auto logs = store_->TaskLogs(task_id);
@@ -82,9 +44,6 @@ class AttemptsStoreTest : public ::testing::Test {
     sqlite3_close(db);
     ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << sql;
   }
-
-  std::string dir_;
-  std::unique_ptr<Store> store_;
 };
 
 TEST_F(AttemptsStoreTest, EachAttemptEndsWithExactlyOneOutcome) {
@@ -192,7 +151,7 @@ TEST_F(AttemptsStoreTest, OutcomesCommitWithTheWriteGroupOrNotAtAll) {
 }
 
 TEST_F(AttemptsStoreTest, FailuresTotalSurvivesARetryAndEveryFailedAttemptStaysFailed) {
-  JobRecord job = Submit(1, /*retries=*/1);
+  JobRecord job = Submit(1, /*chunk=*/1, /*retries=*/1);
   const int64_t w = Worker("w1");
   const int64_t t = (*store_->ListTasks(job.id))[0].id;
   ASSERT_TRUE(store_->StartTask(t, 1, w, job.id).ok());

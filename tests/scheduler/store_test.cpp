@@ -12,6 +12,7 @@
 #include "scheduler/api/views.h"
 #include "scheduler/assembler/assembler.h"
 #include "shared/image_io.h"
+#include "tests/scheduler/store_fixture.h"
 #include "tests/support/require.h"
 #include "tests/support/tmpfs.h"
 
@@ -20,45 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public StoreFixture {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/store-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    auto s = Store::Open(dir_);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
-  }
-
-  JobRecord Submit(int frames, int chunk = 1, int retries = 3) {
-    spec::JobSpec spec;
-    spec.name = "shot";
-    spec.scene_yaml = "width: 8\n";
-    spec.frame_start = 1;
-    spec.frame_end = frames;
-    spec.chunk_size = chunk;
-    spec.max_retries = retries;
-    auto job = store_->CreateJob(spec, "name: shot\n", [&](int64_t id) -> StatusOr<std::string> {
-      return dir_ + "/out/" + std::to_string(id);
-    });
-    EXPECT_TRUE(job.ok()) << job.status().ToString();
-    return *job;
-  }
-
-  int64_t Worker(const std::string& name) {
-    protocol::Register reg;
-    reg.name = name;
-    reg.hostname = "host-" + name;
-    reg.cpu_cores = 2;
-    reg.backends = {"cpu"};
-    auto id = store_->UpsertWorker(reg);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    return *id;
-  }
-
-  std::string dir_;
-  std::unique_ptr<Store> store_;
+  StoreTest() : StoreFixture("store") {}
 };
 
 TEST_F(StoreTest, MigratesToCurrentSchemaAndReopens) {

@@ -1,0 +1,68 @@
+// A fresh store in a per-test folder, with the few records most store tests start from: a job of
+// N frames and a registered worker.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "scheduler/store/store.h"
+
+namespace tessera::store {
+
+class StoreFixture : public ::testing::Test {
+ protected:
+  // `prefix` names the test's folder under the test temp dir (with the test's name).
+  explicit StoreFixture(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/" + prefix_ + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    Reopen();
+  }
+
+  // Closes the store (if open) and opens it again from its folder.
+  void Reopen() {
+    store_.reset();
+    auto s = Store::Open(dir_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+
+  JobRecord Submit(int frames, int chunk = 1, int retries = 3) {
+    spec::JobSpec spec;
+    spec.name = "shot";
+    spec.scene_yaml = "width: 8\n";
+    spec.frame_start = 1;
+    spec.frame_end = frames;
+    spec.chunk_size = chunk;
+    spec.max_retries = retries;
+    auto job = store_->CreateJob(spec, "name: shot\n", [&](int64_t id) -> StatusOr<std::string> {
+      return dir_ + "/out/" + std::to_string(id);
+    });
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return *job;
+  }
+
+  int64_t Worker(const std::string& name) {
+    protocol::Register reg;
+    reg.name = name;
+    reg.hostname = "host-" + name;
+    reg.cpu_cores = 2;
+    reg.backends = {"cpu"};
+    auto id = store_->UpsertWorker(reg);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return *id;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace tessera::store
