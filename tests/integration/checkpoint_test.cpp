@@ -34,10 +34,6 @@ std::string JobYaml(const std::string& name, int interval_s) {
          "\noutput: {formats: [exr], exr: float}\n";
 }
 
-nlohmann::json Tasks(LocalFarm& farm, int64_t job) {
-  return farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
-}
-
 nlohmann::json Task(LocalFarm& farm, int64_t job) {
   nlohmann::json tasks = farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
   return tasks.is_array() && tasks.size() == 1 ? tasks[0] : nlohmann::json();

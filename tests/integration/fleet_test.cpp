@@ -34,10 +34,6 @@ std::string JobYaml(const std::string& name, const std::string& frames,
   return "name: " + name + "\nscene: scene.yaml\nframes: " + frames + "\n" + extra;
 }
 
-nlohmann::json Tasks(LocalFarm& farm, int64_t job) {
-  return farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
-}
-
 // Waits until one of the job's tasks runs with at least `progress` done.
 bool WaitUntilRendering(LocalFarm& farm, int64_t job, double progress) {
   return WaitFor(

@@ -15,10 +15,6 @@ namespace {
 using namespace std::chrono_literals;
 using protocol::MessageType;
 
-nlohmann::json Tasks(LocalFarm& farm, int64_t job) {
-  return farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
-}
-
 std::string Why(LocalFarm& farm, int64_t task) {
   return farm.Get("/api/v1/tasks/" + std::to_string(task) + "/why")["reason"].get<std::string>();
 }

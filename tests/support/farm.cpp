@@ -174,4 +174,8 @@ bool LocalFarm::WaitForWorkers(size_t n, std::chrono::seconds timeout) {
 
 std::string LocalFarm::SchedulerLog() const { return ReadFile(dir_ + "/scheduler.log"); }
 
+nlohmann::json Tasks(LocalFarm& farm, int64_t job) {
+  return farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
+}
+
 }  // namespace tessera::testing

@@ -94,4 +94,7 @@ class LocalFarm {
   std::vector<std::string> command_programs_ = {"echo", "false", "true", "sleep"};
 };
 
+// A job's tasks, as GET /api/v1/jobs/<job>/tasks lists them.
+nlohmann::json Tasks(LocalFarm& farm, int64_t job);
+
 }  // namespace tessera::testing
