@@ -82,5 +82,38 @@ TEST_F(JobSettingsStoreTest, MigrationFromSchema27ResolvesEveryStoredPluginJobOn
   ExpectPovSettings(*store_->GetJob(good));
 }
 
+// A job of a C++ plugin parses only against the declaration a worker offered, which the broker
+// adopts only after the store has opened: the migration adopts the stored offers itself.
+TEST_F(JobSettingsStoreTest, MigrationResolvesJobsOfACppPluginOfferedBefore) {
+  protocol::PluginOffer offer;
+  offer.name = "ramp_backfill";  // registered nowhere else in this process
+  offer.native = true;
+  offer.description = "a ramp";
+  offer.declaration =
+      "scene:\n  extensions: [.ramp]\nsettings:\n"
+      "  width: {type: int, min: 1, max: 64, default: 16, description: w}\n"
+      "  height: {type: int, min: 1, max: 64, default: 8, description: h}\n";
+  ASSERT_TRUE(store_->SaveNativePlugin(offer).ok());
+  spec::JobSpec spec;
+  spec.name = "r";
+  spec.renderer = offer.name;
+  spec.scene_path = "a.ramp";
+  spec.frame_start = spec.frame_end = 1;
+  const std::string yaml =
+      "name: r\nrenderer: ramp_backfill\nscene: a.ramp\nframes: 1\nsettings: {width: 4}\n";
+  auto job = store_->CreateJob(spec, yaml, [&](int64_t id) -> StatusOr<std::string> {
+    return dir_ + "/out/" + std::to_string(id);
+  });
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  store_.reset();
+  Sql("ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
+      "PRAGMA user_version = 27;");
+  Reopen();
+  const JobRecord migrated = *store_->GetJob(job->id);
+  EXPECT_EQ(migrated.settings.count("width") ? migrated.settings.at("width") : "", "4");
+  EXPECT_EQ(migrated.settings.count("height") ? migrated.settings.at("height") : "", "8");
+  EXPECT_EQ(migrated.scene_name, "a.ramp");
+}
+
 }  // namespace
 }  // namespace tessera::store
