@@ -278,19 +278,10 @@ Status Broker::LoadJob(int64_t job_id) {
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
   if (job.renderer != spec::kRendererPathTracer && job.renderer != spec::kRendererNoop) {
-    // Settings and the scene's file name live in the job file as submitted.
-    TSR_ASSIGN_OR_RETURN(std::string job_yaml, store_.JobYaml(job_id));
-    StatusOr<spec::JobSpec> parsed = spec::ParseJobYaml(job_yaml);
-    if (parsed.ok()) {
-      StatusOr<std::map<std::string, std::string>> settings = spec::ResolvedSettings(*parsed);
-      StatusOr<std::string> scene_name = spec::SceneFileName(*parsed);
-      if (settings.ok()) info.settings = std::move(settings).value();
-      if (scene_name.ok()) info.scene_name = std::move(scene_name).value();
-    } else {
-      // Its tasks then fail on the worker with a message naming the setting.
-      spdlog::warn("job {}: stored job file no longer parses: {}", job_id,
-                   parsed.status().message());
-    }
+    // Resolved from the job file once, when it was submitted (empty when it did not resolve:
+    // its tasks then fail on the worker with a message naming the setting).
+    info.settings = std::move(job.settings);
+    info.scene_name = std::move(job.scene_name);
   }
   info.paused = job.paused;
   info.task_timeout_s = job.task_timeout_s;

@@ -10,22 +10,18 @@
 namespace tessera::store {
 namespace {
 
-AutoscalerNodeRecord ReadNode(const Stmt& s) {
-  AutoscalerNodeRecord n;
-  n.id = s.Int(0);
-  n.group = s.Text(1);
-  n.worker_name = s.Text(2);
-  n.provider_id = s.Text(3);
-  n.requested_at_ms = s.Int(4);
-  n.draining = s.Int(5) != 0;
-  return n;
-}
+constexpr Column<AutoscalerNodeRecord> kNodeColumns[] = {
+    {"id", &AutoscalerNodeRecord::id},
+    {"node_group", &AutoscalerNodeRecord::group},
+    {"worker_name", &AutoscalerNodeRecord::worker_name},
+    {"provider_id", &AutoscalerNodeRecord::provider_id},
+    {"requested_at", &AutoscalerNodeRecord::requested_at_ms},
+    {"draining", &AutoscalerNodeRecord::draining}};
+constexpr Table<AutoscalerNodeRecord> kNodes{"autoscaler_nodes", kNodeColumns};
 
-CostDay ReadCostDay(const Stmt& s) { return {s.Text(0), s.Double(1), s.Double(2)}; }
-
-constexpr Table<AutoscalerNodeRecord> kNodes{
-    "autoscaler_nodes", "id, node_group, worker_name, provider_id, requested_at, draining",
-    &ReadNode};
+constexpr Column<CostDay> kCostDayColumns[] = {
+    {"day", &CostDay::day}, {"cost", &CostDay::cost}, {"gpu_seconds", &CostDay::gpu_seconds}};
+constexpr Table<CostDay> kCostDays{"cost_days", kCostDayColumns};
 
 // Adds to today's row.
 Status AddToDay(Db& db, double cost, double gpu_seconds) {
@@ -79,11 +75,12 @@ Status Store::SetWorkerPrice(int64_t worker_id, const std::string& node_group,
 
 StatusOr<std::vector<CostDay>> Store::CostDays(int days) {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(
-      Stmt s, r->Prepare("SELECT day, cost, gpu_seconds FROM (SELECT * FROM cost_days WHERE day "
-                         ">= ?1 ORDER BY day DESC LIMIT ?2) ORDER BY day"));
+  // The newest `days` rows, oldest first.
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(kCostDays.Select("WHERE day IN (SELECT day FROM "
+                                                           "cost_days WHERE day >= ?1 ORDER BY "
+                                                           "day DESC LIMIT ?2) ORDER BY day")));
   s.Bind(1, UtcDay(NowMs() - int64_t{days - 1} * 86'400'000)).Bind(2, days);
-  return ReadAll(s, &ReadCostDay);
+  return ReadRows(s, kCostDays);
 }
 
 StatusOr<int64_t> Store::AddAutoscalerNode(const AutoscalerNodeRecord& node) {

@@ -8,52 +8,36 @@
 namespace tessera::store {
 namespace {
 
-JoinTokenRecord ReadToken(const Stmt& s) {
-  JoinTokenRecord t;
-  t.id = s.Int(0);
-  t.public_key = s.Text(1);
-  t.note = s.Text(2);
-  t.created_at_ms = s.Int(3);
-  t.expires_at_ms = s.OptInt(4);
-  t.max_uses = static_cast<int>(s.Int(5));
-  t.uses = static_cast<int>(s.Int(6));
-  t.revoked_at_ms = s.OptInt(7);
-  t.worker_name = s.Text(8);
-  return t;
-}
+constexpr Column<JoinTokenRecord> kJoinTokenColumns[] = {
+    {"id", &JoinTokenRecord::id},
+    {"public_key", &JoinTokenRecord::public_key},
+    {"note", &JoinTokenRecord::note},
+    {"created_at", &JoinTokenRecord::created_at_ms},
+    {"expires_at", &JoinTokenRecord::expires_at_ms},
+    {"max_uses", &JoinTokenRecord::max_uses},
+    {"uses", &JoinTokenRecord::uses},
+    {"revoked_at", &JoinTokenRecord::revoked_at_ms},
+    {"worker_name", &JoinTokenRecord::worker_name}};
+constexpr Table<JoinTokenRecord> kJoinTokens{"join_tokens", kJoinTokenColumns};
 
-WorkerKeyRecord ReadWorkerKey(const Stmt& s) {
-  WorkerKeyRecord k;
-  k.name = s.Text(0);
-  k.public_key = s.Text(1);
-  k.token_id = s.OptInt(2);
-  k.enrolled_at_ms = s.Int(3);
-  k.revoked_at_ms = s.OptInt(4);
-  return k;
-}
+constexpr Column<WorkerKeyRecord> kWorkerKeyColumns[] = {
+    {"name", &WorkerKeyRecord::name},
+    {"public_key", &WorkerKeyRecord::public_key},
+    {"token_id", &WorkerKeyRecord::token_id},
+    {"enrolled_at", &WorkerKeyRecord::enrolled_at_ms},
+    {"revoked_at", &WorkerKeyRecord::revoked_at_ms}};
+constexpr Table<WorkerKeyRecord> kWorkerKeys{"worker_keys", kWorkerKeyColumns};
 
-ApiTokenRecord ReadApiToken(const Stmt& s) {
-  ApiTokenRecord t;
-  t.id = s.Int(0);
-  t.secret_hash = s.Text(1);
-  t.user = s.Text(2);
-  t.role = s.Text(3);
-  t.note = s.Text(4);
-  t.created_at_ms = s.Int(5);
-  t.expires_at_ms = s.OptInt(6);
-  t.revoked_at_ms = s.OptInt(7);
-  return t;
-}
-
-constexpr Table<JoinTokenRecord> kJoinTokens{
-    "join_tokens",
-    "id, public_key, note, created_at, expires_at, max_uses, uses, revoked_at, worker_name",
-    &ReadToken};
-constexpr Table<WorkerKeyRecord> kWorkerKeys{
-    "worker_keys", "name, public_key, token_id, enrolled_at, revoked_at", &ReadWorkerKey};
-constexpr Table<ApiTokenRecord> kApiTokens{
-    "api_tokens", "id, secret_hash, user, role, note, created_at, expires_at, revoked_at",
-    &ReadApiToken};
+constexpr Column<ApiTokenRecord> kApiTokenColumns[] = {
+    {"id", &ApiTokenRecord::id},
+    {"secret_hash", &ApiTokenRecord::secret_hash},
+    {"user", &ApiTokenRecord::user},
+    {"role", &ApiTokenRecord::role},
+    {"note", &ApiTokenRecord::note},
+    {"created_at", &ApiTokenRecord::created_at_ms},
+    {"expires_at", &ApiTokenRecord::expires_at_ms},
+    {"revoked_at", &ApiTokenRecord::revoked_at_ms}};
+constexpr Table<ApiTokenRecord> kApiTokens{"api_tokens", kApiTokenColumns};
 
 // The row an INSERT ... RETURNING gave.
 template <typename Record>

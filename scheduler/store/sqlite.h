@@ -67,18 +67,6 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
-// Every row `s` gives, each read by `read`.
-template <typename T>
-StatusOr<std::vector<T>> ReadAll(Stmt& s, T (*read)(const Stmt&)) {
-  std::vector<T> rows;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    rows.push_back(read(s));
-  }
-  return rows;
-}
-
 class Db {
  public:
   // Opens (creating if asked) the database at `path` with WAL, foreign keys and a busy timeout.

@@ -8,6 +8,26 @@
 // writer); WAL checkpoints run on a thread and connection of the store's own. Job rows carry
 // per-state task counters, updated in the same transaction as every task change, so status queries
 // never scan the task table.
+//
+// One facade, one file per concern (all in scheduler/store/):
+//   store.h / store.cpp   this class; opening the database, the reader pool, the checkpointer
+//   records.h             the records it reads and writes (JobRecord, TaskRecord, ...)
+//   schema.cpp            the numbered migrations (PRAGMA user_version) and their backfills
+//   jobs.cpp              submitting, cancelling, pausing, retrying and deleting jobs; a job's
+//                         stored files, blocklist, frame flags and events
+//   tasks.cpp             task transitions fenced by attempt, job counters and state, the
+//                         unfinished tasks loaded at start-up
+//   write_group.cpp       the group commit (WriteGroup): writes recorded and applied together
+//   workers.cpp           worker registration, state, heartbeats; the C++ plugins they offer
+//   credentials.cpp       join tokens, enrolled worker keys, API tokens
+//   costs.cpp             GPU-seconds and money per task, job, worker and day; autoscaler nodes
+//   attempts.cpp          the attempt history and task logs
+//   idempotency.cpp       Idempotency-Keys of POSTs that created something
+//   queries.cpp           reads for the API: lists and single jobs, tasks, workers, the summary
+//   rows.h / rows.cpp     how job and task rows become records (shared by the files above)
+//   table.h               Table: one declaration of a record's columns serves its SELECTs,
+//                         RETURNINGs and row reader
+//   sqlite.h / sqlite.cpp RAII wrappers of sqlite3 connections, statements and transactions
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "scheduler/store/records.h"
 #include "scheduler/store/sqlite.h"
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
@@ -30,252 +51,9 @@
 
 namespace tessera::store {
 
-enum class JobState { kQueued, kRunning, kDone, kFailed, kCanceled };
-enum class TaskState { kQueued, kRunning, kDone, kFailed, kCanceled };
-enum class WorkerState { kIdle, kBusy, kOffline };
-
-const char* JobStateName(JobState s);
-const char* TaskStateName(TaskState s);
-const char* WorkerStateName(WorkerState s);
-bool IsTerminal(TaskState s);
-
-struct TaskCounts {
-  int64_t total = 0, queued = 0, running = 0, done = 0, failed = 0, canceled = 0;
-  int64_t in(TaskState s) const {
-    switch (s) {
-      case TaskState::kQueued:
-        return queued;
-      case TaskState::kRunning:
-        return running;
-      case TaskState::kDone:
-        return done;
-      case TaskState::kFailed:
-        return failed;
-      case TaskState::kCanceled:
-        return canceled;
-    }
-    return 0;
-  }
-};
-
-struct JobRecord {
-  int64_t id = 0;
-  std::string name;
-  JobState state = JobState::kQueued;
-  int priority = 50;
-  int frame_start = 0, frame_end = 0, chunk_size = 1, max_retries = 3;
-  std::string output_dir;      // absolute
-  std::string output_pattern;  // "name.####"
-  std::vector<std::string> output_formats;
-  TaskCounts tasks;
-  std::optional<std::string> error;
-  int64_t submitted_at_ms = 0;
-  std::optional<int64_t> started_at_ms, finished_at_ms;
-  bool paused = false;              // queued tasks are held back until resumed
-  int task_timeout_s = 0;           // 0: none
-  int progress_timeout_s = 0;       // 0: none
-  int blocklist_after = 3;          // 0: never
-  std::vector<int64_t> depends_on;  // jobs that must be done before this one starts
-  std::vector<std::string> limits;  // named limits its running tasks hold
-  std::vector<std::string> pools;   // empty: any
-  std::vector<std::string> tags;    // required
-  spec::ResourceSpec resources;     // per task
-  std::string renderer = spec::kRendererPathTracer;
-  std::string project = "default";
-  std::string user;                       // who submitted it ("unknown" when not said)
-  std::vector<int64_t> frame_depends_on;  // jobs whose same frames must be done first
-  int fail_after_workers = 0;             // 0: off
-  // Set by the scheduler when something the job cannot fix by waiting holds it, e.g. no
-  // connected worker can ever run its tasks; cleared when that passes.
-  std::optional<std::string> notice;
-  int parts_per_frame = 1;                    // tasks (tiles x sample parts) that make one frame
-  bool interruptible = true;                  // spot nodes may run it
-  std::optional<int64_t> deadline_ms;         // must be done by then (the autoscaler plans for it)
-  double gpu_seconds = 0;                     // of every attempt of its tasks, so far
-  double cost = 0;                            // of those attempts, at their workers' prices
-  bool exr_float = false;                     // EXR frames in 32-bit float (else half)
-  std::map<std::string, std::string> assets;  // path -> blob SHA-256, fetched by workers
-  bool output_shared = false;     // output_dir is on shared storage: workers write whole frames
-  int checkpoint_interval_s = 0;  // seconds between a running task's checkpoints; 0: none
-
-  bool produces_frames() const { return renderer != spec::kRendererNoop; }
-  bool terminal() const {
-    return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
-  }
-};
-
-struct TaskRecord {
-  int64_t id = 0;
-  int64_t job_id = 0;
-  int index = 0;
-  int frame_start = 0, frame_end = 0;
-  TaskState state = TaskState::kQueued;
-  int attempt = 0;         // attempts started so far; the current lease's fencing number
-  int failures = 0;        // render failures counted against max_retries (a retry resets it)
-  int failures_total = 0;  // every charged failure of the task, never reset
-  std::optional<int64_t> worker_id;
-  std::optional<std::string> worker_name;
-  double progress = 0;
-  std::string message;
-  std::optional<int64_t> started_at_ms, finished_at_ms;
-  std::vector<int64_t> failed_on;  // workers a charged failure happened on
-  bool interrupted = false;        // it was running when the scheduler stopped
-  protocol::FramePart part;        // the part of its frames it renders (default: whole frames)
-  double gpu_seconds = 0;          // of all its attempts
-  double cost = 0;
-};
-
-struct WorkerRecord {
-  int64_t id = 0;
-  std::string name;
-  std::string hostname;
-  WorkerState state = WorkerState::kOffline;
-  int cpu_cores = 0;
-  int64_t ram_mb = 0;
-  std::vector<protocol::GpuInfo> gpus;
-  std::vector<std::string> backends;
-  std::string version;
-  std::vector<int64_t> current_tasks;
-  std::vector<std::string> pools, tags;
-  int64_t registered_at_ms = 0, last_seen_ms = 0;
-  // What it reported about its machine (workers.details_json; empty for older workers).
-  std::string os, cpu_model;
-  protocol::CloudInfo cloud;
-  bool disabled = false;      // an operator said: no new tasks for it
-  std::string node_group;     // the autoscaler's node group it belongs to ("" for none)
-  double price_per_hour = 0;  // what it costs while registered, idle or not
-  double cost = 0;            // what it has cost so far
-};
-
-// What the farm cost on one UTC day: every worker's registered time at its price, and the
-// GPU-seconds its tasks took.
-struct CostDay {
-  std::string day;  // "2026-12-03"
-  double cost = 0;
-  double gpu_seconds = 0;
-};
-
-// A node the autoscaler requested from a provider, until it is terminated.
-struct AutoscalerNodeRecord {
-  int64_t id = 0;
-  std::string group;
-  std::string worker_name;  // "" until a node its provider names registers
-  std::string provider_id;  // "" until known
-  int64_t requested_at_ms = 0;
-  bool draining = false;  // being scaled in: terminated once its worker has left
-};
-
-// A join token: a new worker that presents it (through its CURVE key pair) may enrol once per
-// use. Only its public key is stored.
-struct JoinTokenRecord {
-  int64_t id = 0;
-  std::string public_key;  // Z85
-  std::string note;
-  int64_t created_at_ms = 0;
-  std::optional<int64_t> expires_at_ms;  // none: never
-  int max_uses = 0;                      // 0: unlimited
-  int uses = 0;
-  std::optional<int64_t> revoked_at_ms;
-  // Made for this worker name: it enrols only that name, and may replace the key the name is
-  // enrolled with (a replacement machine). "": any name that has no valid key.
-  std::string worker_name;
-  // Whether it still admits a new enrolment at `now_ms`.
-  bool usable(int64_t now_ms) const {
-    return !revoked_at_ms && (!expires_at_ms || *expires_at_ms > now_ms) &&
-           (max_uses == 0 || uses < max_uses);
-  }
-};
-
-// How one attempt of a task ended. Every attempt is recorded `running` when its lease starts
-// and then ends exactly once: `done` only when the task is recorded done (its frames written).
-enum class AttemptOutcome { kRunning, kDone, kFailed, kLost, kHandedBack, kCanceled };
-const char* AttemptOutcomeName(AttemptOutcome o);
-
-// Failure classes the scheduler finds itself (beside the workers' protocol::kFailure*).
-inline constexpr const char* kFailureOutputWrite = "output_write";  // a frame could not be written
-inline constexpr const char* kFailureIncomplete = "incomplete";     // done, but frames were missing
-inline constexpr const char* kFailureBadResult = "bad_result";      // a result the task cannot have
-inline constexpr const char* kFailureBadPixels = "bad_pixels";  // output validation sent it back
-
-struct AttemptEnd {
-  AttemptOutcome outcome = AttemptOutcome::kLost;
-  std::string failure_class;  // kFailed only
-  std::string message;
-  bool charged = false;  // counted against the task's retry budget
-};
-
-// One attempt of a task: how it ended and what it logged (the worker's and the renderer's lines).
-// Rows from before schema 26 have only outcome, at and log (done, failed, handed_back).
-struct TaskLogRecord {
-  int64_t task_id = 0;
-  int attempt = 0;
-  int64_t job_id = 0;
-  std::optional<int64_t> worker_id;
-  std::optional<std::string> worker_name;  // when the worker is still known
-  std::string outcome;                     // AttemptOutcomeName
-  std::string failure_class;               // failed: its class ("" when not recorded)
-  std::string message;
-  std::optional<bool> charged;  // not recorded before schema 26
-  std::vector<int> gpus;
-  std::optional<int64_t> started_at_ms, ended_at_ms;
-  int64_t at_ms = 0;  // last written
-  std::string log;
-};
-
-// A bearer token of the HTTP API: who it speaks for and with which role. Only a hash of the
-// token is stored; the token itself is shown once, when it is created.
-struct ApiTokenRecord {
-  int64_t id = 0;
-  std::string secret_hash;  // hex SHA-256 of the token text
-  std::string user;
-  std::string role;  // viewer, submitter, operator, admin
-  std::string note;
-  int64_t created_at_ms = 0;
-  std::optional<int64_t> expires_at_ms;  // none: never
-  std::optional<int64_t> revoked_at_ms;
-  bool usable(int64_t now_ms) const {
-    return !revoked_at_ms && (!expires_at_ms || *expires_at_ms > now_ms);
-  }
-};
-
-// A worker's enrolled CURVE key: what authenticates it on every connection.
-struct WorkerKeyRecord {
-  std::string name;
-  std::string public_key;  // Z85
-  std::optional<int64_t> token_id;
-  int64_t enrolled_at_ms = 0;
-  std::optional<int64_t> revoked_at_ms;
-};
-
-struct FarmSummary {
-  std::vector<std::pair<std::string, int64_t>> jobs_by_state;
-  TaskCounts tasks;
-  std::vector<std::pair<std::string, int64_t>> workers_by_state;
-  double cost_today = 0, gpu_seconds_today = 0;  // this UTC day
-  double cost_per_hour = 0;                      // what the connected workers cost now
-};
-
-// A task that is running on a worker, as needed to tell the worker to stop.
-struct Lease {
-  int64_t task_id = 0;
-  int attempt = 0;
-  std::optional<int64_t> worker_id;
-};
-
-// A POST that created something, remembered under the Idempotency-Key its client sent, so a
-// retry of it (its answer was lost) returns what was created instead of creating it again.
-struct IdempotentRequest {
-  std::string user;
-  std::string key;
-  std::string request_hash;  // SHA-256 of method, path and body: the same key, another request
-  std::string resource;      // "job", "api_token", "join_token"
-  int64_t resource_id = 0;
-  int64_t created_at_ms = 0;
-};
-
 class Store {
  public:
-  static constexpr int kSchemaVersion = 27;
+  static constexpr int kSchemaVersion = 28;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -306,7 +84,7 @@ class Store {
   // The folder holding the database (what fills up when the store reports kStorageFull).
   std::string data_dir() const;
 
-  // ---- jobs (HTTP threads) ---------------------------------------------------------------
+  // ---- jobs (jobs.cpp; HTTP threads) ------------------------------------------------------------
   // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
   // new job id to its absolute output directory (it may create it; an error aborts the submit).
   // With `request`, its Idempotency-Key is recorded in the same transaction (resource "job",
@@ -327,7 +105,7 @@ class Store {
   // Removes a finished job with its tasks and events (its output files stay on disk).
   Status DeleteJob(int64_t job_id);
 
-  // ---- tasks (broker thread) -------------------------------------------------------------
+  // ---- tasks (tasks.cpp; broker thread) ---------------------------------------------------------
   // Tasks not yet finished, for the broker's queue at start-up; tasks that were running when the
   // scheduler stopped come back queued (their lease is gone; the next attempt fences it off).
   // `requeue_running` false (all jobs only): nothing is written -- the tasks the store has
@@ -373,7 +151,7 @@ class Store {
   StatusOr<std::vector<std::pair<int, int>>> UndoneFrameRanges(int64_t job_id);
   Status SetJobNotice(int64_t job_id, const std::optional<std::string>& notice);
 
-  // ---- workers (broker thread) -----------------------------------------------------------
+  // ---- workers (workers.cpp; broker thread) -----------------------------------------------------
   // Inserts or refreshes the worker by name; returns its id.
   StatusOr<int64_t> UpsertWorker(const protocol::Register& reg);
   Status SetWorkerState(int64_t worker_id, WorkerState state);
@@ -382,16 +160,16 @@ class Store {
   Status TouchWorkers(const std::vector<std::pair<int64_t, int64_t>>& id_and_last_seen_ms);
   // At start-up nobody is connected yet.
   Status MarkAllWorkersOffline();
+  // C++ renderer plugins offered by workers (schema 23): the latest description of each.
+  Status SaveNativePlugin(const protocol::PluginOffer& offer);
+  StatusOr<std::vector<protocol::PluginOffer>> NativePlugins();
 
-  // ---- cost and the autoscaler's nodes (costs.cpp) -----------------------------------------
+  // ---- cost and the autoscaler's nodes (costs.cpp) ----------------------------------------------
   // A task attempt ended: its GPU-seconds and money go to the task, its job and today.
   Status AddTaskCost(int64_t task_id, int64_t job_id, double gpu_seconds, double cost);
   // Registered time at the workers' prices: (worker id, money) each, and the sum to today.
   Status AccrueWorkerCosts(const std::vector<std::pair<int64_t, double>>& worker_costs);
   Status SetWorkerPrice(int64_t worker_id, const std::string& node_group, double price_per_hour);
-  // C++ renderer plugins offered by workers (schema 23): the latest description of each.
-  Status SaveNativePlugin(const protocol::PluginOffer& offer);
-  StatusOr<std::vector<protocol::PluginOffer>> NativePlugins();
   // The last `days` UTC days with any cost, oldest first.
   StatusOr<std::vector<CostDay>> CostDays(int days);
   StatusOr<int64_t> AddAutoscalerNode(const AutoscalerNodeRecord& node);
@@ -399,7 +177,7 @@ class Store {
   Status DeleteAutoscalerNode(int64_t id);
   StatusOr<std::vector<AutoscalerNodeRecord>> ListAutoscalerNodes();
 
-  // ---- credentials (credentials.cpp; any thread) -----------------------------------------
+  // ---- credentials (credentials.cpp; any thread) ------------------------------------------------
   StatusOr<JoinTokenRecord> CreateJoinToken(const std::string& public_key, const std::string& note,
                                             std::optional<int64_t> expires_at_ms, int max_uses,
                                             const std::string& worker_name = "");
@@ -426,12 +204,12 @@ class Store {
   StatusOr<std::vector<ApiTokenRecord>> ListApiTokens();
   StatusOr<ApiTokenRecord> RevokeApiToken(int64_t token_id);
 
-  // Output validation: a frame kept with bad pixels carries the reason until it is written
-  // clean; the flags of frames [first, last].
+  // Output validation (jobs.cpp): a frame kept with bad pixels carries the reason until it is
+  // written clean; the flags of frames [first, last].
   Status SetFrameFlag(int64_t job_id, int frame, const std::string& reason);
   Status ClearFrameFlag(int64_t job_id, int frame);
   StatusOr<std::map<int, std::string>> FrameFlags(int64_t job_id, int first, int last);
-  // ---- idempotent requests (store/idempotency.cpp; HTTP threads) --------------------------
+  // ---- idempotent requests (store/idempotency.cpp; HTTP threads) --------------------------------
   // The request first made with (user, key) within the last `max_age_ms`, if any.
   StatusOr<std::optional<IdempotentRequest>> FindIdempotentRequest(const std::string& user,
                                                                    const std::string& key,
@@ -439,12 +217,12 @@ class Store {
   // Records a request (after what it created was stored); kAlreadyExists when the key is taken.
   Status RecordIdempotentRequest(const IdempotentRequest& request);
 
-  // Whether any stored job lists the blob `hash` among its assets.
+  // Whether any stored job lists the blob (queries.cpp) `hash` among its assets.
   StatusOr<bool> BlobInUse(const std::string& hash);
   // The stored jobs whose output folder is `dir` (resolved, as stored): (id, user) pairs.
   StatusOr<std::vector<std::pair<int64_t, std::string>>> JobsWritingTo(const std::string& dir);
 
-  // ---- attempts (attempts.cpp) ----------------------------------------------------------
+  // ---- attempts (attempts.cpp) ------------------------------------------------------------------
   // A task attempt's log, as its final message brought it (replaces an earlier copy; the
   // attempt's outcome is not touched).
   Status SaveTaskLog(const TaskLogRecord& log);
@@ -460,7 +238,7 @@ class Store {
                   std::optional<int64_t> worker_id, const std::string& kind,
                   const std::string& message);
 
-  // ---- reads (any thread) ----------------------------------------------------------------
+  // ---- reads (queries.cpp; any thread) ----------------------------------------------------------
   StatusOr<std::vector<JobRecord>> ListJobs(std::optional<JobState> state, int limit);
   // Newest first; every set field narrows the list. `before`: only jobs with a smaller id (the
   // next page after a page that ended at that id).

@@ -4,6 +4,8 @@
 // renderer skip when it is not installed (fail under CI=true); the feasibility test needs none.
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -357,6 +359,49 @@ TEST(PluginFarmTest, FailingRendererFailsTheTaskAndTheWorkerKeepsRunning) {
   job = farm.WaitForJob(id, 30s);
   EXPECT_EQ(job["state"], "failed") << job.dump();
   EXPECT_TRUE(farm.worker("w1").running()) << "the worker survives its renderers' failures";
+}
+
+// A plugin job's settings and scene name are resolved from its job file once, at submit, and
+// stored with the job: after a restart they still reach the worker, though the stored job file
+// no longer parses (nothing parses it again).
+TEST(PluginFarmTest, SettingsReachTheWorkerAfterARestartWithoutTheJobFileParsed) {
+  LocalFarm farm("settings-restart");
+  // The task: copy a PNG made here to every frame of the task.
+  const std::string png = farm.dir() + "/frame.png";
+  image::ImageBuffer image{8, 8, 3, std::vector<float>(8 * 8 * 3, 0.5f), {}};
+  ASSERT_TRUE(image::WriteSrgb8(png, image).ok());
+  const std::string script = farm.dir() + "/frames.sh";
+  WriteFile(script, "#!/bin/sh\ni=$2\nwhile [ \"$i\" -le \"$3\" ]; do\n  cp '" + png +
+                        "' \"$1/$(printf 'frame_%06d.png' \"$i\")\"\n  i=$((i + 1))\ndone\n");
+  ::chmod(script.c_str(), 0755);
+  farm.set_command_programs({script});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: copy\nrenderer: command\nframes: 1-2\nmax_retries: 0\n"
+      "output: {pattern: 'copy.####', formats: [png]}\nsettings: {program: " +
+          script + ", argv: ['{output_dir}', '{frame_start}', '{frame_end}']}\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  // No worker yet: the job waits. The scheduler stops, and the job file it stored is damaged.
+  farm.KillScheduler();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((farm.dir() + "/data/tessera.db").c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE jobs SET job_yaml = 'renderer: [not, a, job' WHERE id = " + std::to_string(id);
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK);
+
+  ASSERT_TRUE(farm.StartScheduler(/*reuse_ports=*/true)) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog() << farm.WorkerLog("w1");
+  const std::string out = job["output_dir"];
+  EXPECT_TRUE(fs::exists(out + "/copy.0001.png"));
+  EXPECT_TRUE(fs::exists(out + "/copy.0002.png"));
+  EXPECT_EQ(farm.SchedulerLog().find("no longer parses"), std::string::npos);
 }
 
 }  // namespace

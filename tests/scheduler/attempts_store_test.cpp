@@ -33,17 +33,6 @@ class AttemptsStoreTest : public StoreFixture {
     auto it = counts.find({outcome, cls});
     return it == counts.end() ? 0 : it->second;
   }
-
-  void Sql(const std::string& sql) {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
-    char* error = nullptr;
-    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
-    const std::string message = error ? error : "";
-    sqlite3_free(error);
-    sqlite3_close(db);
-    ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << sql;
-  }
 };
 
 TEST_F(AttemptsStoreTest, EachAttemptEndsWithExactlyOneOutcome) {
@@ -248,6 +237,7 @@ TEST_F(AttemptsStoreTest, MigrationFromSchema25KeepsTheOlderRows) {
       "ALTER TABLE task_logs DROP COLUMN gpus; ALTER TABLE task_logs DROP COLUMN started_at;"
       "ALTER TABLE task_logs DROP COLUMN ended_at; ALTER TABLE tasks DROP COLUMN failures_total;"
       "ALTER TABLE jobs DROP COLUMN checkpoint_interval_s;"
+      "ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
       "INSERT INTO task_logs (task_id, attempt, job_id, worker_id, outcome, at, log) VALUES (" +
       ids + ", 'failed', 1000, 'old failure log');" +
       "INSERT INTO task_logs (task_id, attempt, job_id, worker_id, outcome, at, log) VALUES (" +

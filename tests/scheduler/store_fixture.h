@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <memory>
@@ -56,6 +57,19 @@ class StoreFixture : public ::testing::Test {
     auto id = store_->UpsertWorker(reg);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return *id;
+  }
+
+  // Runs `sql` on the database file directly (with the store closed: an older schema, a row
+  // the store would never write).
+  void Sql(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    const std::string message = error ? error : "";
+    sqlite3_free(error);
+    sqlite3_close(db);
+    ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << sql;
   }
 
   std::string dir_;

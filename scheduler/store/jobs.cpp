@@ -1,0 +1,376 @@
+// Jobs: submission (a job and all its tasks in one transaction), cancel, pause, priority, retry,
+// re-render and delete; the job's stored files, blocklist, frame flags and events.
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/store/rows.h"
+#include "scheduler/store/store.h"
+
+namespace tessera::store {
+
+// ---- jobs -------------------------------------------------------------------------------------
+
+StatusOr<JobRecord> Store::CreateJob(
+    const spec::JobSpec& spec, const std::string& job_yaml,
+    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
+    const IdempotentRequest* request) {
+  std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
+  const PluginFiles files = ResolvePluginFiles(spec);  // outside the write lock: it is not free
+  int64_t job_id = 0;
+  {
+    WriteLock lock(*this);
+    Transaction tx(*writer_);
+    TSR_RETURN_IF_ERROR(tx.begin_status());
+    int64_t now = NowMs();
+    TSR_ASSIGN_OR_RETURN(
+        Stmt ins, writer_->Prepare(
+                      "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
+                      "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
+                      "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
+                      "blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
+                      "resources, renderer, project, user_name, frame_depends_on, "
+                      "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float, "
+                      "assets, output_shared, checkpoint_interval_s, settings, scene_name) "
+                      "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
+    ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
+    ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
+    ins.Bind(10, nlohmann::json(spec.output.formats).dump());
+    // Every chunk of frames times every part of a frame (one part, the whole frame, unless split).
+    const std::vector<protocol::FramePart> parts =
+        spec.parts.empty() ? std::vector<protocol::FramePart>{protocol::FramePart{}} : spec.parts;
+    const auto task_count = static_cast<int64_t>(chunks.size() * parts.size());
+    ins.Bind(11, task_count).Bind(12, task_count);
+    ins.Bind(13, now).Bind(14, spec.task_timeout).Bind(15, spec.blocklist_after);
+    ins.Bind(16, nlohmann::json(spec.depends_on).dump());
+    ins.Bind(17, nlohmann::json(spec.limits).dump()).Bind(18, spec.progress_timeout);
+    ins.Bind(19, nlohmann::json(spec.pools).dump()).Bind(20, nlohmann::json(spec.tags).dump());
+    ins.Bind(21, nlohmann::json(spec.resources).dump()).Bind(22, spec.renderer);
+    ins.Bind(23, spec.project).Bind(24, spec.user.empty() ? "unknown" : spec.user);
+    ins.Bind(25, nlohmann::json(spec.frame_depends_on).dump()).Bind(26, spec.fail_after_workers);
+    ins.Bind(27, static_cast<int64_t>(parts.size())).Bind(28, spec.interruptible ? 1 : 0);
+    if (spec.deadline_ms) ins.Bind(29, *spec.deadline_ms);
+    ins.Bind(30, spec.output.exr_float ? 1 : 0);
+    ins.Bind(31, nlohmann::json(spec.assets).dump());
+    ins.Bind(32, spec.output.shared_dir.empty() ? 0 : 1);
+    ins.Bind(33, spec.checkpoint_interval_s);
+    ins.Bind(34, files.settings_json).Bind(35, files.scene_name);
+    TSR_RETURN_IF_ERROR(ins.Run());
+    job_id = writer_->LastInsertId();
+
+    if (request != nullptr) {
+      IdempotentRequest made = *request;
+      made.resource = "job";
+      made.resource_id = job_id;
+      TSR_RETURN_IF_ERROR(InsertIdempotentRequest(*writer_, made));
+    }
+    TSR_ASSIGN_OR_RETURN(std::string output_dir, output_dir_for(job_id));
+    TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());
+
+    std::vector<std::string> part_json;
+    for (const protocol::FramePart& part : parts) {
+      part_json.push_back(part.whole() ? "" : nlohmann::json(part).dump());
+    }
+    int64_t index = 0;
+    for (const spec::FrameChunk& c : chunks) {
+      for (const std::string& part : part_json) {
+        TSR_ASSIGN_OR_RETURN(
+            Stmt task, writer_->Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
+                                        "part, state) VALUES (?, ?, ?, ?, ?, 'queued')"));
+        TSR_RETURN_IF_ERROR(task.Bind(1, job_id)
+                                .Bind(2, index++)
+                                .Bind(3, c.frame_start)
+                                .Bind(4, c.frame_end)
+                                .Bind(5, part)
+                                .Run());
+      }
+    }
+    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                   "VALUES (?, ?, 'job_submitted', ?)"));
+    TSR_RETURN_IF_ERROR(
+        ev.Bind(1, now).Bind(2, job_id).Bind(3, std::to_string(task_count) + " tasks").Run());
+    TSR_RETURN_IF_ERROR(tx.Commit());
+  }
+  return GetJob(job_id);
+}
+
+StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id) {
+  WriteLock lock(*this);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+  q.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+  if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  TSR_ASSIGN_OR_RETURN(JobState state, ParseEnum<JobState>(q.Text(0), kJobStates));
+  if (state != JobState::kQueued && state != JobState::kRunning) {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
+                                      JobStateName(state));
+  }
+  std::vector<Lease> leases;
+  TSR_ASSIGN_OR_RETURN(Stmt run, writer_->Prepare("SELECT id, attempt, worker_id FROM tasks "
+                                                  "WHERE job_id = ? AND state = 'running'"));
+  run.Bind(1, job_id);
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, run.Step());
+    if (!row) break;
+    leases.push_back({run.Int(0), static_cast<int>(run.Int(1)), run.OptInt(2)});
+  }
+  int64_t now = NowMs();
+  TSR_ASSIGN_OR_RETURN(Stmt upd,
+                       writer_->Prepare("UPDATE tasks SET state = 'canceled', finished_at = ? "
+                                        "WHERE job_id = ? AND state IN ('queued', 'running')"));
+  TSR_RETURN_IF_ERROR(upd.Bind(1, now).Bind(2, job_id).Run());
+  TSR_ASSIGN_OR_RETURN(Stmt job,
+                       writer_->Prepare("UPDATE jobs SET state = 'canceled', finished_at = ?, "
+                                        "tasks_canceled = tasks_canceled + tasks_queued + "
+                                        "tasks_running, tasks_queued = 0, tasks_running = 0 "
+                                        "WHERE id = ?"));
+  TSR_RETURN_IF_ERROR(job.Bind(1, now).Bind(2, job_id).Run());
+  TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                 "VALUES (?, ?, 'job_canceled', '')"));
+  TSR_RETURN_IF_ERROR(ev.Bind(1, now).Bind(2, job_id).Run());
+  AttemptEnd canceled;
+  canceled.outcome = AttemptOutcome::kCanceled;
+  canceled.message = "the job was canceled";
+  TSR_RETURN_IF_ERROR(CloseAttemptsWhere("job_id = ?1", job_id, 0, canceled));
+  Status committed = tx.Commit();
+  if (!InGroup()) SettleAttemptCounts(committed.ok());
+  TSR_RETURN_IF_ERROR(committed);
+  return leases;
+}
+
+StatusOr<JobState> Store::JobStateForUpdate(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+  q.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool found, q.Step());
+  if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return ParseEnum<JobState>(q.Text(0), kJobStates);
+}
+
+namespace {
+Status RequireUnfinished(int64_t job_id, JobState state) {
+  if (state == JobState::kQueued || state == JobState::kRunning) return Status::Ok();
+  return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
+                                    JobStateName(state));
+}
+}  // namespace
+
+Status Store::SetJobPriority(int64_t job_id, int priority) {
+  if (priority < 0 || priority > 100) {
+    return Status::InvalidArgument("priority: must be in [0, 100], got " +
+                                   std::to_string(priority));
+  }
+  WriteLock lock(*this);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET priority = ? WHERE id = ?"));
+    return s.Bind(1, priority).Bind(2, job_id).Run();
+  });
+}
+
+Status Store::SetJobPaused(int64_t job_id, bool paused) {
+  WriteLock lock(*this);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
+    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET paused = ? WHERE id = ?"));
+    TSR_RETURN_IF_ERROR(s.Bind(1, paused ? 1 : 0).Bind(2, job_id).Run());
+    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                                   "VALUES (?, ?, ?, '')"));
+    return ev.Bind(1, NowMs()).Bind(2, job_id).Bind(3, paused ? "job_paused" : "job_resumed").Run();
+  });
+}
+
+StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_filter, int first,
+                                     int last) {
+  TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+  if (state == JobState::kCanceled) {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is canceled");
+  }
+  const std::string where =
+      "job_id = ?1 AND " + task_filter + " AND frame_end >= ?2 AND frame_start <= ?3";
+  // Counters first, from the rows about to move.
+  TSR_ASSIGN_OR_RETURN(Stmt count, writer_->Prepare("SELECT count(*), total(state = 'done'), "
+                                                    "total(state = 'failed') FROM tasks WHERE " +
+                                                    where));
+  count.Bind(1, job_id).Bind(2, first).Bind(3, last);
+  TSR_ASSIGN_OR_RETURN(bool row, count.Step());
+  const int moved = row ? static_cast<int>(count.Int(0)) : 0;
+  if (moved == 0) return 0;
+  const int64_t done = static_cast<int64_t>(count.Double(1));
+  const int64_t failed = static_cast<int64_t>(count.Double(2));
+  TSR_ASSIGN_OR_RETURN(Stmt upd,
+                       writer_->Prepare("UPDATE tasks SET state = 'queued', failures = 0, "
+                                        "progress = 0, worker_id = NULL, finished_at = NULL, "
+                                        "message = 'requeued by request' WHERE " +
+                                        where));
+  TSR_RETURN_IF_ERROR(upd.Bind(1, job_id).Bind(2, first).Bind(3, last).Run());
+  TSR_ASSIGN_OR_RETURN(
+      Stmt job, writer_->Prepare("UPDATE jobs SET tasks_done = tasks_done - ?, "
+                                 "tasks_failed = tasks_failed - ?, "
+                                 "tasks_queued = tasks_queued + ?, error = CASE WHEN "
+                                 "tasks_failed - ? = 0 THEN NULL ELSE error END WHERE id = ?"));
+  TSR_RETURN_IF_ERROR(
+      job.Bind(1, done).Bind(2, failed).Bind(3, moved).Bind(4, failed).Bind(5, job_id).Run());
+  TSR_RETURN_IF_ERROR(RefreshJobState(job_id));
+  return moved;
+}
+
+StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
+  WriteLock lock(*this);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(
+      int moved, RequeueFinished(job_id, "state = 'failed'", spec::kMinFrame, spec::kMaxFrame));
+  TSR_RETURN_IF_ERROR(tx.Commit());
+  return moved;
+}
+
+StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
+  if (first > last) {
+    return Status::InvalidArgument("frames: start " + std::to_string(first) + " is after end " +
+                                   std::to_string(last));
+  }
+  WriteLock lock(*this);
+  Transaction tx(*writer_);
+  TSR_RETURN_IF_ERROR(tx.begin_status());
+  TSR_ASSIGN_OR_RETURN(int moved,
+                       RequeueFinished(job_id, "state IN ('done', 'failed')", first, last));
+  TSR_RETURN_IF_ERROR(tx.Commit());
+  return moved;
+}
+
+Status Store::DeleteJob(int64_t job_id) {
+  WriteLock lock(*this);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
+    if (state == JobState::kQueued || state == JobState::kRunning) {
+      return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " +
+                                        JobStateName(state) + "; cancel it before deleting it");
+    }
+    for (const char* sql :
+         {"DELETE FROM events WHERE job_id = ?", "DELETE FROM task_logs WHERE job_id = ?",
+          "DELETE FROM frame_flags WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
+          "DELETE FROM job_worker_failures WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
+      TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
+      TSR_RETURN_IF_ERROR(s.Bind(1, job_id).Run());
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::string> Store::JobScene(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT scene_yaml FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return s.Text(0);
+}
+
+StatusOr<std::string> Store::JobYaml(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT job_yaml FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return s.Text(0);
+}
+
+Status Store::RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id) {
+  WriteLock lock(*this);
+  return InWriteTx(*writer_, [&]() -> Status {
+    TSR_ASSIGN_OR_RETURN(
+        Stmt t, writer_->Prepare("UPDATE tasks SET failed_on = json_insert(failed_on, '$[#]', ?) "
+                                 "WHERE id = ? AND NOT EXISTS (SELECT 1 FROM "
+                                 "json_each(failed_on) WHERE value = ?)"));
+    TSR_RETURN_IF_ERROR(t.Bind(1, worker_id).Bind(2, task_id).Bind(3, worker_id).Run());
+    TSR_ASSIGN_OR_RETURN(
+        Stmt j, writer_->Prepare("INSERT INTO job_worker_failures (job_id, worker_id, failures) "
+                                 "VALUES (?, ?, 1) ON CONFLICT (job_id, worker_id) DO UPDATE "
+                                 "SET failures = failures + 1"));
+    return j.Bind(1, job_id).Bind(2, worker_id).Run();
+  });
+}
+
+StatusOr<std::vector<std::pair<int64_t, int>>> Store::WorkerFailures(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT worker_id, failures FROM job_worker_failures "
+                                          "WHERE job_id = ?"));
+  s.Bind(1, job_id);
+  std::vector<std::pair<int64_t, int>> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace_back(s.Int(0), static_cast<int>(s.Int(1)));
+  }
+}
+
+StatusOr<std::vector<std::pair<int, int>>> Store::UndoneFrameRanges(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame_start, frame_end FROM tasks WHERE "
+                                          "job_id = ? AND state != 'done' ORDER BY idx"));
+  s.Bind(1, job_id);
+  std::vector<std::pair<int, int>> out;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace_back(static_cast<int>(s.Int(0)), static_cast<int>(s.Int(1)));
+  }
+}
+
+Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& notice) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET notice = ? WHERE id = ?"));
+  return s.Bind(1, notice).Bind(2, job_id).Run();
+}
+
+Status Store::SetFrameFlag(int64_t job_id, int frame, const std::string& reason) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("INSERT OR REPLACE INTO frame_flags (job_id, "
+                                                "frame, reason, at) VALUES (?, ?, ?, ?)"));
+  return s.Bind(1, job_id).Bind(2, frame).Bind(3, reason).Bind(4, NowMs()).Run();
+}
+
+Status Store::ClearFrameFlag(int64_t job_id, int frame) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       writer_->Prepare("DELETE FROM frame_flags WHERE job_id = ? AND frame = ?"));
+  return s.Bind(1, job_id).Bind(2, frame).Run();
+}
+
+StatusOr<std::map<int, std::string>> Store::FrameFlags(int64_t job_id, int first, int last) {
+  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame, reason FROM frame_flags WHERE job_id = ? "
+                                          "AND frame BETWEEN ? AND ?"));
+  s.Bind(1, job_id).Bind(2, first).Bind(3, last);
+  std::map<int, std::string> flags;
+  for (;;) {
+    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    flags[static_cast<int>(s.Int(0))] = s.Text(1);
+  }
+  return flags;
+}
+
+Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
+                       std::optional<int64_t> worker_id, const std::string& kind,
+                       const std::string& message) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s,
+                       writer_->Prepare("INSERT INTO events (at, job_id, task_id, worker_id, kind, "
+                                        "message) VALUES (?, ?, ?, ?, ?, ?)"));
+  return s.Bind(1, NowMs())
+      .Bind(2, job_id)
+      .Bind(3, task_id)
+      .Bind(4, worker_id)
+      .Bind(5, kind)
+      .Bind(6, message)
+      .Run();
+}
+
+}  // namespace tessera::store
