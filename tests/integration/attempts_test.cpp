@@ -70,10 +70,6 @@ json TaskLog(LocalFarm& farm, int64_t task_id) {
   return farm.Get("/api/v1/tasks/" + std::to_string(task_id) + "/log");
 }
 
-json Tasks(LocalFarm& farm, int64_t job_id) {
-  return farm.Get("/api/v1/jobs/" + std::to_string(job_id) + "/tasks")["tasks"];
-}
-
 e2e::RunResult Cli(const LocalFarm& farm, std::vector<std::string> args) {
   args.insert(args.begin(), Bin("tessera"));
   return e2e::RunProcess(args, 60s,

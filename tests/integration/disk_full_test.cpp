@@ -34,10 +34,6 @@ std::string JobYaml(const std::string& name, const std::string& frames,
   return "name: " + name + "\nscene: scene.yaml\nframes: " + frames + "\nchunk_size: 1\n" + extra;
 }
 
-json Tasks(LocalFarm& farm, int64_t job) {
-  return farm.Get("/api/v1/jobs/" + std::to_string(job) + "/tasks")["tasks"];
-}
-
 // The active alert of `kind`, or null.
 json AlertOf(LocalFarm& farm, const std::string& kind) {
   const json alerts = farm.Get("/api/v1/summary").value("alerts", json::array());
