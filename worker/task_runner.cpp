@@ -300,9 +300,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
   request.threads = RenderThreads();
   // The scheduler pins each task to its own GPU(s); a plugin renders on the first.
   request.gpu_index = assign_.gpus.empty() ? -1 : assign_.gpus.front();
-  request.device = settings_.backend == pathtracer::Backend::kCpu    ? "cpu"
-                   : settings_.backend == pathtracer::Backend::kCuda ? "cuda"
-                                                                     : "auto";
+  request.device = settings_.device;
   request.scene = assign_.scene_yaml;
   request.scene_dir = scene_dir;
   request.settings_json = settings.dump();

@@ -24,7 +24,6 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "plugins/pathtracer/renderer.h"
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
 #include "worker/native_plugin.h"
@@ -51,7 +50,8 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 inline constexpr const char* kCheckpointBlob = "";
 
 struct RenderSettings {
-  pathtracer::Backend backend = pathtracer::Backend::kAuto;
+  // Where C++ plugins render (TsrRenderRequest::device): "auto", "cpu" or "cuda" (worker.backend).
+  std::string device = "auto";
   int cpu_threads = 0;
   // C++ renderer plugins: the path tracer and those loaded from worker.native_plugins.
   std::shared_ptr<const NativePluginList> native = BuiltinNativePlugins();
@@ -115,7 +115,7 @@ class TaskRunner {
   Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
   // An external program described by its plugin.yaml.
   Status RenderWithPlugin(zmq::socket_t& out, int* frames_done);
-  // A part of a split frame as its exact accumulation (plugins/pathtracer/accumulation.h).
+  // A part of a split frame as its exact accumulation (shared/accumulation.h).
   Status SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
                   const std::string& accumulation, double seconds, const std::string& backend);
   // Sends one frame's pixels (of the task's part) as a kFrameResult.

@@ -13,8 +13,8 @@
 #include <map>
 #include <set>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "scheduler/assembler/part_store.h"
+#include "shared/accumulation.h"
 #include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/image_oiio.h"
@@ -485,7 +485,7 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   if (job.accumulation.empty()) return StorePixelTile(job, std::move(done), *cache_);
   // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
   // task's failure now, not the frame's at assembly time.
-  StatusOr<pathtracer::RenderedImage> part = pathtracer::ParseAccumulation(job.accumulation);
+  StatusOr<accumulation::RenderedImage> part = accumulation::ParseAccumulation(job.accumulation);
   if (!part.ok()) {
     done.status = part.status().WithContext("part of frame " + std::to_string(job.frame));
     return done;

@@ -71,7 +71,7 @@ struct PartJob {
   int frame = 0;
   std::string parts_dir;           // PartsDir(output_dir, frame)
   protocol::FramePart assigned;    // what the task was told to render
-  std::string accumulation;        // pathtracer::SerializeAccumulation bytes, or
+  std::string accumulation;        // accumulation::SerializeAccumulation bytes, or
   image::ImageBuffer pixels;       // a plugin renderer's tile (when accumulation is empty)
   bool accept_bad_pixels = false;  // as FrameJob's
 };

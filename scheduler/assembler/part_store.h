@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "plugins/pathtracer/accumulation.h"
+#include "shared/accumulation.h"
 #include "shared/disk_space.h"
 #include "shared/image_io.h"
 #include "shared/protocol.h"
@@ -50,7 +50,7 @@ struct FrameShape {
   bool operator==(const FrameShape&) const = default;
 };
 
-inline FrameShape ShapeOf(const pathtracer::RenderedImage& p) {
+inline FrameShape ShapeOf(const accumulation::RenderedImage& p) {
   return {p.frame,        p.frame_width, p.frame_height, p.channels,    p.channel_names,
           /*exact=*/true, p.scene_hash,  p.sample_begin, p.sample_count};
 }
@@ -227,7 +227,7 @@ inline Status WriteFileAtomically(const std::string& path, const std::string& he
   return Status::Ok();
 }
 
-inline Status SaveTile(const pathtracer::RenderedImage& t, const std::string& path) {
+inline Status SaveTile(const accumulation::RenderedImage& t, const std::string& path) {
   std::string head(kTileMagic, sizeof kTileMagic);
   const int32_t h[10] = {t.frame, t.frame_width, t.frame_height, t.x0,           t.y0,
                          t.width, t.height,      t.channels,     t.sample_begin, t.sample_count};
@@ -242,11 +242,11 @@ inline Status SaveTile(const pathtracer::RenderedImage& t, const std::string& pa
 }
 
 // A .tile back: `pixels` set, `sums` empty.
-inline StatusOr<pathtracer::RenderedImage> LoadTile(const std::string& path) {
+inline StatusOr<accumulation::RenderedImage> LoadTile(const std::string& path) {
   TSR_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
   const Status corrupt = Status::InvalidArgument(path + ": not a tile, or truncated");
   int32_t h[10];
-  pathtracer::RenderedImage t;
+  accumulation::RenderedImage t;
   size_t pos = sizeof kTileMagic + sizeof h + sizeof t.scene_hash;
   if (data.size() < pos || std::memcmp(data.data(), kTileMagic, sizeof kTileMagic) != 0) {
     return corrupt;
@@ -277,10 +277,10 @@ inline StatusOr<pathtracer::RenderedImage> LoadTile(const std::string& path) {
   return t;
 }
 
-// A .acc back (pathtracer::LoadCheckpoint's result, read in large blocks).
-inline StatusOr<pathtracer::RenderedImage> ReadAccumulation(const std::string& path) {
+// A .acc back (accumulation::LoadCheckpoint's result, read in large blocks).
+inline StatusOr<accumulation::RenderedImage> ReadAccumulation(const std::string& path) {
   TSR_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
-  StatusOr<pathtracer::RenderedImage> part = pathtracer::ParseAccumulation(data);
+  StatusOr<accumulation::RenderedImage> part = accumulation::ParseAccumulation(data);
   if (!part.ok()) return part.status().WithContext(path);
   return part;
 }
@@ -340,7 +340,7 @@ inline StatusOr<LoadedRegion> LoadPixelTile(const std::filesystem::path& path, i
 // as MergeSampleParts does.
 inline StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, PartFile>& files,
                                                        const std::set<int64_t>& tasks, int frame) {
-  std::map<RegionKey, std::vector<pathtracer::RenderedImage>> samples;
+  std::map<RegionKey, std::vector<accumulation::RenderedImage>> samples;
   std::vector<LoadedRegion> regions;
   for (int64_t task : tasks) {
     const PartFile& file = files.at(task);
@@ -349,14 +349,14 @@ inline StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, P
       regions.push_back(std::move(r));
       continue;
     }
-    StatusOr<pathtracer::RenderedImage> part = file.kind == PartFile::Kind::kTile
-                                                   ? LoadTile(file.path.string())
-                                                   : ReadAccumulation(file.path.string());
+    StatusOr<accumulation::RenderedImage> part = file.kind == PartFile::Kind::kTile
+                                                     ? LoadTile(file.path.string())
+                                                     : ReadAccumulation(file.path.string());
     if (!part.ok()) return part.status();
     samples[{part->y0, part->x0}].push_back(std::move(*part));
   }
   for (auto& [key, parts] : samples) {
-    pathtracer::RenderedImage merged;
+    accumulation::RenderedImage merged;
     if (parts.size() == 1 && parts[0].sums.empty()) {
       merged = std::move(parts[0]);  // a .tile: finished already
     } else {
@@ -365,7 +365,7 @@ inline StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, P
           return Status::InvalidArgument("a finished tile shares its region with other parts");
         }
       }
-      TSR_ASSIGN_OR_RETURN(merged, pathtracer::MergeSampleParts(parts));
+      TSR_ASSIGN_OR_RETURN(merged, accumulation::MergeSampleParts(parts));
     }
     LoadedRegion r;
     r.shape = ShapeOf(merged);
@@ -427,7 +427,7 @@ class FrameCache {
   // A sample part, added to its region's exact sums. The region is resolved whenever its parts
   // cover samples [0, n) without a gap: then it may be complete (only the broker knows), and if
   // another part arrives it is resolved again.
-  void AddSamples(const std::string& dir, int64_t task, pathtracer::RenderedImage part) {
+  void AddSamples(const std::string& dir, int64_t task, accumulation::RenderedImage part) {
     const RegionKey key{part.y0, part.x0};
     FrameShape shape = ShapeOf(part);
     std::unique_lock<std::mutex> lock(mu_);
@@ -468,10 +468,10 @@ class FrameCache {
     std::vector<uint16_t> half;
     std::vector<uint8_t> srgb;
     if (covered > 0) {
-      pathtracer::RenderedImage resolve;
+      accumulation::RenderedImage resolve;
       resolve.sums = std::move(sums);
       resolve.sample_count = covered;
-      pathtracer::FinishPixels(&resolve);
+      accumulation::FinishPixels(&resolve);
       const size_t count = static_cast<size_t>(part.width) * part.height;
       half.resize(resolve.pixels.size());
       ToHalf(resolve.pixels.data(), half.size(), half.data());

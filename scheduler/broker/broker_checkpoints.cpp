@@ -10,9 +10,9 @@
 
 #include <algorithm>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
+#include "shared/accumulation.h"
 
 namespace tessera::broker {
 
@@ -21,8 +21,8 @@ namespace {
 // Why a path tracer's checkpoint cannot resume the task's part of `frame` ("" = it can).
 std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame, int samples,
                                       const protocol::FramePart& part) {
-  StatusOr<pathtracer::RenderedImage> checkpoint =
-      pathtracer::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
+  StatusOr<accumulation::RenderedImage> checkpoint =
+      accumulation::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
   if (!checkpoint.ok()) return checkpoint.status().message();
   if (checkpoint->frame != frame || checkpoint->sample_begin != part.sample_begin ||
       (!part.whole_region() &&
