@@ -262,7 +262,7 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
     return RenderNative(*native, out, frames_done);
   }
-  return RenderWithPlugin(out, frames_done);
+  return RenderCommandPlugin(out, frames_done);
 }
 
 Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done) {
@@ -450,14 +450,14 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuf
               protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
 }
 
-Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
-  const AvailablePlugin* plugin = FindPlugin(*settings_.plugins, assign_.renderer);
+Status TaskRunner::RenderCommandPlugin(zmq::socket_t& out, int* frames_done) {
+  const CommandPlugin* plugin = FindCommandPlugin(*settings_.command_plugins, assign_.renderer);
   if (plugin == nullptr) {
     return Status::FailedPrecondition("renderer '" + assign_.renderer +
                                       "' is not available on this worker");
   }
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
-  PluginTaskOptions options;
+  CommandPluginOptions options;
   options.data_dir = DataDir();
   options.search_path = EffectivePluginPath(settings_.plugin_path);
   options.command_programs = settings_.command_programs;
@@ -485,7 +485,7 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
     progress_.store(static_cast<double>(frame - assign_.frame_start + 1) / frame_count);
     return Status::Ok();
   };
-  return RunPluginTask(*plugin, assign_, options);
+  return RunCommandPlugin(*plugin, assign_, options);
 }
 
 }  // namespace tessera::worker
