@@ -1,31 +1,27 @@
-#pragma once
-// How the assembler keeps a split frame's parts (assembler.cpp includes it; nothing else should):
-// their files in the frame's parts directory, and in memory, within a budget, the tile regions
-// they resolve to. Header-only while it has one user, so the scheduler's build keeps listing one
-// source for the assembler.
+#include "scheduler/assembler/part_spool.h"
 
 #include <OpenImageIO/imageio.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "scheduler/assembler/part_memory.h"
 #include "shared/accumulation.h"
 #include "shared/disk_space.h"
 #include "shared/image_io.h"
@@ -34,48 +30,7 @@
 
 namespace tessera::assembler {
 
-using RegionKey = std::pair<int, int>;  // (y0, x0): a tile region's top-left corner
-
-// What the tiles of one frame must agree on to be pasted together (AssemblePixels' rules).
-struct FrameShape {
-  int frame = 0;
-  int width = 0;  // the whole frame's (0 for a plugin renderer's tiles: they say it together)
-  int height = 0;
-  int channels = 0;
-  std::vector<std::string> channel_names;
-  bool exact = false;  // the path tracer's accumulation (else a plugin renderer's pixels)
-  uint64_t scene_hash = 0;
-  int sample_begin = 0;  // the samples the pixels are the mean of
-  int sample_count = 0;
-  bool operator==(const FrameShape&) const = default;
-};
-
-inline FrameShape ShapeOf(const accumulation::RenderedImage& p) {
-  return {p.frame,        p.frame_width, p.frame_height, p.channels,    p.channel_names,
-          /*exact=*/true, p.scene_hash,  p.sample_begin, p.sample_count};
-}
-
-// A tile of finished pixels as the encoders read it: `pixels` (floats) or `half` (the same as
-// half floats: the memory's form); `srgb`, the 8-bit preview's bytes (null: made from `pixels`).
-struct TileView {
-  int x0 = 0;
-  int y0 = 0;
-  int width = 0;
-  int height = 0;
-  const float* pixels = nullptr;
-  const uint16_t* half = nullptr;
-  const uint8_t* srgb = nullptr;
-};
-
-// The 8-bit preview keeps the beauty channels (gray, or RGB).
-inline int PreviewChannels(int channels) { return std::min(channels, 3); }
-
-// Float to half as OpenImageIO converts when it writes a half EXR from floats.
-inline void ToHalf(const float* in, size_t n, uint16_t* out) {
-  OIIO_NAMESPACE::convert_pixel_values(OIIO_NAMESPACE::TypeDesc::FLOAT, in,
-                                       OIIO_NAMESPACE::TypeDesc::HALF, out, static_cast<int>(n));
-}
-
+namespace {
 // A linear float to its preview byte exactly as image::WriteSrgb8 makes it (lround(LinearToSrgb(v)
 // * 255)), from a table rather than a pow per value (a few times faster). The byte never falls as
 // the float's bits grow (checked for every float in [0, 1]), and grows by less than one over 2^16
@@ -128,8 +83,16 @@ class SrgbBytes {
   std::vector<Run> runs_;
 };
 
-// `count` pixels of `channels` floats to preview bytes, as image::WriteSrgb8 makes them.
-inline void ToSrgb(const float* pixels, size_t count, int channels, uint8_t* out) {
+}  // namespace
+
+int PreviewChannels(int channels) { return std::min(channels, 3); }
+
+void ToHalf(const float* in, size_t n, uint16_t* out) {
+  OIIO_NAMESPACE::convert_pixel_values(OIIO_NAMESPACE::TypeDesc::FLOAT, in,
+                                       OIIO_NAMESPACE::TypeDesc::HALF, out, static_cast<int>(n));
+}
+
+void ToSrgb(const float* pixels, size_t count, int channels, uint8_t* out) {
   static const SrgbBytes kBytes;
   const int keep = PreviewChannels(channels);
   for (size_t p = 0; p < count; ++p) {
@@ -138,14 +101,15 @@ inline void ToSrgb(const float* pixels, size_t count, int channels, uint8_t* out
   }
 }
 
-// The names OpenImageIO gives channels nobody named (what an EXR written without names holds).
-inline std::vector<std::string> DefaultChannelNames(int channels) {
+std::vector<std::string> DefaultChannelNames(int channels) {
   return OIIO_NAMESPACE::ImageSpec(1, 1, channels, OIIO_NAMESPACE::TypeDesc::FLOAT).channelnames;
 }
 
+namespace {
+
 // The tiles must be of one frame, scene, channels and samples, and cover it exactly once.
-inline Status CheckCoverage(const std::vector<const FrameShape*>& shapes,
-                            const std::vector<TileView>& tiles) {
+Status CheckCoverage(const std::vector<const FrameShape*>& shapes,
+                     const std::vector<TileView>& tiles) {
   if (tiles.empty()) return Status::InvalidArgument("no parts to assemble");
   const FrameShape& shape = *shapes[0];
   int64_t width = shape.width, height = shape.height, area = 0;
@@ -184,9 +148,9 @@ inline Status CheckCoverage(const std::vector<const FrameShape*>& shapes,
 // accumulation's header (int32 frame, frame size, x0, y0, size, channels, sample range; uint64
 // scene hash; channel names as uint32 length + bytes), then width x height x channels floats.
 
-inline constexpr char kTileMagic[8] = {'T', 'S', 'R', 'T', 'I', 'L', 'E', '1'};
+constexpr char kTileMagic[8] = {'T', 'S', 'R', 'T', 'I', 'L', 'E', '1'};
 
-inline StatusOr<std::string> ReadFile(const std::string& path) {
+StatusOr<std::string> ReadFile(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return Status::NotFound(path + ": cannot open");
   std::string data;
@@ -202,8 +166,8 @@ inline StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // Writes aside, then renames: the part is there whole or not at all.
-inline Status WriteFileAtomically(const std::string& path, const std::string& head,
-                                  const void* body, size_t body_bytes) {
+Status WriteFileAtomically(const std::string& path, const std::string& head, const void* body,
+                           size_t body_bytes) {
   const std::string tmp = path + ".tmp";
   {
     // Mode 0600, like every file the farm keeps for itself.
@@ -227,7 +191,7 @@ inline Status WriteFileAtomically(const std::string& path, const std::string& he
   return Status::Ok();
 }
 
-inline Status SaveTile(const accumulation::RenderedImage& t, const std::string& path) {
+Status SaveTile(const accumulation::RenderedImage& t, const std::string& path) {
   std::string head(kTileMagic, sizeof kTileMagic);
   const int32_t h[10] = {t.frame, t.frame_width, t.frame_height, t.x0,           t.y0,
                          t.width, t.height,      t.channels,     t.sample_begin, t.sample_count};
@@ -242,7 +206,7 @@ inline Status SaveTile(const accumulation::RenderedImage& t, const std::string& 
 }
 
 // A .tile back: `pixels` set, `sums` empty.
-inline StatusOr<accumulation::RenderedImage> LoadTile(const std::string& path) {
+StatusOr<accumulation::RenderedImage> LoadTile(const std::string& path) {
   TSR_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
   const Status corrupt = Status::InvalidArgument(path + ": not a tile, or truncated");
   int32_t h[10];
@@ -278,7 +242,7 @@ inline StatusOr<accumulation::RenderedImage> LoadTile(const std::string& path) {
 }
 
 // A .acc back (accumulation::LoadCheckpoint's result, read in large blocks).
-inline StatusOr<accumulation::RenderedImage> ReadAccumulation(const std::string& path) {
+StatusOr<accumulation::RenderedImage> ReadAccumulation(const std::string& path) {
   TSR_ASSIGN_OR_RETURN(std::string data, ReadFile(path));
   StatusOr<accumulation::RenderedImage> part = accumulation::ParseAccumulation(data);
   if (!part.ok()) return part.status().WithContext(path);
@@ -291,7 +255,7 @@ struct PartFile {
   enum class Kind { kAccumulation, kTile, kPixels } kind = Kind::kTile;
 };
 
-inline StatusOr<std::map<int64_t, PartFile>> ListParts(const std::string& dir) {
+StatusOr<std::map<int64_t, PartFile>> ListParts(const std::string& dir) {
   std::map<int64_t, PartFile> parts;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -323,7 +287,7 @@ struct LoadedRegion {
   std::vector<float> pixels;
 };
 
-inline StatusOr<LoadedRegion> LoadPixelTile(const std::filesystem::path& path, int frame) {
+StatusOr<LoadedRegion> LoadPixelTile(const std::filesystem::path& path, int frame) {
   LoadedRegion r;
   if (std::sscanf(path.stem().string().c_str(), "%*d_%d_%d", &r.x0, &r.y0) != 2) {
     return Status::InvalidArgument(path.string() + ": not a tile's name");
@@ -338,8 +302,8 @@ inline StatusOr<LoadedRegion> LoadPixelTile(const std::filesystem::path& path, i
 
 // The regions the parts `tasks` make, from their files: a region's sample parts merged exactly,
 // as MergeSampleParts does.
-inline StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, PartFile>& files,
-                                                       const std::set<int64_t>& tasks, int frame) {
+StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, PartFile>& files,
+                                                const std::set<int64_t>& tasks, int frame) {
   std::map<RegionKey, std::vector<accumulation::RenderedImage>> samples;
   std::vector<LoadedRegion> regions;
   for (int64_t task : tasks) {
@@ -379,189 +343,115 @@ inline StatusOr<std::vector<LoadedRegion>> LoadRegions(const std::map<int64_t, P
   return regions;
 }
 
-// ---- The memory ---------------------------------------------------------------------------------
+}  // namespace
 
-// A tile region of a frame being assembled, as the memory holds it.
-struct CachedRegion {
-  int x0 = 0;
-  int y0 = 0;
-  int width = 0;
-  int height = 0;
-  FrameShape shape;  // its samples: those `half` and `srgb` are the mean of
-  std::map<int64_t, std::pair<int, int>> parts;  // task id -> its samples [begin, end)
-  std::vector<int64_t> sums;  // sample parts: their exact sum, while more may arrive
-  bool resolved = false;      // `half` and `srgb` are every part in `parts`, finished
-  std::vector<uint16_t> half;
-  std::vector<uint8_t> srgb;
-  bool busy = false;  // a thread is adding a part to it, outside the lock
-  size_t bytes() const { return sums.size() * 8 + half.size() * 2 + srgb.size(); }
-};
+PartSpool::PartSpool(size_t memory_budget) : memory_(std::make_unique<PartMemory>(memory_budget)) {}
+PartSpool::~PartSpool() = default;
 
-// The resolved regions of frames being assembled, by parts directory. Memory beyond the budget
-// goes, the frames touched longest ago first; what is not here is read from the parts' files.
-// Threads: any. One mutex guards the map; the arithmetic on a region runs outside it while the
-// region is marked busy (another part of the same region waits; Take waits; eviction skips it).
-class FrameCache {
- public:
-  explicit FrameCache(size_t budget) : budget_(budget) {}
+Status PartSpool::KeepTile(const std::string& dir, int64_t task,
+                           const accumulation::RenderedImage& tile, std::string* path) {
+  *path = (std::filesystem::path(dir) / (std::to_string(task) + ".tile")).string();
+  TSR_RETURN_IF_ERROR(SaveTile(tile, *path));
+  memory_->PutResolved(dir, task, ShapeOf(tile), tile.x0, tile.y0, tile.width, tile.height,
+                       tile.pixels);
+  return Status::Ok();
+}
 
-  // A part that makes its region alone (a tile with all its samples, a plugin renderer's tile).
-  void PutResolved(const std::string& dir, int64_t task, FrameShape shape, int x0, int y0,
-                   int width, int height, const std::vector<float>& pixels) {
-    const size_t count = static_cast<size_t>(width) * height;
-    CachedRegion r{x0, y0, width, height, std::move(shape)};
-    r.parts[task] = {r.shape.sample_begin, r.shape.sample_begin + r.shape.sample_count};
-    r.resolved = true;
-    r.half.resize(count * r.shape.channels);
-    ToHalf(pixels.data(), r.half.size(), r.half.data());
-    r.srgb.resize(count * PreviewChannels(r.shape.channels));
-    ToSrgb(pixels.data(), count, r.shape.channels, r.srgb.data());
-    std::unique_lock<std::mutex> lock(mu_);
-    CachedRegion& slot = Acquire(lock, dir, {y0, x0});
-    used_ -= slot.bytes();
-    slot = std::move(r);
-    used_ += slot.bytes();
-    Fit(dir, {y0, x0});
+Status PartSpool::KeepSamples(const std::string& dir, int64_t task, const std::string& bytes,
+                              accumulation::RenderedImage part, std::string* path) {
+  *path = (std::filesystem::path(dir) / (std::to_string(task) + ".acc")).string();
+  TSR_RETURN_IF_ERROR(WriteFileAtomically(*path, bytes, nullptr, 0));
+  memory_->AddSamples(dir, task, std::move(part));
+  return Status::Ok();
+}
+
+Status PartSpool::KeepPixelTile(const std::string& dir, int64_t task, int frame, int x0, int y0,
+                                const image::ImageBuffer& tile, std::string* path) {
+  *path = (std::filesystem::path(dir) /
+           (std::to_string(task) + "_" + std::to_string(x0) + "_" + std::to_string(y0) + ".exr"))
+              .string();
+  image::ImageBuffer named = tile;
+  if (named.channel_names.empty()) named.channel_names = DefaultChannelNames(named.channels);
+  TSR_RETURN_IF_ERROR(image::WriteExr(*path, named, /*half=*/false));
+  (void)!::chmod(path->c_str(), 0600);  // (the folder is private already)
+  memory_->PutResolved(dir, task, {frame, 0, 0, named.channels, named.channel_names}, x0, y0,
+                       named.width, named.height, named.pixels);
+  return Status::Ok();
+}
+
+Status PartSpool::Take(const std::string& dir, int expected, int frame, bool need_floats,
+                       const std::string& what, FrameParts* parts) {
+  // Whatever happens next, this frame's regions leave the memory now.
+  std::map<RegionKey, CachedRegion> cached = memory_->Take(dir);
+  StatusOr<std::map<int64_t, PartFile>> files = ListParts(dir);
+  if (!files.ok()) return files.status().WithContext(what);
+  const bool pixel_tiles = std::any_of(files->begin(), files->end(), [](const auto& f) {
+    return f.second.kind == PartFile::Kind::kPixels;
+  });
+  if (static_cast<int>(files->size()) != expected ||
+      (pixel_tiles && std::any_of(files->begin(), files->end(), [](const auto& f) {
+         return f.second.kind != PartFile::Kind::kPixels;
+       }))) {
+    return Status::Internal(what + ": found " + std::to_string(files->size()) + " of " +
+                            std::to_string(expected) + " parts in " + dir);
   }
-
-  // A sample part, added to its region's exact sums. The region is resolved whenever its parts
-  // cover samples [0, n) without a gap: then it may be complete (only the broker knows), and if
-  // another part arrives it is resolved again.
-  void AddSamples(const std::string& dir, int64_t task, accumulation::RenderedImage part) {
-    const RegionKey key{part.y0, part.x0};
-    FrameShape shape = ShapeOf(part);
-    std::unique_lock<std::mutex> lock(mu_);
-    CachedRegion* slot = &Acquire(lock, dir, key);
-    shape.sample_begin = slot->shape.sample_begin;
-    shape.sample_count = slot->shape.sample_count;
-    const int end = part.sample_begin + part.sample_count;
-    bool fits =
-        slot->parts.empty() || (slot->width == part.width && slot->height == part.height &&
-                                slot->shape == shape && slot->sums.size() == part.sums.size());
-    for (const auto& [other, range] : slot->parts) {
-      fits = fits && other != task && (end <= range.first || range.second <= part.sample_begin);
-    }
-    if (!fits) {  // stored twice, or not like its region's other parts: the files decide
-      used_ -= slot->bytes();
-      frames_[dir].regions.erase(key);
-      idle_.notify_all();
-      return;
-    }
-    if (slot->parts.empty()) *slot = CachedRegion{part.x0, part.y0, part.width, part.height, shape};
-    const size_t before = slot->bytes();
-    slot->busy = true;
-    std::vector<int64_t> sums = std::move(slot->sums);
-    auto parts = slot->parts;
-    lock.unlock();
-
-    if (sums.empty()) {
-      sums = std::move(part.sums);
-    } else {
-      for (size_t i = 0; i < sums.size(); ++i) sums[i] += part.sums[i];
-    }
-    parts[task] = {part.sample_begin, end};
-    std::vector<std::pair<int, int>> ranges;
-    for (const auto& p : parts) ranges.push_back(p.second);
-    std::sort(ranges.begin(), ranges.end());
-    int covered = 0;
-    for (const auto& r : ranges) covered = r.first == covered ? r.second : -1;
-    std::vector<uint16_t> half;
-    std::vector<uint8_t> srgb;
-    if (covered > 0) {
-      accumulation::RenderedImage resolve;
-      resolve.sums = std::move(sums);
-      resolve.sample_count = covered;
-      accumulation::FinishPixels(&resolve);
-      const size_t count = static_cast<size_t>(part.width) * part.height;
-      half.resize(resolve.pixels.size());
-      ToHalf(resolve.pixels.data(), half.size(), half.data());
-      srgb.resize(count * PreviewChannels(part.channels));
-      ToSrgb(resolve.pixels.data(), count, part.channels, srgb.data());
-      sums = std::move(resolve.sums);
-    }
-
-    lock.lock();
-    slot = &frames_[dir].regions[key];  // still there: busy regions are neither taken nor evicted
-    slot->sums = std::move(sums);
-    slot->parts = std::move(parts);
-    slot->resolved = covered > 0;
-    slot->shape.sample_begin = 0;
-    slot->shape.sample_count = std::max(covered, 0);
-    slot->half = std::move(half);
-    slot->srgb = std::move(srgb);
-    slot->busy = false;
-    used_ = used_ - before + slot->bytes();
-    Fit(dir, key);
-    idle_.notify_all();
+  // A region comes from memory when it resolved exactly the parts stored for it; the rest (a
+  // restart, the memory budget, a float EXR, whose memory copy is half floats) from the files.
+  std::set<int64_t> from_files;
+  for (const auto& [task, file] : *files) from_files.insert(task);
+  std::map<RegionKey, CachedRegion*> from_memory;
+  for (auto& [key, region] : cached) {
+    const bool usable = !need_floats && region.resolved &&
+                        std::all_of(region.parts.begin(), region.parts.end(),
+                                    [&](const auto& p) { return from_files.count(p.first); });
+    if (!usable) continue;
+    from_memory[key] = &region;
+    for (const auto& p : region.parts) from_files.erase(p.first);
   }
-
-  // The frame's regions, which leave the memory: the frame is being assembled.
-  std::map<RegionKey, CachedRegion> Take(const std::string& dir) {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      auto it = frames_.find(dir);
-      if (it == frames_.end()) return {};
-      if (!Busy(it->second)) {
-        std::map<RegionKey, CachedRegion> regions = std::move(it->second.regions);
-        for (const auto& [key, r] : regions) used_ -= r.bytes();
-        frames_.erase(it);
-        return regions;
-      }
-      idle_.wait(lock);
-    }
+  StatusOr<std::vector<LoadedRegion>> loaded = LoadRegions(*files, from_files, frame);
+  // A file of a region the memory has without it: that region comes from its files too.
+  bool again = false;
+  for (size_t i = 0; loaded.ok() && i < loaded->size(); ++i) {
+    auto hit = from_memory.find({(*loaded)[i].y0, (*loaded)[i].x0});
+    if (hit == from_memory.end()) continue;
+    for (const auto& p : hit->second->parts) from_files.insert(p.first);
+    from_memory.erase(hit);
+    again = true;
   }
-
- private:
-  struct Frame {
-    std::map<RegionKey, CachedRegion> regions;
-    uint64_t touched = 0;
-  };
-
-  static bool Busy(const Frame& f) {
-    return std::any_of(f.regions.begin(), f.regions.end(),
-                       [](const auto& r) { return r.second.busy; });
+  if (again && loaded.ok()) loaded = LoadRegions(*files, from_files, frame);
+  if (!loaded.ok()) return loaded.status().WithContext(what);
+  // The regions must be of one frame and cover it exactly once (AssemblePixels' rules).
+  FrameParts out;
+  std::vector<FrameShape> shapes;
+  for (const auto& [key, r] : from_memory) {
+    out.tiles.push_back({r->x0, r->y0, r->width, r->height});
+    out.half.push_back(std::move(r->half));
+    out.srgb.push_back(std::move(r->srgb));
+    shapes.push_back(std::move(r->shape));
   }
-
-  // The region (created empty if missing), once nobody else is adding to it.
-  CachedRegion& Acquire(std::unique_lock<std::mutex>& lock, const std::string& dir, RegionKey key) {
-    for (;;) {
-      Frame& frame = frames_[dir];
-      frame.touched = ++clock_;
-      CachedRegion& r = frame.regions[key];
-      if (!r.busy) return r;
-      idle_.wait(lock);
-    }
+  for (LoadedRegion& r : *loaded) {
+    out.tiles.push_back({r.x0, r.y0, r.width, r.height});
+    out.pixels.push_back(std::move(r.pixels));
+    shapes.push_back(std::move(r.shape));
   }
-
-  // Over budget: other frames leave, those touched longest ago first; then, if `dir`'s region
-  // still does not fit, it leaves too. Called with mu_ held.
-  void Fit(const std::string& dir, RegionKey key) {
-    while (used_ > budget_) {
-      auto victim = frames_.end();
-      for (auto it = frames_.begin(); it != frames_.end(); ++it) {
-        if (it->first == dir || Busy(it->second)) continue;
-        if (victim == frames_.end() || it->second.touched < victim->second.touched) victim = it;
-      }
-      if (victim == frames_.end()) break;
-      spdlog::info("assembler memory full ({} MB): the parts in {} will be read back from disk",
-                   budget_ >> 20, victim->first);
-      for (const auto& [k, r] : victim->second.regions) used_ -= r.bytes();
-      frames_.erase(victim);
-    }
-    auto& regions = frames_[dir].regions;
-    auto it = regions.find(key);
-    if (used_ > budget_ && it != regions.end() && !it->second.busy) {
-      used_ -= it->second.bytes();
-      regions.erase(it);
-    }
+  // The buffers are in place now: the views point into them.
+  for (size_t i = 0; i < out.half.size(); ++i) {
+    out.tiles[i].half = out.half[i].data();
+    out.tiles[i].srgb = out.srgb[i].data();
   }
-
-  std::mutex mu_;
-  std::condition_variable idle_;
-  std::map<std::string, Frame> frames_;
-  size_t budget_;
-  size_t used_ = 0;
-  uint64_t clock_ = 0;
-};
-
+  for (size_t i = 0; i < out.pixels.size(); ++i) {
+    out.tiles[out.half.size() + i].pixels = out.pixels[i].data();
+  }
+  std::vector<const FrameShape*> shape_of;
+  for (const FrameShape& shape : shapes) shape_of.push_back(&shape);
+  if (Status s = CheckCoverage(shape_of, out.tiles); !s.ok()) return s.WithContext(what);
+  out.channels = shapes[0].channels;
+  out.channel_names = shapes[0].channel_names;
+  for (const TileView& t : out.tiles) {
+    out.width = std::max(out.width, t.x0 + t.width);
+    out.height = std::max(out.height, t.y0 + t.height);
+  }
+  *parts = std::move(out);
+  return Status::Ok();
+}
 }  // namespace tessera::assembler
