@@ -13,6 +13,7 @@
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
 #include "shared/accumulation.h"
+#include "shared/plugin_catalog.h"
 
 namespace tessera::broker {
 
@@ -49,7 +50,8 @@ std::string Broker::KeepCheckpoint(LiveTask& task, int attempt, int frame, int s
   // Checked before it is kept: a checkpoint of another frame, region or sample range would make
   // the resumed frame wrong. Other C++ plugins' checkpoints are their own format, which they
   // check when resuming.
-  if (job.renderer == spec::kRendererPathTracer) {
+  if (auto renderer = plugin::FindRenderer(job.renderer);
+      renderer && renderer->accumulation_checkpoints) {
     if (std::string problem = CheckPathTracerCheckpoint(payload, frame, samples, task.part);
         !problem.empty()) {
       return problem;
