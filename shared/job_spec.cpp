@@ -152,6 +152,8 @@ Status SetAssets(const nlohmann::json& assets, JobSpec* job) {
   return Status::Ok();
 }
 
+bool JobSpec::takes_tessera_scene() const { return plugin::TakesTesseraScene(renderer); }
+
 Status ValidateJob(const JobSpec& job) {
   if (job.name.empty()) return Status::InvalidArgument("name: must not be empty");
   if (job.name.size() > kMaxNameLength) {
@@ -166,7 +168,7 @@ Status ValidateJob(const JobSpec& job) {
   if (job.uses_plugin()) {
     plugin = plugin::FindPlugin(job.renderer);
     if (plugin == nullptr) {
-      std::string known = "pathtracer, noop";
+      std::string known = plugin::PathTracerSpec().name + ", " + kRendererNoop;
       for (const plugin::PluginSpec& p : plugin::BuiltinPlugins()) known += ", " + p.name;
       for (const plugin::PluginSpec& p : plugin::RegisteredNativePlugins()) known += ", " + p.name;
       return Status::InvalidArgument("renderer: '" + job.renderer +
@@ -256,14 +258,14 @@ Status ValidateJob(const JobSpec& job) {
   }
   if (job.splits_frames()) {
     const char* field = job.tiles_x * job.tiles_y > 1 ? "tiles" : "sample_parts";
-    // The path tracer splits both ways; a plugin renderer only into tiles, when it says it can.
-    if (job.sample_parts > 1 && job.renderer != kRendererPathTracer &&
-        (plugin == nullptr || !plugin->sample_parts)) {
+    // The path tracer splits both ways; a plugin renderer only the ways its spec says it can.
+    const std::shared_ptr<const plugin::PluginSpec> renderer = plugin::FindRenderer(job.renderer);
+    if (job.sample_parts > 1 && (renderer == nullptr || !renderer->sample_parts)) {
       return Status::InvalidArgument("sample_parts: the " + job.renderer +
                                      " renderer does not split samples (the " +
-                                     std::string(kRendererPathTracer) + " does)");
+                                     plugin::PathTracerSpec().name + " does)");
     }
-    if (job.renderer != kRendererPathTracer && (plugin == nullptr || !plugin->tiles)) {
+    if (renderer == nullptr || !renderer->tiles) {
       return Status::InvalidArgument(std::string(field) + ": the " + job.renderer +
                                      " renderer does not render tiles");
     }
@@ -583,12 +585,10 @@ int64_t LargestResultBytes(const JobSpec& job, int width, int height, int channe
   // Integer division splits evenly: the largest tile is the rounded-up share of each side.
   const int64_t w = (int64_t{width} + job.tiles_x - 1) / std::max(1, job.tiles_x);
   const int64_t h = (int64_t{height} + job.tiles_y - 1) / std::max(1, job.tiles_y);
-  std::shared_ptr<const plugin::PluginSpec> plugin;
-  if (job.uses_plugin()) plugin = plugin::FindPlugin(job.renderer);
   // Parts of a split frame from a renderer with exact accumulations travel as 32.32 fixed
   // point (8 bytes a channel) with a small header; everything else as 32-bit floats.
-  const bool exact = job.splits_frames() && (job.renderer == kRendererPathTracer ||
-                                             (plugin != nullptr && plugin->sample_parts));
+  const std::shared_ptr<const plugin::PluginSpec> renderer = plugin::FindRenderer(job.renderer);
+  const bool exact = job.splits_frames() && renderer != nullptr && renderer->exact_parts;
   return w * h * std::max(1, channels) * (exact ? 8 : 4) + (exact ? 4096 : 0);
 }
 

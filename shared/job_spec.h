@@ -145,7 +145,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_m
 
 struct JobSpec {
   std::string name;
-  std::string renderer = kRendererPathTracer;
+  std::string renderer = kDefaultRenderer;
   std::string project = "default";
   std::string user;        // empty: "unknown"
   std::string scene_path;  // set when `scene:` is a path (resolved by the CLI)
@@ -190,8 +190,11 @@ struct JobSpec {
   bool splits_frames() const { return tiles_x * tiles_y * sample_parts > 1; }
   // Whether its tasks send frame results (noop tasks only report done).
   bool produces_frames() const { return renderer != kRendererNoop; }
-  // Whether an external renderer plugin renders it (anything but pathtracer and noop).
-  bool uses_plugin() const { return renderer != kRendererPathTracer && renderer != kRendererNoop; }
+  // Whether its renderer takes a Tessera scene (shared/scene_spec.h YAML: the path tracer).
+  bool takes_tessera_scene() const;
+  // Whether an external renderer plugin renders it, from its own scene file and settings
+  // (anything but noop and a renderer that takes a Tessera scene).
+  bool uses_plugin() const { return produces_frames() && !takes_tessera_scene(); }
 };
 
 // One task's share of a job: frames [frame_start, frame_end].

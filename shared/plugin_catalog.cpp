@@ -33,6 +33,26 @@ const PluginSpec* FindBuiltinPlugin(std::string_view name) {
   return nullptr;
 }
 
+const PluginSpec& PathTracerSpec() {
+  static const PluginSpec spec = [] {
+    PluginSpec p;
+    p.name = spec::kRendererPathTracer;
+    p.description =
+        "Tessera's built-in path tracer (CUDA, or the same kernel on the CPU); scene is inline "
+        "YAML";
+    p.native = true;
+    p.scene_required = true;
+    p.tiles = true;
+    p.sample_parts = true;
+    p.exact_parts = true;
+    p.accumulation_checkpoints = true;
+    p.scene_kind = SceneKind::kTesseraScene;
+    p.on_every_worker = true;
+    return p;
+  }();
+  return spec;
+}
+
 namespace {
 struct NativeRegistry {
   std::mutex mu;
@@ -45,7 +65,7 @@ NativeRegistry& Natives() {
 }  // namespace
 
 Status RegisterNativePlugin(PluginSpec spec) {
-  if (FindBuiltinPlugin(spec.name) != nullptr || spec.name == spec::kRendererPathTracer ||
+  if (FindBuiltinPlugin(spec.name) != nullptr || spec.name == PathTracerSpec().name ||
       spec.name == spec::kRendererNoop) {
     return Status::AlreadyExists("plugin " + spec.name + ": a built-in renderer has that name");
   }
@@ -63,6 +83,19 @@ std::vector<PluginSpec> RegisteredNativePlugins() {
   std::vector<PluginSpec> out;
   for (const auto& [name, spec] : r.plugins) out.push_back(*spec);
   return out;
+}
+
+std::shared_ptr<const PluginSpec> FindRenderer(std::string_view name) {
+  const PluginSpec& path_tracer = PathTracerSpec();
+  if (name == path_tracer.name) {
+    return std::shared_ptr<const PluginSpec>(std::shared_ptr<const PluginSpec>(), &path_tracer);
+  }
+  return FindPlugin(name);
+}
+
+bool TakesTesseraScene(std::string_view renderer) {
+  const std::shared_ptr<const PluginSpec> spec = FindRenderer(renderer);
+  return spec != nullptr && spec->takes_tessera_scene();
 }
 
 std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name) {

@@ -24,6 +24,18 @@ std::vector<PluginSpec> RegisteredNativePlugins();
 // A plugin by name: built in, else registered native; nullptr when neither.
 std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name);
 
+// The built-in path tracer as a renderer spec (name "pathtracer"): compiled into every worker, it
+// takes a Tessera scene (shared/scene_spec.h YAML, uploaded with the files it names) and no
+// settings, splits frames into tiles and sample parts whose results are exact accumulations, and
+// its checkpoints are accumulations too. Not among BuiltinPlugins(): those are plugin.yaml files
+// (`tessera plugins` lists them), and a job gives the path tracer no `settings:`.
+const PluginSpec& PathTracerSpec();
+// The renderer a job names: the path tracer, else FindPlugin(name); nullptr for noop and for
+// names the farm does not know. Where the farm asks what a renderer can do.
+std::shared_ptr<const PluginSpec> FindRenderer(std::string_view name);
+// Whether the named renderer takes a Tessera scene (false for noop and for unknown names).
+bool TakesTesseraScene(std::string_view renderer);
+
 // The raw YAML texts, by plugin folder name (for tests and `tessera plugins --json`).
 struct PluginSource {
   const char* folder;

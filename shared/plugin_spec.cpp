@@ -472,7 +472,9 @@ StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string
   YAML::Emitter out;
   out << root;
   TSR_ASSIGN_OR_RETURN(PluginSpec spec, ParsePluginYaml(out.c_str(), "plugin " + name));
+  // TSR_CAP_SAMPLE_PARTS: sample ranges, returned as exact accumulations.
   spec.sample_parts = sample_parts;
+  spec.exact_parts = sample_parts;
   spec.declaration = std::string(declaration_yaml);
   return spec;
 }

@@ -60,6 +60,12 @@ struct SettingSpec {
   std::vector<std::string> args;
 };
 
+// What a renderer takes as its scene.
+enum class SceneKind {
+  kRendererFile,  // the renderer's own file (.pov, .py, .blend), named by the job (or none)
+  kTesseraScene,  // a Tessera scene (shared/scene_spec.h YAML), uploaded with the files it names
+};
+
 // One item of a plugin's argv template: a word, or a group of words used only `when` the task
 // is a tile / the whole frame / pinned to a GPU / on the CPU / its scene file has extension EXT,
 // or the place for settings' args.
@@ -98,11 +104,21 @@ struct PluginSpec {
   // A C++ plugin (plugins/api/renderer_api.h): no program, argv, output or patterns; only the
   // scene and settings a job may give it, and whether it renders tiles.
   bool native = false;
-  // A C++ plugin that renders sample ranges and returns exact accumulations (TSR_CAP_SAMPLE_PARTS).
+  // Splits a frame's samples: renders sample ranges (a C++ plugin's TSR_CAP_SAMPLE_PARTS).
   bool sample_parts = false;
+  // The parts of its split frames are exact accumulations (shared/accumulation.h), merged
+  // bit-exactly; otherwise tiles of float pixels.
+  bool exact_parts = false;
+  // Its checkpoints are accumulations (shared/accumulation.h) of the task's part, which the
+  // scheduler checks before it keeps one; other renderers' checkpoints are their own format.
+  bool accumulation_checkpoints = false;
+  SceneKind scene_kind = SceneKind::kRendererFile;
+  // Compiled into every worker (the path tracer): no worker needs to offer it.
+  bool on_every_worker = false;
   std::string declaration;  // native: the `scene:`/`settings:` YAML it was built from
 
   const SettingSpec* FindSetting(std::string_view name) const;
+  bool takes_tessera_scene() const { return scene_kind == SceneKind::kTesseraScene; }
 };
 
 // Parses plugin.yaml; errors name the field ("args[3]: unknown placeholder {fram}").

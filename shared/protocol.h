@@ -333,8 +333,8 @@ struct FrameResult {
   std::vector<std::string> channel_names;
   FramePart part;  // which part of the frame the pixels are (width x height is the part's size)
   // How the payload is encoded: "" = float32 pixels (width x height x channels);
-  // kEncodingAccumulation = the path tracer's exact accumulation (plugins/pathtracer/
-  // accumulation.h), which the scheduler merges with the frame's other parts.
+  // kEncodingAccumulation = an exact accumulation (shared/accumulation.h: the path tracer's,
+  // or a sample-parts plugin's), which the scheduler merges with the frame's other parts.
   std::string encoding;
 };
 

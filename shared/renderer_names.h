@@ -7,5 +7,8 @@ namespace tessera::spec {
 
 inline constexpr const char* kRendererPathTracer = "pathtracer";
 inline constexpr const char* kRendererNoop = "noop";
+// The renderer of a job that names none. What each renderer can do is its PluginSpec
+// (shared/plugin_catalog.h FindRenderer), never a comparison with these names.
+inline constexpr const char* kDefaultRenderer = kRendererPathTracer;
 
 }  // namespace tessera::spec

@@ -88,25 +88,25 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   const bool has_cuda = std::find(hardware.backends.begin(), hardware.backends.end(), "cuda") !=
                         hardware.backends.end();
   if (config.backend == "cpu") {
-    o.render.backend = pathtracer::Backend::kCpu;
+    o.render.device = "cpu";
     o.backends = {"cpu"};
   } else if (config.backend == "cuda") {
     if (!has_cuda) {
       return Status::FailedPrecondition(
           "worker.backend: 'cuda' was asked for but this machine has no usable CUDA device");
     }
-    o.render.backend = pathtracer::Backend::kCuda;
+    o.render.device = "cuda";
     o.backends = {"cuda"};
   } else {
-    o.render.backend = pathtracer::Backend::kAuto;
+    o.render.device = "auto";
     o.backends = hardware.backends;
   }
   // GPUs this worker will not render on are not offered: the scheduler pins tasks to the GPUs
   // a worker registers.
-  if (o.render.backend == pathtracer::Backend::kCpu) o.hardware.gpus.clear();
+  if (o.render.device == "cpu") o.hardware.gpus.clear();
   if (config.simulate_gpus > 0) {
     // Scheduling sees real-looking GPUs; the renders behind them run on the CPU.
-    o.render.backend = pathtracer::Backend::kCpu;
+    o.render.device = "cpu";
     o.backends = {"cpu"};
     o.hardware.gpus.clear();
     for (int i = 0; i < config.simulate_gpus; ++i) {

@@ -90,7 +90,7 @@ void Agent::Connect(Clock::time_point now) {
   reg.delivering = spool_.Delivering();
   reg.draining = draining_;
   reg.features = {protocol::kFeatureAcksInAssign};
-  for (const AvailablePlugin& p : *options_.render.plugins) {
+  for (const CommandPlugin& p : *options_.render.command_plugins) {
     reg.plugins.push_back({p.spec.name, p.version, p.executable});
   }
   for (const auto& p : *options_.render.native) {

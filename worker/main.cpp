@@ -19,8 +19,8 @@
 #include "shared/logging.h"
 #include "worker/agent.h"
 #include "worker/cloud_metadata.h"
+#include "worker/command_plugin.h"
 #include "worker/hardware_probe.h"
-#include "worker/plugin_host.h"
 #include "worker/worker_config.h"
 
 extern char** environ;
@@ -142,9 +142,10 @@ int main(int argc, char** argv) {
   } else if (::geteuid() == 0) {
     spdlog::warn("renderers run as root: set worker.run_as to a user of their own");
   }
-  options->render.plugins = std::make_shared<tessera::worker::PluginList>(
-      tessera::worker::DetectPlugins(tessera::worker::EffectivePluginPath(config->plugin_path),
-                                     confinement->command_programs));
+  options->render.command_plugins =
+      std::make_shared<tessera::worker::CommandPluginList>(tessera::worker::DetectCommandPlugins(
+          tessera::worker::EffectivePluginPath(config->plugin_path),
+          confinement->command_programs));
   options->render.native = std::make_shared<const tessera::worker::NativePluginList>(
       tessera::worker::LoadNativePlugins(config->native_plugins));
   spdlog::info(

@@ -262,7 +262,7 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
     return RenderNative(*native, out, frames_done);
   }
-  return RenderWithPlugin(out, frames_done);
+  return RenderCommandPlugin(out, frames_done);
 }
 
 Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done) {
@@ -300,9 +300,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
   request.threads = RenderThreads();
   // The scheduler pins each task to its own GPU(s); a plugin renders on the first.
   request.gpu_index = assign_.gpus.empty() ? -1 : assign_.gpus.front();
-  request.device = settings_.backend == pathtracer::Backend::kCpu    ? "cpu"
-                   : settings_.backend == pathtracer::Backend::kCuda ? "cuda"
-                                                                     : "auto";
+  request.device = settings_.device;
   request.scene = assign_.scene_yaml;
   request.scene_dir = scene_dir;
   request.settings_json = settings.dump();
@@ -452,14 +450,14 @@ Status TaskRunner::SendPart(zmq::socket_t& out, int frame, const image::ImageBuf
               protocol::Encode(protocol::MessageType::kFrameResult, result, std::move(payload)));
 }
 
-Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
-  const AvailablePlugin* plugin = FindPlugin(*settings_.plugins, assign_.renderer);
+Status TaskRunner::RenderCommandPlugin(zmq::socket_t& out, int* frames_done) {
+  const CommandPlugin* plugin = FindCommandPlugin(*settings_.command_plugins, assign_.renderer);
   if (plugin == nullptr) {
     return Status::FailedPrecondition("renderer '" + assign_.renderer +
                                       "' is not available on this worker");
   }
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
-  PluginTaskOptions options;
+  CommandPluginOptions options;
   options.data_dir = DataDir();
   options.search_path = EffectivePluginPath(settings_.plugin_path);
   options.command_programs = settings_.command_programs;
@@ -487,7 +485,7 @@ Status TaskRunner::RenderWithPlugin(zmq::socket_t& out, int* frames_done) {
     progress_.store(static_cast<double>(frame - assign_.frame_start + 1) / frame_count);
     return Status::Ok();
   };
-  return RunPluginTask(*plugin, assign_, options);
+  return RunCommandPlugin(*plugin, assign_, options);
 }
 
 }  // namespace tessera::worker

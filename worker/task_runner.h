@@ -24,11 +24,10 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "plugins/pathtracer/renderer.h"
 #include "shared/job_spec.h"
 #include "shared/protocol.h"
+#include "worker/command_plugin.h"
 #include "worker/native_plugin.h"
-#include "worker/plugin_host.h"
 #include "worker/result_spool.h"
 
 namespace tessera::worker {
@@ -51,12 +50,13 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 inline constexpr const char* kCheckpointBlob = "";
 
 struct RenderSettings {
-  pathtracer::Backend backend = pathtracer::Backend::kAuto;
+  // Where C++ plugins render (TsrRenderRequest::device): "auto", "cpu" or "cuda" (worker.backend).
+  std::string device = "auto";
   int cpu_threads = 0;
   // C++ renderer plugins: the path tracer and those loaded from worker.native_plugins.
   std::shared_ptr<const NativePluginList> native = BuiltinNativePlugins();
   // External renderers this worker found, where task folders go, and the program search path.
-  std::shared_ptr<const PluginList> plugins = std::make_shared<PluginList>();
+  std::shared_ptr<const CommandPluginList> command_plugins = std::make_shared<CommandPluginList>();
   std::string data_dir;
   std::string plugin_path;
   // What jobs may make this worker do (worker/worker_config.h Confinement): the programs the
@@ -114,8 +114,8 @@ class TaskRunner {
   // A C++ plugin (the path tracer among them), frame by frame in this thread.
   Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
   // An external program described by its plugin.yaml.
-  Status RenderWithPlugin(zmq::socket_t& out, int* frames_done);
-  // A part of a split frame as its exact accumulation (plugins/pathtracer/accumulation.h).
+  Status RenderCommandPlugin(zmq::socket_t& out, int* frames_done);
+  // A part of a split frame as its exact accumulation (shared/accumulation.h).
   Status SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
                   const std::string& accumulation, double seconds, const std::string& backend);
   // Sends one frame's pixels (of the task's part) as a kFrameResult.

@@ -49,7 +49,7 @@ enum {
   // (the plugin's settings must then include `width` and `height`).
   TSR_CAP_TILES = 1u << 0,
   // Renders sample ranges and returns each part's exact accumulation in Tessera's format
-  // (plugins/pathtracer/accumulation.h), which the scheduler merges bit-exactly.
+  // (shared/accumulation.h), which the scheduler merges bit-exactly.
   TSR_CAP_SAMPLE_PARTS = 1u << 1,
   // Stops at a safe point when a hand-back is asked for, gives a checkpoint, and continues from
   // it when a later attempt passes it back in `resume`.

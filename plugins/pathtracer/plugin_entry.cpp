@@ -9,12 +9,18 @@
 #include <string_view>
 #include <vector>
 
-#include "plugins/pathtracer/accumulation.h"
+#include "plugins/pathtracer/kernel.h"
 #include "plugins/pathtracer/renderer.h"
+#include "shared/accumulation.h"
 #include "shared/scene_spec.h"
 #include "shared/utf8.h"
 
 namespace tessera::pathtracer {
+
+// The kernel sums samples in the farm's accumulation format (shared/rendered_image.h).
+static_assert(kernel::kFixedScale == accumulation::kFixedScale);
+static_assert(kernel::kNumSampleValues == accumulation::kMaxChannels);
+
 namespace {
 
 // Each frame is rendered in this many passes: a hand-back waits at most one pass.
@@ -76,8 +82,8 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
 
   std::optional<RenderedImage> resume;
   if (r->resume != nullptr && r->resume_size > 0) {
-    StatusOr<RenderedImage> parsed =
-        ParseAccumulation(std::string_view(static_cast<const char*>(r->resume), r->resume_size));
+    StatusOr<RenderedImage> parsed = accumulation::ParseAccumulation(
+        std::string_view(static_cast<const char*>(r->resume), r->resume_size));
     if (parsed.ok() && parsed->frame == r->frame) {
       resume = std::move(*parsed);
       request.resume = &*resume;
@@ -100,7 +106,7 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
   request.on_pass = [r, &handed_back, periodic, sample_end](const RenderedImage& so_far) {
     if (handed_back) return;
     const auto give = [r, &so_far] {
-      StatusOr<std::string> bytes = SerializeAccumulation(so_far);
+      StatusOr<std::string> bytes = accumulation::SerializeAccumulation(so_far);
       if (bytes.ok() && r->checkpoint != nullptr) {
         r->checkpoint(r->host, bytes->data(), bytes->size(), so_far.sample_count);
       }
@@ -120,7 +126,7 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
 
   auto owned = std::make_unique<Owned>();
   if (r->want_accumulation) {
-    StatusOr<std::string> bytes = SerializeAccumulation(*image);
+    StatusOr<std::string> bytes = accumulation::SerializeAccumulation(*image);
     if (!bytes.ok()) return Fail(bytes.status(), error, error_size);
     owned->accumulation = std::move(*bytes);
   }

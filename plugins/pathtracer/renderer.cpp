@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/backends.h"
 #include "plugins/pathtracer/scene_flatten.h"
+#include "shared/accumulation.h"
 
 namespace tessera::pathtracer {
 

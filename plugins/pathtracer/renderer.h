@@ -9,10 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "shared/rendered_image.h"
 #include "shared/scene_spec.h"
 #include "shared/status.h"
 
 namespace tessera::pathtracer {
+
+// What a render returns: the farm's accumulation format (shared/rendered_image.h).
+using accumulation::RenderedImage;
 
 enum class Backend { kAuto, kCpu, kCuda };
 
@@ -23,8 +27,6 @@ struct PixelRegion {
   int x1 = 0;
   int y1 = 0;
 };
-
-struct RenderedImage;
 
 struct RenderRequest {
   int frame = 1;
@@ -57,32 +59,6 @@ struct RenderRequest {
   std::function<void(const RenderedImage&)> on_pass;
 };
 
-struct RenderedImage {
-  int width = 0;  // of the region rendered (the whole frame by default)
-  int height = 0;
-  int channels = 4;  // linear float, row-major, top row first; RGBA unless the scene asks AOVs
-  std::vector<float> pixels;  // the mean of the samples: sums / sample_count
-  // One name per channel: "R", "G", "B", "A", then "albedo.R", "albedo.G", "albedo.B",
-  // "N.X", "N.Y", "N.Z", "Z" for the AOVs the scene asks for (see spec::SceneSpec::aovs).
-  std::vector<std::string> channel_names;
-  std::string backend;       // "cpu" or "cuda:N": what actually rendered it
-  uint64_t rays_traced = 0;  // rays the kernel traced (camera, bounce, shadow), for benchmarks
-
-  // ---- Where this part sits in the frame and in the sample sequence ----
-  int frame = 1;
-  int frame_width = 0;  // the whole frame
-  int frame_height = 0;
-  int x0 = 0;  // the region's top-left corner in the frame
-  int y0 = 0;
-  int sample_begin = 0;  // samples [sample_begin, sample_begin + sample_count) are summed
-  int sample_count = 0;
-  uint64_t scene_hash = 0;  // of the flattened frame: checkpoints of another scene are refused
-  // The raw accumulation: per pixel and channel, the sum of the samples in 32.32 fixed point
-  // (value * 2^32, see kernel.h; each sample's values are clamped to +-32767 first). Integer sums
-  // make merging exact; RawSums() (accumulation.h) gives them as floats.
-  std::vector<int64_t> sums;
-};
-
 // True when this build has the CUDA backend and a usable device is present.
 bool CudaAvailable();
 
@@ -103,7 +79,7 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why = nullptr);
 // Renders one frame of the scene (or the request's region and sample range of it). A CUDA error,
 // a missing or bad asset (naming the object and the file) or a cancellation is returned as a
 // Status; the caller (the worker) never crashes because of a render. Helpers to merge parts,
-// assemble tiles and checkpoint: accumulation.h.
+// assemble tiles and checkpoint: shared/accumulation.h.
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request);
 
 }  // namespace tessera::pathtracer

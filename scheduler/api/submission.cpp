@@ -104,7 +104,7 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
                                      "', which was not uploaded (tessera submit does)");
     }
   }
-  if (job.renderer == spec::kRendererPathTracer) {
+  if (job.takes_tessera_scene()) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
     if (!scene.ok()) return scene.status().WithContext("scene");
     for (const std::string& file : spec::RelativeAssetFiles(*scene)) {

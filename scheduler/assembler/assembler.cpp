@@ -13,8 +13,8 @@
 #include <map>
 #include <set>
 
-#include "plugins/pathtracer/accumulation.h"
-#include "scheduler/assembler/part_store.h"
+#include "scheduler/assembler/part_spool.h"
+#include "shared/accumulation.h"
 #include "shared/disk_space.h"
 #include "shared/file_io.h"
 #include "shared/image_oiio.h"
@@ -26,7 +26,7 @@ namespace OIIO = OIIO_NAMESPACE;
 namespace fs = std::filesystem;
 
 Assembler::Assembler(int threads, std::function<void(FrameWritten)> on_written, size_t cache_bytes)
-    : on_written_(std::move(on_written)), cache_(std::make_unique<FrameCache>(cache_bytes)) {
+    : on_written_(std::move(on_written)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -427,7 +427,7 @@ Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const 
 }
 
 // A plugin renderer's tile: float pixels, kept as a float EXR named after its place.
-FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, FrameCache& cache) {
+FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, PartSpool& spool) {
   const protocol::FramePart& a = job.assigned;
   if (job.pixels.width != a.x1 - a.x0 || job.pixels.height != a.y1 - a.y0) {
     done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
@@ -440,19 +440,11 @@ FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, FrameCache& c
   }
   done.status = MakePartsDir(job.parts_dir);
   if (!done.status.ok()) return done;
-  const std::string path =
-      (fs::path(job.parts_dir) / (std::to_string(job.task_id) + "_" + std::to_string(a.x0) + "_" +
-                                  std::to_string(a.y0) + ".exr"))
-          .string();
-  image::ImageBuffer named = job.pixels;
-  if (named.channel_names.empty()) named.channel_names = DefaultChannelNames(named.channels);
-  done.status = image::WriteExr(path, named, /*half=*/false);
+  std::string path;
+  done.status =
+      spool.KeepPixelTile(job.parts_dir, job.task_id, job.frame, a.x0, a.y0, job.pixels, &path);
   if (!done.status.ok()) return done;
-  (void)!::chmod(path.c_str(), 0600);  // (the folder is private already)
   done.files.push_back(path);
-  cache.PutResolved(job.parts_dir, job.task_id,
-                    {job.frame, 0, 0, named.channels, named.channel_names}, a.x0, a.y0, named.width,
-                    named.height, named.pixels);
   return done;
 }
 
@@ -482,10 +474,10 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
 FrameWritten Assembler::StorePart(const PartJob& job) {
   FrameWritten done{
       job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}, FrameWritten::Kind::kPart};
-  if (job.accumulation.empty()) return StorePixelTile(job, std::move(done), *cache_);
+  if (job.accumulation.empty()) return StorePixelTile(job, std::move(done), *spool_);
   // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
   // task's failure now, not the frame's at assembly time.
-  StatusOr<pathtracer::RenderedImage> part = pathtracer::ParseAccumulation(job.accumulation);
+  StatusOr<accumulation::RenderedImage> part = accumulation::ParseAccumulation(job.accumulation);
   if (!part.ok()) {
     done.status = part.status().WithContext("part of frame " + std::to_string(job.frame));
     return done;
@@ -512,19 +504,12 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   // of the sums. A sample part is kept exact (the worker's bytes, just checked: a checkpoint), to
   // be merged with its region's other parts.
   const bool all_samples = a.sample_begin == 0 && a.sample_end < 0;
-  const std::string path =
-      (fs::path(job.parts_dir) / (std::to_string(job.task_id) + (all_samples ? ".tile" : ".acc")))
-          .string();
-  done.status =
-      all_samples ? SaveTile(*part, path) : WriteFileAtomically(path, job.accumulation, nullptr, 0);
+  std::string path;
+  done.status = all_samples ? spool_->KeepTile(job.parts_dir, job.task_id, *part, &path)
+                            : spool_->KeepSamples(job.parts_dir, job.task_id, job.accumulation,
+                                                  std::move(*part), &path);
   if (!done.status.ok()) return done;
   done.files.push_back(path);
-  if (all_samples) {
-    cache_->PutResolved(job.parts_dir, job.task_id, ShapeOf(*part), part->x0, part->y0, part->width,
-                        part->height, part->pixels);
-  } else {
-    cache_->AddSamples(job.parts_dir, job.task_id, std::move(*part));
-  }
   return done;
 }
 
@@ -538,76 +523,11 @@ FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
                     FrameWritten::Kind::kAssembled};
   const std::string dir = PartsDir(job.output.dir, job.frame);
   done.parts_dir = dir;
-  // Whatever happens next, this frame's regions leave the memory now.
-  std::map<RegionKey, CachedRegion> cached = cache_->Take(dir);
-  const std::string what = "frame " + std::to_string(job.frame);
-  StatusOr<std::map<int64_t, PartFile>> files = ListParts(dir);
-  if (!files.ok()) {
-    done.status = files.status().WithContext(what);
-    return done;
-  }
-  const bool pixel_tiles = std::any_of(files->begin(), files->end(), [](const auto& f) {
-    return f.second.kind == PartFile::Kind::kPixels;
-  });
-  if (static_cast<int>(files->size()) != job.parts ||
-      (pixel_tiles && std::any_of(files->begin(), files->end(), [](const auto& f) {
-         return f.second.kind != PartFile::Kind::kPixels;
-       }))) {
-    done.status = Status::Internal(what + ": found " + std::to_string(files->size()) + " of " +
-                                   std::to_string(job.parts) + " parts in " + dir);
-    return done;
-  }
-  // A region comes from memory when it resolved exactly the parts stored for it; the rest (a
-  // restart, the memory budget, a float EXR, whose memory copy is half floats) from the files.
-  std::set<int64_t> from_files;
-  for (const auto& [task, file] : *files) from_files.insert(task);
-  std::map<RegionKey, const CachedRegion*> from_memory;
-  for (const auto& [key, region] : cached) {
-    const bool usable = !job.output.exr_float && region.resolved &&
-                        std::all_of(region.parts.begin(), region.parts.end(),
-                                    [&](const auto& p) { return from_files.count(p.first); });
-    if (!usable) continue;
-    from_memory[key] = &region;
-    for (const auto& p : region.parts) from_files.erase(p.first);
-  }
-  StatusOr<std::vector<LoadedRegion>> loaded = LoadRegions(*files, from_files, job.frame);
-  // A file of a region the memory has without it: that region comes from its files too.
-  bool again = false;
-  for (size_t i = 0; loaded.ok() && i < loaded->size(); ++i) {
-    auto hit = from_memory.find({(*loaded)[i].y0, (*loaded)[i].x0});
-    if (hit == from_memory.end()) continue;
-    for (const auto& p : hit->second->parts) from_files.insert(p.first);
-    from_memory.erase(hit);
-    again = true;
-  }
-  if (again && loaded.ok()) loaded = LoadRegions(*files, from_files, job.frame);
-  if (!loaded.ok()) {
-    done.status = loaded.status().WithContext(what);
-    return done;
-  }
-  // The regions must be of one frame and cover it exactly once (AssemblePixels' rules).
-  Canvas canvas;
-  std::vector<const FrameShape*> shapes;
-  for (const auto& [key, r] : from_memory) {
-    canvas.tiles.push_back(
-        {r->x0, r->y0, r->width, r->height, nullptr, r->half.data(), r->srgb.data()});
-    shapes.push_back(&r->shape);
-  }
-  for (const LoadedRegion& r : *loaded) {
-    canvas.tiles.push_back({r.x0, r.y0, r.width, r.height, r.pixels.data()});
-    shapes.push_back(&r.shape);
-  }
-  if (Status s = CheckCoverage(shapes, canvas.tiles); !s.ok()) {
-    done.status = s.WithContext(what);
-    return done;
-  }
-  const FrameShape& shape = *shapes[0];
-  canvas.channels = shape.channels;
-  canvas.channel_names = shape.channel_names;
-  for (const TileView& t : canvas.tiles) {
-    canvas.width = std::max(canvas.width, t.x0 + t.width);
-    canvas.height = std::max(canvas.height, t.y0 + t.height);
-  }
+  FrameParts parts;
+  done.status = spool_->Take(dir, job.parts, job.frame, /*need_floats=*/job.output.exr_float,
+                             "frame " + std::to_string(job.frame), &parts);
+  if (!done.status.ok()) return done;
+  const Canvas canvas{parts.width, parts.height, parts.channels, parts.channel_names, parts.tiles};
   done.status = WriteOutputs(job.output, job.job_id, job.frame, canvas, &done.files, &done.bytes);
   return done;
 }

@@ -71,7 +71,7 @@ struct PartJob {
   int frame = 0;
   std::string parts_dir;           // PartsDir(output_dir, frame)
   protocol::FramePart assigned;    // what the task was told to render
-  std::string accumulation;        // pathtracer::SerializeAccumulation bytes, or
+  std::string accumulation;        // accumulation::SerializeAccumulation bytes, or
   image::ImageBuffer pixels;       // a plugin renderer's tile (when accumulation is empty)
   bool accept_bad_pixels = false;  // as FrameJob's
 };
@@ -109,7 +109,7 @@ std::string PartsDir(const std::string& output_dir, int frame);
 std::string ThumbnailPath(const std::string& output_dir, int frame);
 inline constexpr int kThumbnailSide = 256;
 
-class FrameCache;
+class PartSpool;
 
 class Assembler {
  public:
@@ -159,7 +159,7 @@ class Assembler {
   void Run();
 
   std::function<void(FrameWritten)> on_written_;
-  std::unique_ptr<FrameCache> cache_;
+  std::unique_ptr<PartSpool> spool_;  // split frames' parts until their frame is assembled
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable idle_cv_;  // a job finished (WaitIdle)

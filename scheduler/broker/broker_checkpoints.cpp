@@ -10,9 +10,10 @@
 
 #include <algorithm>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
+#include "shared/accumulation.h"
+#include "shared/plugin_catalog.h"
 
 namespace tessera::broker {
 
@@ -21,8 +22,8 @@ namespace {
 // Why a path tracer's checkpoint cannot resume the task's part of `frame` ("" = it can).
 std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame, int samples,
                                       const protocol::FramePart& part) {
-  StatusOr<pathtracer::RenderedImage> checkpoint =
-      pathtracer::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
+  StatusOr<accumulation::RenderedImage> checkpoint =
+      accumulation::ParseAccumulation(std::string_view(payload.data<char>(), payload.size()));
   if (!checkpoint.ok()) return checkpoint.status().message();
   if (checkpoint->frame != frame || checkpoint->sample_begin != part.sample_begin ||
       (!part.whole_region() &&
@@ -49,7 +50,8 @@ std::string Broker::KeepCheckpoint(LiveTask& task, int attempt, int frame, int s
   // Checked before it is kept: a checkpoint of another frame, region or sample range would make
   // the resumed frame wrong. Other C++ plugins' checkpoints are their own format, which they
   // check when resuming.
-  if (job.renderer == spec::kRendererPathTracer) {
+  if (auto renderer = plugin::FindRenderer(job.renderer);
+      renderer && renderer->accumulation_checkpoints) {
     if (std::string problem = CheckPathTracerCheckpoint(payload, frame, samples, task.part);
         !problem.empty()) {
       return problem;

@@ -266,18 +266,14 @@ Status Broker::LoadJob(int64_t job_id) {
   info.max_retries = job.max_retries;
   info.produces_frames = job.produces_frames();
   info.renderer = job.renderer;
-  if (job.renderer == spec::kRendererPathTracer) {
-    info.exact_parts = true;
-  } else if (auto plugin = plugin::FindPlugin(job.renderer)) {
-    info.exact_parts = plugin->sample_parts;
-  }
+  if (auto renderer = plugin::FindRenderer(job.renderer)) info.exact_parts = renderer->exact_parts;
   info.output = FrameOutputOf(job);
   using Flags = std::map<int, std::string>;
   TSR_ASSIGN_OR_RETURN(Flags flags, store_.FrameFlags(job_id, spec::kMinFrame, spec::kMaxFrame));
   for (const auto& [frame, reason] : flags) info.flagged_frames.insert(frame);
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
-  if (job.renderer != spec::kRendererPathTracer && job.renderer != spec::kRendererNoop) {
+  if (job.produces_frames() && !plugin::TakesTesseraScene(job.renderer)) {
     // Resolved from the job file once, when it was submitted (empty when it did not resolve:
     // its tasks then fail on the worker with a message naming the setting).
     info.settings = std::move(job.settings);

@@ -187,7 +187,7 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
     }
     std::cout << "\n";
   }
-  if (Str(job, "renderer") != spec::kRendererPathTracer) {
+  if (Str(job, "renderer") != spec::kDefaultRenderer) {
     std::cout << "  renderer   " << Str(job, "renderer") << "\n";
   }
   // Scheduling constraints, shown only when the job has them.

@@ -122,8 +122,7 @@ void LearnNativePlugins(const ClientOptions& options, const std::string& job_tex
   StatusOr<YAML::Node> root = yaml::Parse(job_text, "job");
   if (!root.ok() || !root->IsMap() || !(*root)["renderer"].IsScalar()) return;
   const std::string renderer = (*root)["renderer"].Scalar();
-  if (renderer == spec::kRendererPathTracer || renderer == spec::kRendererNoop ||
-      plugin::FindPlugin(renderer) != nullptr) {
+  if (renderer == spec::kRendererNoop || plugin::FindRenderer(renderer) != nullptr) {
     return;
   }
   ApiClient client(options.connection);
@@ -203,7 +202,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
   // the files its scene names. Paths are relative to the scene's folder.
   std::set<std::string> asset_files(job->asset_files.begin(), job->asset_files.end());
   if (binary_scene) asset_files.insert(fs::path(job->scene_path).filename().string());
-  if (job->renderer == spec::kRendererPathTracer && !scene_text.empty()) {
+  if (job->takes_tessera_scene() && !scene_text.empty()) {
     StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
     if (scene.ok()) {
       for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);

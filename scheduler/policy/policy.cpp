@@ -4,12 +4,20 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "shared/plugin_catalog.h"
+
 namespace tessera::policy {
 namespace {
 
 bool GpuQualifies(const protocol::GpuInfo& gpu, const spec::ResourceSpec& need) {
   const double compute = gpu.compute_major + gpu.compute_minor / 10.0;
   return gpu.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
+}
+
+// The path tracer is compiled into every worker; other renderers run where a worker offers them.
+bool OnEveryWorker(const std::string& renderer) {
+  const std::shared_ptr<const plugin::PluginSpec> spec = plugin::FindRenderer(renderer);
+  return spec != nullptr && spec->on_every_worker;
 }
 
 int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
@@ -20,8 +28,8 @@ int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
 
 std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
   if (job.blocklist.count(worker.id)) return "blocklisted for this job";
-  if (!job.renderer.empty() && job.renderer != spec::kRendererPathTracer &&
-      job.renderer != spec::kRendererNoop && !worker.plugins.count(job.renderer)) {
+  if (!job.renderer.empty() && job.renderer != spec::kRendererNoop &&
+      !worker.plugins.count(job.renderer) && !OnEveryWorker(job.renderer)) {
     return "does not offer the renderer '" + job.renderer +
            "' (its program is not installed there)";
   }

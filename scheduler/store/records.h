@@ -64,7 +64,7 @@ struct JobRecord {
   std::vector<std::string> pools;   // empty: any
   std::vector<std::string> tags;    // required
   spec::ResourceSpec resources;     // per task
-  std::string renderer = spec::kRendererPathTracer;
+  std::string renderer = spec::kDefaultRenderer;
   std::string project = "default";
   std::string user;                       // who submitted it ("unknown" when not said)
   std::vector<int64_t> frame_depends_on;  // jobs whose same frames must be done first

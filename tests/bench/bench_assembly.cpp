@@ -20,9 +20,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/renderer.h"
 #include "scheduler/assembler/assembler.h"
+#include "shared/accumulation.h"
 #include "shared/image_io.h"
 #include "shared/job_spec.h"
 #include "tests/bench/bench.h"
@@ -88,7 +88,7 @@ void AddAssemblyCommand(CLI::App& app) {
 
     // Render a few tiles spread over the frame (a diagonal) to estimate the frame's cost; each
     // tile as its sample parts (rendered[tile][part]).
-    std::vector<std::vector<pathtracer::RenderedImage>> rendered;
+    std::vector<std::vector<accumulation::RenderedImage>> rendered;
     auto render_start = Clock::now();
     for (int i = 0; i < opts->sample_tiles; ++i) {
       const int t = (i * 9 + 27) % kTiles;  // middle first, then along the diagonal
@@ -117,10 +117,10 @@ void AddAssemblyCommand(CLI::App& app) {
     std::vector<assembler::PartJob> parts;
     for (int p = 0; p < parts_per_tile; ++p) {
       for (int t = 0; t < kTiles; ++t) {
-        pathtracer::RenderedImage part = rendered[t % rendered.size()][p];
+        accumulation::RenderedImage part = rendered[t % rendered.size()][p];
         part.x0 = (t % kTilesX) * tile_w;
         part.y0 = (t / kTilesX) * tile_h;
-        auto bytes = pathtracer::SerializeAccumulation(part);
+        auto bytes = accumulation::SerializeAccumulation(part);
         if (!bytes.ok()) throw CLI::RuntimeError(bytes.status().ToString(), 1);
         assembler::PartJob job;
         job.job_id = 1;

@@ -182,7 +182,8 @@ StatusOr<RenderRate> Measure(const spec::SceneSpec& scene, Backend backend, int 
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
   do {
-    TSR_ASSIGN_OR_RETURN(pathtracer::RenderedImage image, pathtracer::RenderFrame(scene, request));
+    TSR_ASSIGN_OR_RETURN(accumulation::RenderedImage image,
+                         pathtracer::RenderFrame(scene, request));
     rays += image.rays_traced;
     samples += static_cast<uint64_t>(scene.width) * scene.height * scene.samples;
     ++frames;

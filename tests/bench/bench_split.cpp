@@ -21,10 +21,10 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/kernel.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
+#include "shared/accumulation.h"
 #include "shared/chunked_transfer.h"
 #include "shared/image_io.h"
 #include "shared/protocol.h"
@@ -60,7 +60,7 @@ double Value(int x, int y, int c) {
 // What a real worker would send for `a`: [header, body, payload].
 std::vector<zmq::message_t> Render(const SplitRun& run, const protocol::Assign& a) {
   const protocol::FramePart& part = a.part;
-  pathtracer::RenderedImage image;
+  accumulation::RenderedImage image;
   image.frame = a.frame_start;
   image.frame_width = run.width;
   image.frame_height = run.height;
@@ -88,12 +88,12 @@ std::vector<zmq::message_t> Render(const SplitRun& run, const protocol::Assign& 
   r.part = part;
   if (!part.whole()) {  // a part: the exact accumulation, merged by the scheduler
     r.encoding = protocol::kEncodingAccumulation;
-    StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(image);
+    StatusOr<std::string> bytes = accumulation::SerializeAccumulation(image);
     TSR_CHECK(bytes.ok());  // the shape is this function's own
     return protocol::Encode(MessageType::kFrameResult, r,
                             zmq::message_t(bytes->data(), bytes->size()));
   }
-  pathtracer::FinishPixels(&image);  // the whole frame: its float pixels
+  accumulation::FinishPixels(&image);  // the whole frame: its float pixels
   return protocol::Encode(MessageType::kFrameResult, r,
                           zmq::message_t(image.pixels.data(), image.pixels.size() * sizeof(float)));
 }

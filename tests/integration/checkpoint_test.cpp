@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/renderer.h"
+#include "shared/accumulation.h"
 #include "shared/image_io.h"
 #include "shared/scene_spec.h"
 #include "shared/sha256.h"
@@ -55,9 +55,9 @@ std::string Accumulation(const std::string& scene_yaml, int samples) {
   request.backend = pathtracer::Backend::kCpu;
   request.cpu_threads = 1;
   request.sample_end = samples;
-  StatusOr<pathtracer::RenderedImage> image = pathtracer::RenderFrame(*scene, request);
+  StatusOr<accumulation::RenderedImage> image = pathtracer::RenderFrame(*scene, request);
   EXPECT_TRUE(image.ok()) << image.status().message();
-  StatusOr<std::string> bytes = pathtracer::SerializeAccumulation(*image);
+  StatusOr<std::string> bytes = accumulation::SerializeAccumulation(*image);
   EXPECT_TRUE(bytes.ok());
   return bytes.ok() ? *bytes : "";
 }

@@ -282,5 +282,41 @@ TEST(PluginSpecTest, JobSpecTakesPluginRenderersAndSettings) {
             std::string::npos);
 }
 
+// The built-in path tracer is a renderer spec like the plugins: what the farm asks of a renderer
+// (splits, exact parts, checkpoints, the scene it takes) it reads there, not from the name.
+TEST(PluginSpecTest, ThePathTracerIsDescribedByItsSpec) {
+  const PluginSpec& pt = PathTracerSpec();
+  EXPECT_EQ(pt.name, "pathtracer");
+  EXPECT_TRUE(pt.tiles);
+  EXPECT_TRUE(pt.sample_parts);
+  EXPECT_TRUE(pt.exact_parts);
+  EXPECT_TRUE(pt.accumulation_checkpoints);
+  EXPECT_TRUE(pt.takes_tessera_scene());
+  EXPECT_TRUE(pt.on_every_worker);
+  ASSERT_NE(FindRenderer("pathtracer"), nullptr);
+  EXPECT_EQ(FindRenderer("pathtracer").get(), &pt);
+  EXPECT_TRUE(TakesTesseraScene("pathtracer"));
+  // Not a plugin.yaml: `tessera plugins` and a job's settings: still treat it apart.
+  EXPECT_EQ(FindPlugin("pathtracer"), nullptr);
+  EXPECT_TRUE(std::none_of(BuiltinPlugins().begin(), BuiltinPlugins().end(),
+                           [](const PluginSpec& p) { return p.name == "pathtracer"; }));
+  // The plugins are renderers too; noop and unknown names are not.
+  ASSERT_NE(FindRenderer("povray"), nullptr);
+  EXPECT_FALSE(FindRenderer("povray")->takes_tessera_scene());
+  EXPECT_FALSE(FindRenderer("povray")->exact_parts);
+  EXPECT_FALSE(FindRenderer("povray")->on_every_worker);
+  EXPECT_FALSE(TakesTesseraScene("povray"));
+  EXPECT_EQ(FindRenderer("noop"), nullptr);
+  EXPECT_EQ(FindRenderer("no-such-renderer"), nullptr);
+  // A C++ plugin that splits samples returns exact accumulations (TSR_CAP_SAMPLE_PARTS).
+  StatusOr<PluginSpec> sums = NativePluginSpec("sums", "", true, true, "");
+  ASSERT_TRUE(sums.ok());
+  EXPECT_TRUE(sums->exact_parts);
+  EXPECT_FALSE(sums->accumulation_checkpoints);
+  StatusOr<PluginSpec> clash = NativePluginSpec("pathtracer", "", true, true, "");
+  ASSERT_TRUE(clash.ok());
+  EXPECT_EQ(RegisterNativePlugin(*clash).code(), StatusCode::kAlreadyExists);
+}
+
 }  // namespace
 }  // namespace tessera::plugin

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/plugin_entry.h"
+#include "shared/accumulation.h"
 #include "tests/support/scenes.h"
 
 namespace tessera::worker {
@@ -163,7 +163,7 @@ TEST(NativePluginTest, PathTracerGivesPeriodicCheckpointsAndGoesOn) {
   EXPECT_LT(checkpoints.back().second, 64) << "none after the last pass";
 
   const auto& [bytes, samples] = checkpoints[checkpoints.size() / 2];
-  StatusOr<pathtracer::RenderedImage> parsed = pathtracer::ParseAccumulation(bytes);
+  StatusOr<accumulation::RenderedImage> parsed = accumulation::ParseAccumulation(bytes);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   EXPECT_EQ(parsed->frame, 2);
   EXPECT_EQ(parsed->sample_count, samples);
@@ -215,7 +215,7 @@ TEST(NativePluginTest, PathTracerRunsBehindTheSameTable) {
   tile.want_accumulation = true;
   StatusOr<NativePlugin::Result> part = pt->Render(tile);
   ASSERT_TRUE(part.ok()) << part.status().message();
-  StatusOr<pathtracer::RenderedImage> sums = pathtracer::ParseAccumulation(part->accumulation);
+  StatusOr<accumulation::RenderedImage> sums = accumulation::ParseAccumulation(part->accumulation);
   ASSERT_TRUE(sums.ok()) << sums.status().message();
   EXPECT_EQ(sums->x0, 8);
   EXPECT_EQ(sums->sample_count, 32);

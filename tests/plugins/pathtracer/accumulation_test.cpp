@@ -1,7 +1,7 @@
 // The farm splits of a frame give the same bits as the whole frame on the CPU backend: tiles,
 // sample parts, a render interrupted at a checkpoint file and resumed.
 
-#include "plugins/pathtracer/accumulation.h"
+#include "shared/accumulation.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,12 @@
 namespace tessera::pathtracer {
 namespace {
 
+using accumulation::AssemblePixels;
+using accumulation::AssembleTiles;
+using accumulation::LoadCheckpoint;
+using accumulation::MergeSampleParts;
+using accumulation::RawSums;
+using accumulation::SaveCheckpoint;
 using testing::BitIdentical;
 using testing::ExampleScene;
 

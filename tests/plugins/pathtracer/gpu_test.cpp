@@ -10,12 +10,14 @@
 
 #include <cmath>
 
-#include "plugins/pathtracer/accumulation.h"
+#include "shared/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {
 namespace {
 
+using accumulation::AssembleTiles;
+using accumulation::MergeSampleParts;
 using testing::BitIdentical;
 using testing::DataScene;
 using testing::ExampleScene;

@@ -1,18 +1,21 @@
 #pragma once
-// Farm helpers over RenderedImage accumulations: merge sample parts, paste tiles into a frame,
-// and save/load checkpoints. All exact: the sums are integers (32.32 fixed point, kernel.h), so
-// a frame assembled from tiles, merged from sample parts in any grouping, or resumed from a
-// checkpoint is bit-identical to the frame rendered whole (on the same backend).
+// Farm helpers over RenderedImage accumulations (the farm's format for parts of split frames and
+// checkpoints, shared/rendered_image.h): merge sample parts, paste tiles into a frame, and
+// save/load checkpoints. All exact: the sums are integers (32.32 fixed point), so a frame
+// assembled from tiles, merged from sample parts in any grouping, or resumed from a checkpoint is
+// bit-identical to the frame rendered whole (on the same backend). The scheduler's assembler and
+// broker use them without linking any renderer; renderers that return exact accumulations (the
+// path tracer, TSR_CAP_SAMPLE_PARTS plugins) write this format.
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "plugins/pathtracer/renderer.h"
 #include "shared/image_io.h"
+#include "shared/rendered_image.h"
 #include "shared/status.h"
 
-namespace tessera::pathtracer {
+namespace tessera::accumulation {
 
 // Recomputes `pixels` from `sums` and `sample_count`.
 void FinishPixels(RenderedImage* image);
@@ -50,7 +53,8 @@ StatusOr<RenderedImage> ParseAccumulation(std::string_view data);
 // names and scene hash; the file is replaced atomically (written aside, then renamed).
 Status SaveCheckpoint(const RenderedImage& image, const std::string& path);
 
-// Reads a checkpoint back (pixels recomputed); pass it as RenderRequest::resume to continue.
+// Reads a checkpoint back (pixels recomputed); a renderer continues from it (the path tracer:
+// RenderRequest::resume).
 StatusOr<RenderedImage> LoadCheckpoint(const std::string& path);
 
-}  // namespace tessera::pathtracer
+}  // namespace tessera::accumulation

@@ -1,10 +1,10 @@
-// The plugin host running real programs: no shell, process-group kill at the timeout, crashes,
-// a renderer that exits 0 without an image, a missing program, and POV-Ray tiles (when
+// Command-line renderer plugins running real programs: no shell, process-group kill at the timeout,
+// crashes, a renderer that exits 0 without an image, a missing program, and POV-Ray tiles (when
 // installed) cropped to the region and identical to the same pixels of a whole-frame render.
 // What a job may make it run: only programs on the worker's allow-list, as worker.run_as,
 // without the worker's TESSERA_* environment; what a renderer prints is kept as valid UTF-8.
 
-#include "worker/plugin_host.h"
+#include "worker/command_plugin.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -49,7 +49,7 @@ class PluginHostTest : public ::testing::Test {
   }
 
   RunOutcome Execute(const std::string& renderer, protocol::Assign assign) {
-    AvailablePlugin plugin;
+    CommandPlugin plugin;
     plugin.spec = *plugin::FindBuiltinPlugin(renderer);
     if (plugin.spec.executable_setting.empty()) {
       auto found = FindProgram(plugin.spec.executable_names.front(), EffectivePluginPath(""));
@@ -57,7 +57,7 @@ class PluginHostTest : public ::testing::Test {
     }
     assign.renderer = renderer;
     RunOutcome run;
-    PluginTaskOptions options;
+    CommandPluginOptions options;
     options.data_dir = dir_;
     options.search_path = EffectivePluginPath("");
     options.command_programs = programs_;
@@ -70,7 +70,7 @@ class PluginHostTest : public ::testing::Test {
       run.frames.emplace_back(frame, std::move(img));
       return Status::Ok();
     };
-    run.status = RunPluginTask(plugin, assign, options);
+    run.status = RunCommandPlugin(plugin, assign, options);
     return run;
   }
 
@@ -238,11 +238,11 @@ TEST_F(PluginHostTest, AnEmptyAllowListTurnsTheCommandRendererOff) {
             "renderer command is off on this worker: worker.command_programs lists no program a "
             "job may run");
   // And the worker does not offer it to the scheduler.
-  for (const AvailablePlugin& p : DetectPlugins(EffectivePluginPath(""), {})) {
+  for (const CommandPlugin& p : DetectCommandPlugins(EffectivePluginPath(""), {})) {
     EXPECT_NE(p.spec.name, "command");
   }
   bool offered = false;
-  for (const AvailablePlugin& p : DetectPlugins(EffectivePluginPath(""), {"echo"})) {
+  for (const CommandPlugin& p : DetectCommandPlugins(EffectivePluginPath(""), {"echo"})) {
     offered |= p.spec.name == "command";
   }
   EXPECT_TRUE(offered);

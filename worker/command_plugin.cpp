@@ -1,4 +1,4 @@
-#include "worker/plugin_host.h"
+#include "worker/command_plugin.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -144,11 +144,11 @@ std::string EffectivePluginPath(const std::string& configured) {
   return path ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-PluginList DetectPlugins(const std::string& search_path,
-                         const std::vector<std::string>& command_programs) {
-  PluginList found;
+CommandPluginList DetectCommandPlugins(const std::string& search_path,
+                                       const std::vector<std::string>& command_programs) {
+  CommandPluginList found;
   for (const plugin::PluginSpec& spec : plugin::BuiltinPlugins()) {
-    AvailablePlugin a;
+    CommandPlugin a;
     a.spec = spec;
     if (!spec.executable_setting.empty()) {
       if (command_programs.empty()) {
@@ -194,8 +194,8 @@ PluginList DetectPlugins(const std::string& search_path,
   return found;
 }
 
-const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name) {
-  for (const AvailablePlugin& p : plugins) {
+const CommandPlugin* FindCommandPlugin(const CommandPluginList& plugins, const std::string& name) {
+  for (const CommandPlugin& p : plugins) {
     if (p.spec.name == name) return &p;
   }
   return nullptr;
@@ -206,8 +206,8 @@ std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assi
          std::to_string(assign.task_id) + "-a" + std::to_string(assign.attempt);
 }
 
-Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,
-                     const PluginTaskOptions& options) {
+Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& assign,
+                        const CommandPluginOptions& options) {
   const plugin::PluginSpec& spec = plugin.spec;
   // The scheduler validated these; a worker still never trusts the wire.
   TSR_ASSIGN_OR_RETURN(plugin::Settings settings, plugin::ResolveSettings(spec, assign.settings));

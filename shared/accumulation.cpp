@@ -1,4 +1,4 @@
-#include "plugins/pathtracer/accumulation.h"
+#include "shared/accumulation.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,9 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plugins/pathtracer/kernel.h"
-
-namespace tessera::pathtracer {
+namespace tessera::accumulation {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'S', 'R', 'A', 'C', 'C', '0', '1'};
@@ -55,8 +53,7 @@ bool Get(std::string_view in, size_t* pos, T* v) {
 
 void FinishPixels(RenderedImage* image) {
   image->pixels.resize(image->sums.size());
-  const double scale =
-      image->sample_count > 0 ? 1.0 / (kernel::kFixedScale * image->sample_count) : 0.0;
+  const double scale = image->sample_count > 0 ? 1.0 / (kFixedScale * image->sample_count) : 0.0;
   for (size_t i = 0; i < image->sums.size(); ++i) {
     image->pixels[i] = static_cast<float>(static_cast<double>(image->sums[i]) * scale);
   }
@@ -65,7 +62,7 @@ void FinishPixels(RenderedImage* image) {
 std::vector<float> RawSums(const RenderedImage& image) {
   std::vector<float> out(image.sums.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<float>(static_cast<double>(image.sums[i]) / kernel::kFixedScale);
+    out[i] = static_cast<float>(static_cast<double>(image.sums[i]) / kFixedScale);
   }
   return out;
 }
@@ -250,7 +247,7 @@ StatusOr<RenderedImage> ParseAccumulation(std::string_view data) {
   image.sample_begin = h[8];
   image.sample_count = h[9];
   if (image.width <= 0 || image.height <= 0 || image.channels <= 0 ||
-      image.channels > kernel::kNumSampleValues || image.width > 16384 || image.height > 16384 ||
+      image.channels > kMaxChannels || image.width > 16384 || image.height > 16384 ||
       image.frame_width < image.width || image.frame_height < image.height || image.x0 < 0 ||
       image.y0 < 0 || image.x0 > image.frame_width - image.width ||
       image.y0 > image.frame_height - image.height || image.sample_begin < 0 ||
@@ -296,4 +293,4 @@ StatusOr<RenderedImage> LoadCheckpoint(const std::string& path) {
   return image;
 }
 
-}  // namespace tessera::pathtracer
+}  // namespace tessera::accumulation

@@ -1,6 +1,7 @@
 #pragma once
-// The plugin host: finds the external renderers this worker can run (shared/plugin_catalog.h)
-// and runs one task with one of them.
+// Command-line renderer plugins (plugins/<name>/plugin.yaml: POV-Ray, Blender, command): finds
+// the external renderers this worker can run (shared/plugin_catalog.h) and runs one task with one
+// of them. C++ plugins, the path tracer among them, are worker/native_plugin.h.
 //
 // A task runs in its own folder under the worker's data directory (tasks/job<J>-task<T>-a<A>):
 // the job's scene text is written there under its own file name, the renderer is started with
@@ -41,24 +42,24 @@ using subprocess::ProcessResult;
 using subprocess::RunProcess;
 
 // A plugin whose program this worker found (and whose version it detected).
-struct AvailablePlugin {
+struct CommandPlugin {
   plugin::PluginSpec spec;
   std::string executable;  // absolute path; empty for plugins whose job names the program
   std::string version;
 };
-using PluginList = std::vector<AvailablePlugin>;
+using CommandPluginList = std::vector<CommandPlugin>;
 
 // The colon-separated search path used for renderer programs: `configured`, else $PATH.
 std::string EffectivePluginPath(const std::string& configured);
 // Every built-in plugin whose program is found and whose version is detected (logged). A plugin
 // whose program a job names is offered only when `command_programs` allows some program.
-PluginList DetectPlugins(const std::string& search_path,
-                         const std::vector<std::string>& command_programs = {});
-const AvailablePlugin* FindPlugin(const PluginList& plugins, const std::string& name);
+CommandPluginList DetectCommandPlugins(const std::string& search_path,
+                                       const std::vector<std::string>& command_programs = {});
+const CommandPlugin* FindCommandPlugin(const CommandPluginList& plugins, const std::string& name);
 // The attempt's working folder: <data_dir>/tasks/job<J>-task<T>-a<A>.
 std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assign);
 
-struct PluginTaskOptions {
+struct CommandPluginOptions {
   std::string data_dir;  // task folders go under <data_dir>/tasks
   std::string search_path;
   // The programs a job may name (worker.command_programs); empty: none.
@@ -78,7 +79,7 @@ struct PluginTaskOptions {
 
 // Runs the task; Cancelled when *cancel turned true. Errors name what went wrong (the
 // renderer's matched error lines, its exit code or signal, a missing image).
-Status RunPluginTask(const AvailablePlugin& plugin, const protocol::Assign& assign,
-                     const PluginTaskOptions& options);
+Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& assign,
+                        const CommandPluginOptions& options);
 
 }  // namespace tessera::worker
