@@ -8,7 +8,7 @@ namespace tessera::pathtracer::kernel {
 
 inline constexpr int kBvhStackSize = 64;  // the host builder caps the tree depth below this
 
-TSR_KERNEL_FN float IntersectSphere(const Sphere& sp, const Ray& ray, float t_max) {
+TSR_KERNEL_HOT float IntersectSphere(const Sphere& sp, const Ray& ray, float t_max) {
   const Float3 oc = ray.origin - sp.center;
   const float b = Dot(oc, ray.dir);
   // disc = r^2 - |oc - b d|^2: stable for small spheres far away (Ray Tracing Gems ch. 7).
@@ -21,7 +21,7 @@ TSR_KERNEL_FN float IntersectSphere(const Sphere& sp, const Ray& ray, float t_ma
   return (t < kRayEpsilon || t >= t_max) ? kInfinity : t;
 }
 
-TSR_KERNEL_FN float IntersectQuad(const Quad& q, const Ray& ray, float t_max) {
+TSR_KERNEL_HOT float IntersectQuad(const Quad& q, const Ray& ray, float t_max) {
   const float denom = Dot(q.normal, ray.dir);
   if (fabsf(denom) < 1e-8f) return kInfinity;
   const float t = (q.plane_d - Dot(q.normal, ray.origin)) / denom;
@@ -34,8 +34,8 @@ TSR_KERNEL_FN float IntersectQuad(const Quad& q, const Ray& ray, float t_max) {
 }
 
 // Moller-Trumbore; *bu, *bv are the barycentrics of p1 and p2.
-TSR_KERNEL_FN float IntersectTriangle(const Triangle& tri, const Ray& ray, float t_max, float* bu,
-                                      float* bv) {
+TSR_KERNEL_HOT float IntersectTriangle(const Triangle& tri, const Ray& ray, float t_max, float* bu,
+                                       float* bv) {
   const Float3 pv = Cross(ray.dir, tri.e2);
   const float det = Dot(tri.e1, pv);
   if (fabsf(det) < 1e-12f) return kInfinity;
@@ -54,7 +54,7 @@ TSR_KERNEL_FN float IntersectTriangle(const Triangle& tri, const Ray& ray, float
 }
 
 // Slab test; returns the entry distance or kInfinity for a miss or an entry beyond t_max.
-TSR_KERNEL_FN float IntersectBox(const BvhNode& n, Float3 origin, Float3 inv_dir, float t_max) {
+TSR_KERNEL_HOT float IntersectBox(const BvhNode& n, Float3 origin, Float3 inv_dir, float t_max) {
   const float tx0 = (n.lo.x - origin.x) * inv_dir.x, tx1 = (n.hi.x - origin.x) * inv_dir.x;
   const float ty0 = (n.lo.y - origin.y) * inv_dir.y, ty1 = (n.hi.y - origin.y) * inv_dir.y;
   const float tz0 = (n.lo.z - origin.z) * inv_dir.z, tz1 = (n.hi.z - origin.z) * inv_dir.z;
@@ -64,7 +64,7 @@ TSR_KERNEL_FN float IntersectBox(const BvhNode& n, Float3 origin, Float3 inv_dir
 }
 
 // 1/0 = inf is what the slab test wants; a huge value keeps 0 * inf (NaN) out of it.
-TSR_KERNEL_FN Float3 InverseDir(Float3 d) {
+TSR_KERNEL_HOT Float3 InverseDir(Float3 d) {
   return {d.x != 0.0f ? 1.0f / d.x : 1e30f, d.y != 0.0f ? 1.0f / d.y : 1e30f,
           d.z != 0.0f ? 1.0f / d.z : 1e30f};
 }
@@ -79,8 +79,8 @@ struct Hit {
 // Pops the next node to visit after `node` was handled: for an inner node, the nearer child
 // that the ray enters (pushing the other when it too is entered); else the top of the stack.
 // Returns -1 when traversal is over.
-TSR_KERNEL_FN int NextNode(const SceneView& s, const BvhNode& n, Float3 origin, Float3 inv_dir,
-                           float closest, int* stack, int* top) {
+TSR_KERNEL_HOT int NextNode(const SceneView& s, const BvhNode& n, Float3 origin, Float3 inv_dir,
+                            float closest, int* stack, int* top) {
   if (n.count == 0) {
     const int a = n.first, b = n.first + 1;
     const float ta = IntersectBox(s.nodes[a], origin, inv_dir, closest);

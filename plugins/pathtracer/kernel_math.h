@@ -11,6 +11,13 @@
 #define TSR_HOST_DEVICE
 #endif
 #define TSR_KERNEL_FN TSR_HOST_DEVICE inline
+// For the few functions of the traversal inner loop: GCC at -O2 otherwise keeps the triangle and
+// box tests as calls, one per primitive and per node.
+#if defined(__CUDACC__)
+#define TSR_KERNEL_HOT __host__ __device__ __forceinline__
+#else
+#define TSR_KERNEL_HOT __attribute__((always_inline)) inline
+#endif
 
 namespace tessera::pathtracer::kernel {
 

@@ -1,6 +1,7 @@
 #include "plugins/pathtracer/scene_flatten.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -108,6 +109,11 @@ Float3 ReadFloat3(const std::vector<float>& v, int index) {
   return {v[i], v[i + 1], v[i + 2]};
 }
 
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 // Appends the mesh's non-degenerate triangles in object space (shared by its instances);
 // `mesh` names the first object using them in errors.
 Status AddMeshTriangles(const spec::MeshSpec& mesh, const spec::MeshData& data, FlatScene* out) {
@@ -122,6 +128,9 @@ Status AddMeshTriangles(const spec::MeshSpec& mesh, const spec::MeshData& data, 
   const bool has_n = data.normal_indices.size() == corners;
   const bool has_uv = data.uv_indices.size() == corners;
   size_t kept = 0;
+  // Reserved up front: growing 100k-triangle arrays by doubling costs more than building the BVH.
+  out->triangles.reserve(out->triangles.size() + corners / 3);
+  if (has_n || has_uv) out->shading.reserve(out->shading.size() + corners / 3);
   for (size_t c = 0; c < corners; c += 3) {
     kernel::Float3 p[3];
     for (int k = 0; k < 3; ++k) {
@@ -444,8 +453,10 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
     auto blas = blas_of_data.find(data);
     if (blas == blas_of_data.end()) {
       const size_t first = out.triangles.size();
+      const size_t first_shading = out.shading.size();
       TSR_RETURN_IF_ERROR(AddMeshTriangles(mesh, *data, &out));
       std::vector<BvhInput> tris;
+      tris.reserve(out.triangles.size() - first);
       for (size_t i = first; i < out.triangles.size(); ++i) {
         const kernel::Triangle& t = out.triangles[i];
         const Float3 p1 = t.p0 + t.e1, p2 = t.p0 + t.e2;
@@ -453,15 +464,27 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
                         kernel::Max3(t.p0, kernel::Max3(p1, p2)),
                         {kernel::PrimKind::kTriangle, static_cast<int>(i)}});
       }
+      const auto build_start = std::chrono::steady_clock::now();
       Bvh bvh = BuildBvh(std::move(tris));
+      out.bvh_build_ms += MsSince(build_start);
       // Store the triangles in leaf order: a leaf's triangles are then adjacent in memory.
+      // Their shading records follow the same order, so a hit's attributes sit near its
+      // neighbours' too.
       std::vector<kernel::Triangle> ordered;
       ordered.reserve(bvh.prims.size());
+      std::vector<kernel::TriangleShading> shading;
+      shading.reserve(out.shading.size() - first_shading);
       for (kernel::PrimRef& ref : bvh.prims) {
-        ordered.push_back(out.triangles[ref.index]);
+        kernel::Triangle tri = out.triangles[ref.index];
+        if (tri.shading >= 0) {
+          shading.push_back(out.shading[tri.shading]);
+          tri.shading = static_cast<int>(first_shading + shading.size() - 1);
+        }
+        ordered.push_back(tri);
         ref.index = static_cast<int>(first + ordered.size() - 1);
       }
       std::copy(ordered.begin(), ordered.end(), out.triangles.begin() + first);
+      std::copy(shading.begin(), shading.end(), out.shading.begin() + first_shading);
       blas = blas_of_data.emplace(data, static_cast<int>(blases.size())).first;
       blases.push_back(std::move(bvh));
     }
@@ -482,10 +505,19 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
     bvh_inputs.push_back({lo, hi, {kernel::PrimKind::kInstance, index}});
   }
   // The top level first (node 0), then each bottom level with its indices shifted.
+  const auto top_start = std::chrono::steady_clock::now();
   Bvh top = BuildBvh(std::move(bvh_inputs));
+  out.bvh_build_ms += MsSince(top_start);
   out.nodes = std::move(top.nodes);
   out.prims = std::move(top.prims);
   std::vector<int> blas_root(blases.size());
+  size_t total_nodes = out.nodes.size(), total_prims = out.prims.size();
+  for (const Bvh& b : blases) {
+    total_nodes += b.nodes.size();
+    total_prims += b.prims.size();
+  }
+  out.nodes.reserve(total_nodes);
+  out.prims.reserve(total_prims);
   for (size_t b = 0; b < blases.size(); ++b) {
     const int node_offset = static_cast<int>(out.nodes.size());
     const int prim_offset = static_cast<int>(out.prims.size());
@@ -502,8 +534,15 @@ StatusOr<FlatScene> FlattenScene(const spec::SceneSpec& scene, int frame) {
   return out;
 }
 
+// Raised whenever the flattened layout or the BVH builder changes the pixels a scene gives.
+constexpr uint32_t kFlatLayoutVersion = 2;
+
 uint64_t SceneHash(const FlatScene& s) {
   uint64_t h = 14695981039346656037ull;
+  // The BVH is not hashed, yet its shape decides which of two equally near surfaces a ray hits
+  // and in which order a mesh's triangles are stored: checkpoints of an older layout are refused
+  // (their frame starts over) rather than resumed with other pixels.
+  Fnv(&h, &kFlatLayoutVersion, sizeof kFlatLayoutVersion);
   FnvVector(&h, s.spheres);
   FnvVector(&h, s.quads);
   FnvVector(&h, s.triangles);

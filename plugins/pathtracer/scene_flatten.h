@@ -35,6 +35,8 @@ struct FlatScene {
   int height = 0;
   int samples = 0;
   int max_depth = 0;
+  // Wall time spent building the BVHs (all levels), for benchmarks; not part of the scene.
+  double bvh_build_ms = 0.0;
   kernel::ChannelMap channel_map{};
   std::vector<std::string> channel_names;
 
