@@ -518,7 +518,7 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
   if (r.ok()) {
     // `gpu_share: 0` written out is refused (0 is only the default: whole GPUs).
     const YAML::Node& given = resources;
-    const bool share_given = given.IsMap() && given["gpu_share"].IsDefined();
+    const bool share_given = given.IsDefined() && given.IsMap() && given["gpu_share"].IsDefined();
     yaml::MapReader res(resources, "resources");
     res.Optional("gpus", &job.resources.gpus)
         .Optional("gpu_memory_mb", &job.resources.gpu_memory_mb)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shared/image_io.h"
+#include "tests/e2e/subprocess.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 
@@ -122,6 +123,15 @@ TEST(GpuShareFarmTest, SixteenQuarterSharesRunAtOnceOnFourGpus) {
     for (const json& t : gpu["tasks"]) gpu_of[t["task_id"].get<int64_t>()] = gpu["index"];
   }
   EXPECT_EQ(gpu_of.size(), 16u);
+  // `tessera workers` shows the same per GPU: its slots, free share and tasks with their shares.
+  const e2e::RunResult cli = e2e::RunProcess(
+      {Bin("tessera"), "workers"}, 60s,
+      {"TESSERA_SERVER=" + f.farm().api_url(), "TESSERA_TOKEN=" + f.farm().token()});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_NE(cli.out.find("FREE"), std::string::npos) << cli.out;
+  EXPECT_NE(cli.out.find("4/4"), std::string::npos) << cli.out;
+  const int64_t some_task = gpu_of.begin()->first;
+  EXPECT_NE(cli.out.find(std::to_string(some_task) + " (0.25)"), std::string::npos) << cli.out;
   f.OpenGate();
   EXPECT_EQ(f.farm().WaitForJob(job, 120s)["state"], "done") << f.farm().SchedulerLog();
   for (const json& gpu : f.GpuUse()) {
@@ -229,7 +239,8 @@ TEST(GpuShareFarmTest, ACancelledShareHoldsItsSlotsUntilItsRenderStops) {
   EXPECT_EQ(third->gpus, std::vector<int>{0});
   const json gpu = farm.Get("/api/v1/workers/node")["worker"]["gpu_use"][0];
   std::set<std::pair<int64_t, int>> held;
-  for (const json& t : gpu["tasks"]) held.insert({t["task_id"], t["attempt"]});
+  for (const json& t : gpu["tasks"])
+    held.insert({t["task_id"].get<int64_t>(), t["attempt"].get<int>()});
   EXPECT_EQ(held, (std::set<std::pair<int64_t, int>>{{second->task_id, second->attempt},
                                                      {third->task_id, third->attempt}}))
       << gpu.dump();
