@@ -15,6 +15,9 @@ namespace tessera::spec {
 
 namespace {
 
+constexpr const char* kGpuShareRange =
+    "resources.gpu_share: must be a fraction in (0, 1], e.g. 0.25";
+
 bool IsNameChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
 }
@@ -344,6 +347,16 @@ Status ValidateJob(const JobSpec& job) {
   if (rs.gpus < 0 || rs.gpus > 64)
     return Status::InvalidArgument("resources.gpus: must be in [0, 64]");
   if (rs.gpu_memory_mb < 0) return Status::InvalidArgument("resources.gpu_memory_mb: must be >= 0");
+  // NaN fails both comparisons, so the check is written to refuse it.
+  if (!(rs.gpu_share >= 0 && rs.gpu_share <= 1)) {
+    return Status::InvalidArgument(kGpuShareRange);
+  }
+  if (rs.gpu_share > 0 && rs.gpus > 1) {
+    return Status::InvalidArgument(
+        "resources.gpu_share: a share is part of one GPU, but "
+        "resources.gpus asks for " +
+        std::to_string(rs.gpus));
+  }
   if (rs.compute_capability < 0 || rs.compute_capability > 100) {
     return Status::InvalidArgument("resources.compute_capability: must be like 8.0 or 9.0");
   }
@@ -505,13 +518,20 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
 
   YAML::Node resources = r.Child("resources");
   if (r.ok()) {
+    // `gpu_share: 0` written out is refused (0 is only the default: whole GPUs).
+    const YAML::Node& given = resources;
+    const bool share_given = given.IsDefined() && given.IsMap() && given["gpu_share"].IsDefined();
     yaml::MapReader res(resources, "resources");
     res.Optional("gpus", &job.resources.gpus)
         .Optional("gpu_memory_mb", &job.resources.gpu_memory_mb)
+        .Optional("gpu_share", &job.resources.gpu_share)
         .Optional("compute_capability", &job.resources.compute_capability)
         .Optional("cpu_cores", &job.resources.cpu_cores)
         .Optional("ram_mb", &job.resources.ram_mb);
     r.Fail(res.Finish());
+    if (r.ok() && share_given && job.resources.gpu_share == 0) {
+      r.Fail(Status::InvalidArgument(kGpuShareRange));
+    }
   }
 
   YAML::Node output = r.Child("output");

@@ -48,7 +48,9 @@
 //   tags: [cuda12]           # [none] run only on workers that have all of these tags
 //   resources:               # [none] what one task needs from a worker
 //     gpus: 1                #   CUDA GPUs, each with at least gpu_memory_mb and compute >= below
-//     gpu_memory_mb: 16000
+//     gpu_memory_mb: 16000   #   GPU memory a task uses (on a shared GPU: what it may take of it)
+//     gpu_share: 0.25        #   (0, 1]: part of one GPU, on workers that share their GPUs
+//                            #   (a whole GPU elsewhere); not with gpus > 1  [0 = whole GPUs]
 //     compute_capability: 8.0
 //     cpu_cores: 4
 //     ram_mb: 8000
@@ -139,9 +141,13 @@ struct ResourceSpec {
   double compute_capability = 0;
   int cpu_cores = 0;
   int64_t ram_mb = 0;
+  // Part of one GPU, in (0, 1]; 0: whole GPUs. On a worker that shares its GPUs
+  // (worker.gpu_sharing: shared) the task takes ceil(gpu_share x slots_per_gpu) of one GPU's
+  // slots; on any other worker it gets a whole GPU.
+  double gpu_share = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_mb,
-                                                compute_capability, cpu_cores, ram_mb)
+                                                compute_capability, cpu_cores, ram_mb, gpu_share)
 
 struct JobSpec {
   std::string name;

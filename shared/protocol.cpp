@@ -213,6 +213,11 @@ Status Check(Register& m) {
     Text(*s);
   }
   TSR_RETURN_IF_ERROR(Gpus(m.gpus));
+  if (m.slots_per_gpu != 0 && (m.slots_per_gpu < 2 || m.slots_per_gpu > kMaxSlotsPerGpu)) {
+    return Status::InvalidArgument("slots_per_gpu: must be 0 (whole GPUs) or 2.." +
+                                   std::to_string(kMaxSlotsPerGpu));
+  }
+  if (m.memory_mb_per_slot < 0) return Status::InvalidArgument("memory_mb_per_slot: must be >= 0");
   TSR_RETURN_IF_ERROR(Names(m.backends, "backends"));
   TSR_RETURN_IF_ERROR(Names(m.pools, "pools"));
   TSR_RETURN_IF_ERROR(Names(m.tags, "tags"));

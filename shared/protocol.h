@@ -86,6 +86,8 @@ inline constexpr int64_t kMaxMessageBytes = 2 << 20;
 inline constexpr int64_t kMaxResultBytes = int64_t{1} << 30;
 // Most channels a frame result may carry (beauty plus AOVs).
 inline constexpr int kMaxChannels = 32;
+// Most slots one shared GPU is cut into (Register.slots_per_gpu, worker.slots_per_gpu).
+inline constexpr int kMaxSlotsPerGpu = 32;
 
 // What one message may carry, checked as it is read (Envelope::As), on both sides. Every string
 // is either refused or made valid there, so nothing downstream (the store's JSON columns, the
@@ -196,6 +198,11 @@ struct Register {
   std::vector<GpuInfo> gpus;
   std::vector<std::string> backends;  // render backends this worker can run: "cpu", "cuda"
   int slots = 1;                      // tasks it runs at once
+  // GPU sharing (worker.gpu_sharing): each GPU is cut into slots_per_gpu slots (2..32) that
+  // tasks asking for a gpu_share take; 0 (older workers send none): one task per GPU, whole.
+  // memory_mb_per_slot: GPU memory each slot gives a task (0: not divided per slot).
+  int slots_per_gpu = 0;
+  int64_t memory_mb_per_slot = 0;
   std::vector<std::string> pools = {"default"};  // pools it serves; jobs may name pools
   std::vector<std::string> tags;                 // capabilities jobs may require
   // Tasks it is still rendering from before (a reconnect, or a scheduler restart): the
@@ -481,7 +488,7 @@ TSR_MESSAGE_FIELDS(PluginOffer, name, version, executable, native, description, 
                    declaration)
 TSR_MESSAGE_FIELDS(Register, name, hostname, version, cpu_cores, ram_mb, gpus, backends, slots,
                    pools, tags, running, plugins, delivering, draining, os, cpu_model, cloud,
-                   features)
+                   features, slots_per_gpu, memory_mb_per_slot)
 TSR_MESSAGE_FIELDS(Enrol, name, public_key)
 TSR_MESSAGE_FIELDS(Enrolled, name)
 TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)

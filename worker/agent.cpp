@@ -119,8 +119,26 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
       o.hardware.gpus.push_back(gpu);
     }
   }
-  // Auto slots: one task per GPU, each pinned to its own; one task using every core without.
-  if (o.slots == 0) o.slots = std::max<int>(1, static_cast<int>(o.hardware.gpus.size()));
+  if (config.gpu_sharing == "shared") {
+    o.slots_per_gpu = config.slots_per_gpu;
+    o.memory_mb_per_slot = config.memory_mb_per_slot;
+    // The slots of one GPU together never promise more memory than it has.
+    const int64_t per_gpu = o.memory_mb_per_slot * o.slots_per_gpu;
+    for (const protocol::GpuInfo& gpu : o.hardware.gpus) {
+      if (per_gpu > gpu.memory_mb) {
+        return Status::InvalidArgument(
+            "worker.memory_mb_per_slot: " + std::to_string(o.slots_per_gpu) + " slots of " +
+            std::to_string(o.memory_mb_per_slot) + " MB need " + std::to_string(per_gpu) +
+            " MB, GPU " + std::to_string(gpu.index) + " has " + std::to_string(gpu.memory_mb));
+      }
+    }
+  }
+  // Auto slots: one task per GPU (per GPU slot when shared), each pinned to its GPU; one task
+  // using every core without.
+  if (o.slots == 0) {
+    const int per_gpu = std::max(1, o.slots_per_gpu);
+    o.slots = std::clamp(static_cast<int>(o.hardware.gpus.size()) * per_gpu, 1, kMaxSlots);
+  }
   return o;
 }
 

@@ -68,6 +68,10 @@ struct AgentOptions {
   std::string scheduler_address = "tcp://127.0.0.1:8471";
   std::string name;
   int slots = 1;
+  // GPU sharing, reported in kRegister: slots each GPU is cut into (0: whole GPUs) and the GPU
+  // memory one slot gives (0: not divided).
+  int slots_per_gpu = 0;
+  int64_t memory_mb_per_slot = 0;
   std::vector<std::string> pools = {"default"};  // reported in kRegister
   std::vector<std::string> tags;
   int heartbeat_ms = 1000;  // until kWelcome says otherwise

@@ -84,6 +84,8 @@ void Agent::Connect(Clock::time_point now) {
   reg.gpus = options_.hardware.gpus;
   reg.backends = options_.backends;
   reg.slots = options_.slots;
+  reg.slots_per_gpu = options_.slots_per_gpu;
+  reg.memory_mb_per_slot = options_.memory_mb_per_slot;
   reg.pools = options_.pools;
   reg.tags = options_.tags;
   for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());

@@ -10,6 +10,7 @@
 
 #include "shared/config.h"
 #include "shared/curve_keys.h"
+#include "shared/protocol.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::worker {
@@ -102,6 +103,36 @@ Status CheckSecurity(WorkerConfig* c) {
   return Status::Ok();
 }
 
+// GPU sharing: the slot count only with `shared`, where it is required.
+Status CheckGpuSharing(const WorkerConfig& c) {
+  TSR_RETURN_IF_ERROR(CheckOneOf("worker.gpu_sharing", c.gpu_sharing, {"whole", "shared"}));
+  if (c.gpu_sharing == "whole") {
+    if (c.slots_per_gpu != 0) {
+      return Status::InvalidArgument(
+          "worker.slots_per_gpu: only with worker.gpu_sharing: shared (whole GPUs run one task "
+          "each)");
+    }
+    if (c.memory_mb_per_slot != 0) {
+      return Status::InvalidArgument(
+          "worker.memory_mb_per_slot: only with worker.gpu_sharing: shared");
+    }
+    return Status::Ok();
+  }
+  if (c.slots_per_gpu == 0) {
+    return Status::InvalidArgument(
+        "worker.slots_per_gpu: required with worker.gpu_sharing: "
+        "shared (2.." +
+        std::to_string(protocol::kMaxSlotsPerGpu) + ")");
+  }
+  TSR_RETURN_IF_ERROR(
+      CheckRange("worker.slots_per_gpu", c.slots_per_gpu, 2, protocol::kMaxSlotsPerGpu));
+  if (c.memory_mb_per_slot < 0 || c.memory_mb_per_slot > (int64_t{1} << 30)) {
+    return Status::InvalidArgument("worker.memory_mb_per_slot: must be in [0, 1073741824], got " +
+                                   std::to_string(c.memory_mb_per_slot));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::string& default_name) {
@@ -120,6 +151,9 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("backend", &c.backend)
         .Optional("threads", &c.threads)
         .Optional("slots", &c.slots)
+        .Optional("gpu_sharing", &c.gpu_sharing)
+        .Optional("slots_per_gpu", &c.slots_per_gpu)
+        .Optional("memory_mb_per_slot", &c.memory_mb_per_slot)
         .Optional("pools", &c.pools)
         .Optional("tags", &c.tags)
         .Optional("data_dir", &c.data_dir)
@@ -222,6 +256,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(CheckRange("worker.threads", c.threads, 0, 4096));
   TSR_RETURN_IF_ERROR(CheckRange("worker.slots", c.slots, 0, kMaxSlots));
   TSR_RETURN_IF_ERROR(CheckRange("worker.simulate_gpus", c.simulate_gpus, 0, 16));
+  TSR_RETURN_IF_ERROR(CheckGpuSharing(c));
   TSR_RETURN_IF_ERROR(CheckRange("worker.cache_mb", c.cache_mb, 64, 16777216));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));

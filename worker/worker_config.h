@@ -14,7 +14,14 @@
 //     backend: auto                   # auto | cpu | cuda
 //     threads: 0                      # CPU render threads; 0 = all hardware threads
 //     slots: 0                        # tasks rendered at once, 1..64; 0 = one per GPU (each
-//                                     #   task pinned to its own GPU), or 1 without GPUs
+//                                     #   task pinned to its own GPU), or 1 without GPUs;
+//                                     #   with gpu_sharing: shared, slots_per_gpu per GPU
+//     gpu_sharing: whole              # whole: one task per GPU | shared: tasks asking for a
+//                                     #   resources.gpu_share share each GPU (vGPU-like)
+//     slots_per_gpu: 0                # shared only, and required there: slots each GPU is
+//                                     #   cut into, 2..32 (a share takes ceil(share x N))
+//     memory_mb_per_slot: 0           # shared only: GPU memory one slot gives a task; slots x
+//                                     #   this must fit each GPU's memory; 0 = not divided
 //     pools: [default]                # pools this worker serves (jobs may ask for a pool)
 //     tags: []                        # capabilities jobs may require (e.g. [houdini, cuda12])
 //     data_dir: ""                    # task folders (DIR/tasks), the result spool (DIR/spool)
@@ -86,7 +93,10 @@ struct WorkerConfig {
   std::string name;              // resolved to the hostname when empty
   std::string backend = "auto";  // "auto", "cpu" or "cuda"
   int threads = 0;
-  int slots = 0;  // 0: one per GPU, 1 without GPUs
+  int slots = 0;  // 0: one per GPU (slots_per_gpu per GPU when shared), 1 without GPUs
+  std::string gpu_sharing = "whole";  // "whole" or "shared"
+  int slots_per_gpu = 0;              // shared: 2..32
+  int64_t memory_mb_per_slot = 0;     // shared: GPU memory per slot, 0 = not divided
   std::vector<std::string> pools = {"default"};
   std::vector<std::string> tags;
   std::string data_dir;                         // empty: <temp dir>/tessera-worker-<name>-<pid>

@@ -15,12 +15,23 @@ using nlohmann::json;
 using security::Caller;
 using security::Role;
 
+namespace {
+
+// What the workers' GPUs hold, or nothing when the broker cannot say (it is stopping): the
+// workers are listed either way.
+json GpuUseOr(StatusOr<json> gpu_use) {
+  return gpu_use.ok() && gpu_use->is_object() ? std::move(gpu_use).value() : json::object();
+}
+
+}  // namespace
+
 void HttpApi::WorkerRoutes() {
   Handle("GET", "/api/v1/workers", Role::kViewer, [this](Req, Res res, const Caller&) {
     auto workers = store_.ListWorkers();
     if (!workers.ok()) return ReplyError(res, workers.status());
+    const json gpu_use = GpuUseOr(broker_.WorkerGpuUse());
     json out = json::array();
-    for (const auto& w : *workers) out.push_back(WorkerView(w));
+    for (const auto& w : *workers) out.push_back(WorkerView(w, gpu_use.value(w.name, json())));
     Reply(res, 200, {{"workers", out}});
   });
 
@@ -81,7 +92,9 @@ void HttpApi::WorkerRoutes() {
            auto workers = store_.ListWorkers();
            if (!workers.ok()) return ReplyError(res, workers.status());
            for (const store::WorkerRecord& w : *workers) {
-             if (w.name == name) return Reply(res, 200, {{"worker", WorkerView(w)}});
+             if (w.name != name) continue;
+             const json gpu_use = GpuUseOr(broker_.WorkerGpuUse());
+             return Reply(res, 200, {{"worker", WorkerView(w, gpu_use.value(w.name, json()))}});
            }
            ReplyError(res, Status::NotFound("no worker named " + name + " has ever registered"));
          });

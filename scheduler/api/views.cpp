@@ -92,7 +92,11 @@ nlohmann::json TaskView(const store::TaskRecord& t) {
           {"cost", t.cost}};
 }
 
-nlohmann::json WorkerView(const store::WorkerRecord& w) {
+nlohmann::json WorkerView(const store::WorkerRecord& w, const nlohmann::json& gpu_use) {
+  // Per GPU, which tasks it holds and its free share; nothing for a worker not connected.
+  auto member = [&](const char* key, nlohmann::json fallback) {
+    return gpu_use.is_object() && gpu_use.contains(key) ? gpu_use[key] : fallback;
+  };
   return {{"id", w.id},
           {"name", w.name},
           {"hostname", w.hostname},
@@ -108,6 +112,9 @@ nlohmann::json WorkerView(const store::WorkerRecord& w) {
           {"cpu_model", w.cpu_model},
           {"cloud", w.cloud},
           {"current_tasks", w.current_tasks},
+          {"slots_per_gpu", member("slots_per_gpu", 0)},
+          {"memory_mb_per_slot", member("memory_mb_per_slot", 0)},
+          {"gpu_use", member("gpus", nlohmann::json::array())},
           {"disabled", w.disabled},
           {"node_group", w.node_group},
           {"price_per_hour", w.price_per_hour},

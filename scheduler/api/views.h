@@ -14,7 +14,9 @@ namespace tessera::api {
 using wall_time::IsoTime;  // times in views are ISO 8601 UTC (shared/wall_time.h)
 nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);
-nlohmann::json WorkerView(const store::WorkerRecord& worker);
+// `gpu_use`: the broker's entry for it (Broker::WorkerGpuUse) while it is connected, else null.
+nlohmann::json WorkerView(const store::WorkerRecord& worker,
+                          const nlohmann::json& gpu_use = nullptr);
 nlohmann::json SummaryView(const store::FarmSummary& summary);
 // The farm's active alerts, oldest first: [{"key", "kind", "message", "since"}] ([] for none).
 nlohmann::json AlertsView(const events::FarmAlerts* alerts);

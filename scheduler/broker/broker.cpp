@@ -510,7 +510,9 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     conn.offer.plugins[p.name] = p.version;
   }
   conn.slots = std::clamp(reg->slots, 1, 64);
-  conn.gpu_busy.assign(reg->gpus.size(), false);
+  conn.offer.slots_per_gpu = reg->slots_per_gpu;
+  conn.offer.memory_mb_per_slot = reg->memory_mb_per_slot;
+  conn.gpu_claims.Reset(reg->gpus.size());
   conn.last_heard = Clock::now();
   conn.idle_since = conn.metered_until = conn.last_heard;
   conn.draining = reg->draining;
@@ -559,7 +561,8 @@ std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worke
     const JobInfo& job = jobs_[job_id];
     if (policy::CouldEverRun(job.needs, worker.offer) &&
         policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
-      if (auto picked = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)) {
+      if (auto picked =
+              policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())) {
         candidates.push_back({job_id, job.project, job.user, job.running, job.dispatched});
         heads.push_back(it);
         picked_gpus.push_back(std::move(*picked));
@@ -690,7 +693,8 @@ void Broker::AddLease(LiveTask& task, const std::string& identity, WorkerConn& w
   lease.leased_at = lease.last_progress = Clock::now();
   task.leases.push_back(std::move(lease));
   worker.tasks.insert(task.task_id);
-  worker.SetGpusBusy(gpus, true);
+  worker.gpu_claims.Take(task.task_id, attempt, jobs_[task.job_id].needs.resources, worker.offer,
+                         gpus);
 }
 
 bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,

@@ -45,6 +45,7 @@
 #include <zmq.hpp>
 
 #include "scheduler/assembler/assembler.h"
+#include "scheduler/broker/gpu_claims.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/policy/policy.h"
@@ -171,6 +172,9 @@ class Broker {
   // The renderer plugins each connected worker offers: {"workers": [{"id", "name", "plugins":
   // [{"name", "version"}]}]}.
   StatusOr<nlohmann::json> WorkerPlugins();
+  // Each connected worker's GPU sharing and what its GPUs hold, by worker name: {"NAME":
+  // {"slots_per_gpu", "memory_mb_per_slot", "gpus": [GpuClaims::View]}}.
+  StatusOr<nlohmann::json> WorkerGpuUse();
   // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.
   StatusOr<nlohmann::json> Why(int64_t task_id);
   // The configured named limits (fixed at construction; safe from any thread).
@@ -319,12 +323,12 @@ class Broker {
   struct WorkerConn {
     policy::WorkerOffer offer;  // id, name, pools, tags, hardware
     int slots = 1;
-    std::vector<bool> gpu_busy;  // by GPU index: pinned to a lease
-    std::set<int64_t> tasks;     // current leases
-    // Cancelled leases whose render may still be stopping, with their GPUs. They keep their
-    // slot and GPUs until a heartbeat no longer lists them, so the worker is never sent more
-    // than it can hold.
-    std::map<int64_t, std::vector<int>> stopping;
+    GpuClaims gpu_claims;     // what its leases (and stopping renders) hold of its GPUs
+    std::set<int64_t> tasks;  // current leases
+    // Cancelled leases whose render may still be stopping (task -> attempt). They keep their
+    // slot and GPU room until a heartbeat no longer lists them, so the worker is never sent
+    // more than it can hold.
+    std::map<int64_t, int> stopping;
     bool draining = false;  // finishing its tasks before it leaves: nothing new for it
     // The scheduler told it to drain (DrainWorker): carried over when it registers again, so a
     // drain sent while its connection was being replaced is not lost.
@@ -340,11 +344,6 @@ class Broker {
       return draining || disabled || !disk_full.empty()
                  ? 0
                  : slots - static_cast<int>(tasks.size() + stopping.size());
-    }
-    void SetGpusBusy(const std::vector<int>& gpus, bool busy) {
-      for (int g : gpus) {
-        if (g >= 0 && static_cast<size_t>(g) < gpu_busy.size()) gpu_busy[g] = busy;
-      }
     }
     std::chrono::steady_clock::time_point last_heard;
     store::WorkerState stored_state = store::WorkerState::kIdle;  // as last written

@@ -58,7 +58,7 @@ void Broker::ForgetLoadedState() {
   for (auto& [identity, worker] : workers_) {
     worker.tasks.clear();
     worker.stopping.clear();
-    worker.gpu_busy.assign(worker.gpu_busy.size(), false);
+    worker.gpu_claims.Reset(worker.offer.gpus.size());
     worker.pending_acks.clear();
     chunks_.Forget(identity);  // its results come again, whole, after it registers anew
   }

@@ -106,6 +106,18 @@ StatusOr<nlohmann::json> Broker::WorkerPlugins() {
   });
 }
 
+StatusOr<nlohmann::json> Broker::WorkerGpuUse() {
+  return OnBrokerThread<nlohmann::json>([this]() -> StatusOr<nlohmann::json> {
+    nlohmann::json workers = nlohmann::json::object();
+    for (const auto& [identity, worker] : workers_) {
+      workers[worker.offer.name] = {{"slots_per_gpu", worker.offer.slots_per_gpu},
+                                    {"memory_mb_per_slot", worker.offer.memory_mb_per_slot},
+                                    {"gpus", worker.gpu_claims.View(worker.offer)}};
+    }
+    return workers;
+  });
+}
+
 StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
   return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
     auto it = tasks_.find(task_id);
@@ -163,18 +175,23 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       reason = "no workers are connected";
     } else {
       int eligible = 0, free = 0;
+      std::string no_room;  // the first eligible worker's lack of GPU room
       for (const auto& [identity, worker] : workers_) {
         const std::string never = policy::WhyNever(job.needs, worker.offer);
-        const bool now =
-            never.empty() && worker.free_slots() > 0 &&
-            policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy).has_value();
+        const std::string room =
+            never.empty()
+                ? policy::WhyNoGpuRoom(job.needs.resources, worker.offer, worker.gpu_claims.use())
+                : "";
+        const bool now = never.empty() && worker.free_slots() > 0 && room.empty();
         eligible += never.empty();
         free += now;
+        if (no_room.empty()) no_room = room;
         details.push_back(worker.offer.name + ": " +
                           (!never.empty()              ? never
                            : !worker.disk_full.empty() ? "its disk is full: " + worker.disk_full
-                           : now ? std::to_string(worker.free_slots()) + " free slot(s)"
-                                 : "busy"));
+                           : now           ? std::to_string(worker.free_slots()) + " free slot(s)"
+                           : !room.empty() ? "busy: " + room
+                                           : "busy"));
       }
       const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
       const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
@@ -184,6 +201,7 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       } else if (free == 0) {
         reason = "waiting for a free slot on " + std::to_string(eligible) + " worker(s); " +
                  std::to_string(ahead) + " queued task(s) are ahead of it";
+        if (!no_room.empty()) reason += " (" + no_room + ")";
       } else {
         reason = "about to be dispatched (" + std::to_string(ahead) + " task(s) ahead)";
       }

@@ -31,7 +31,7 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker, const pro
         worker.offer.name, ref.task_id, ref.attempt);
     Send(identity,
          protocol::Encode(MessageType::kCancel, protocol::Cancel{ref.task_id, ref.attempt}));
-    worker.stopping[ref.task_id] = {};
+    worker.stopping[ref.task_id] = ref.attempt;  // room it holds here is freed once it stops
     return;
   }
   LiveTask& task = it->second;
@@ -39,8 +39,9 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker, const pro
   queue_.erase({-job.priority, task.job_id, task.index, task.task_id});
   reattach_.erase(task.task_id);
   // Which GPUs it renders on is not reported; book the ones the policy would pick.
-  std::vector<int> gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy)
-                              .value_or(std::vector<int>{});
+  std::vector<int> gpus =
+      policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())
+          .value_or(std::vector<int>{});
   AddLease(task, identity, worker, ref.attempt, gpus);
   spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
                ref.attempt, worker.offer.name);
@@ -513,14 +514,19 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
     ChargeLease(task, *lease, worker);
     worker.tasks.erase(task.task_id);
     if (worker.tasks.empty()) worker.idle_since = Clock::now();
-    // A stopping lease keeps its GPUs until the worker confirms it has stopped.
-    if (!worker.stopping.count(task.task_id)) worker.SetGpusBusy(lease->gpus, false);
+    // A stopping lease keeps its GPU room until the worker confirms it has stopped.
+    auto stopping = worker.stopping.find(task.task_id);
+    if (stopping == worker.stopping.end() || stopping->second != lease->attempt) {
+      worker.gpu_claims.Release(task.task_id, lease->attempt);
+    }
   }
   task.leases.erase(lease);
 }
 
 void Broker::ChargeLease(const LiveTask& task, const Lease& lease, const WorkerConn& worker) {
-  const auto gpus = static_cast<double>(lease.gpus.size());
+  // A share of a GPU counts its part.
+  const double gpus = worker.gpu_claims.GpusHeld(task.task_id, lease.attempt, worker.offer,
+                                                 static_cast<double>(lease.gpus.size()));
   if (gpus == 0 && worker.price.per_hour <= 0) return;  // nothing to count: no write
   const double seconds = std::chrono::duration<double>(Clock::now() - lease.leased_at).count();
   // Its share of the worker: its GPUs of the worker's, or one slot of a worker without GPUs.
@@ -539,7 +545,7 @@ void Broker::CancelLease(LiveTask& task, const std::string& identity) {
   Send(identity,
        protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, lease->attempt}));
   auto wit = workers_.find(identity);
-  if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->gpus;
+  if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->attempt;
   ReleaseLease(task, identity);
 }
 
@@ -589,7 +595,7 @@ void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
     if (listed(it->first, 0)) {
       ++it;
     } else {
-      worker.SetGpusBusy(it->second, false);
+      worker.gpu_claims.Release(it->first, it->second);
       it = worker.stopping.erase(it);
     }
   }
@@ -707,7 +713,7 @@ void Broker::StartBackups() {
           !policy::CouldEverRun(job.needs, worker.offer)) {
         continue;
       }
-      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_busy);
+      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use());
       if (!gpus) continue;
       spdlog::info(
           "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "

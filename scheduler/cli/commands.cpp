@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include "scheduler/cli/api_client.h"
@@ -29,6 +30,41 @@ std::string GpuSummary(const json& gpus) {
   if (!gpus.is_array() || gpus.empty()) return "-";
   std::string name = Str(gpus[0], "name", "gpu");
   return std::to_string(gpus.size()) + "x " + name;
+}
+
+// 0.25, 0.5, 1: a share of a GPU as people write it.
+std::string ShareText(double share) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", share);
+  return text;
+}
+
+// Per GPU of the connected workers whose GPUs hold tasks or are shared: which tasks it holds
+// (with their share) and its free share.
+void PrintGpuUse(const json& workers) {
+  Table table({"WORKER", "GPU", "SLOTS", "FREE", "TASKS"});
+  bool any = false;
+  for (const json& w : workers) {
+    const json& gpus = Member(w, "gpu_use");
+    if (!gpus.is_array()) continue;
+    for (const json& gpu : gpus) {
+      const json& tasks = Member(gpu, "tasks");
+      if (Int(w, "slots_per_gpu") == 0 && (!tasks.is_array() || tasks.empty())) continue;
+      std::string held;
+      for (const json& t : tasks.is_array() ? tasks : json::array()) {
+        held += (held.empty() ? "" : ", ") + Str(t, "task_id") + " (" +
+                (Member(gpu, "whole") == true ? std::string("whole") : ShareText(Num(t, "share"))) +
+                ")";
+      }
+      table.AddRow({Str(w, "name"), Str(gpu, "index"),
+                    std::to_string(Int(gpu, "slots_used")) + "/" + Str(gpu, "slots"),
+                    ShareText(Num(gpu, "free_share")), held.empty() ? "-" : held});
+      any = true;
+    }
+  }
+  if (!any) return;
+  std::cout << "\n";
+  table.Print(std::cout);
 }
 
 // "aws g5.xlarge spot us-east-1a": where a cloud worker runs; "-" on premises.
@@ -268,6 +304,7 @@ int RunWorkers(const ClientOptions& options) {
                   FormatTimestamp(Member(w, "last_seen"))});
   }
   table.Print(std::cout);
+  PrintGpuUse(workers);
   return kExitOk;
 }
 

@@ -9,19 +9,10 @@
 namespace tessera::policy {
 namespace {
 
-bool GpuQualifies(const protocol::GpuInfo& gpu, const spec::ResourceSpec& need) {
-  const double compute = gpu.compute_major + gpu.compute_minor / 10.0;
-  return gpu.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
-}
-
 // The path tracer is compiled into every worker; other renderers run where a worker offers them.
 bool OnEveryWorker(const std::string& renderer) {
   const std::shared_ptr<const plugin::PluginSpec> spec = plugin::FindRenderer(renderer);
   return spec != nullptr && spec->on_every_worker;
-}
-
-int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
-  return worker.gpus.empty() ? need.gpus : std::max(1, need.gpus);
 }
 
 }  // namespace
@@ -50,29 +41,7 @@ std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
     return "has " + std::to_string(worker.ram_mb) + " MB of RAM, a task needs " +
            std::to_string(need.ram_mb);
   }
-  const int qualifying =
-      static_cast<int>(std::count_if(worker.gpus.begin(), worker.gpus.end(),
-                                     [&](const auto& g) { return GpuQualifies(g, need); }));
-  if (qualifying < GpusPerTask(need, worker)) {
-    return "has " + std::to_string(qualifying) +
-           " GPU(s) with >= " + std::to_string(need.gpu_memory_mb) +
-           " MB and compute >= " + nlohmann::json(need.compute_capability).dump() +
-           ", a task needs " + std::to_string(GpusPerTask(need, worker));
-  }
-  return "";
-}
-
-std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const WorkerOffer& worker,
-                                         const std::vector<bool>& busy) {
-  const int wanted = GpusPerTask(need, worker);
-  std::vector<int> picked;
-  for (size_t i = 0; i < worker.gpus.size() && static_cast<int>(picked.size()) < wanted; ++i) {
-    if ((i >= busy.size() || !busy[i]) && GpuQualifies(worker.gpus[i], need)) {
-      picked.push_back(static_cast<int>(i));
-    }
-  }
-  if (static_cast<int>(picked.size()) < wanted) return std::nullopt;
-  return picked;
+  return WhyNeverGpus(need, worker);
 }
 
 bool LimitsAllow(const std::vector<std::string>& names, const std::map<std::string, int>& max,

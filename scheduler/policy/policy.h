@@ -31,6 +31,10 @@ struct WorkerOffer {
   int64_t ram_mb = 0;
   std::vector<protocol::GpuInfo> gpus;
   std::map<std::string, std::string> plugins;  // renderer plugins it runs -> version
+  // GPU sharing (worker.gpu_sharing: shared): each GPU is cut into slots_per_gpu slots (2..32)
+  // and a slot gives memory_mb_per_slot of its memory (0: not divided). 0: whole GPUs.
+  int slots_per_gpu = 0;
+  int64_t memory_mb_per_slot = 0;
 };
 
 // What every task of a job needs, and where it may not run.
@@ -51,12 +55,56 @@ inline bool CouldEverRun(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNever(job, worker).empty();
 }
 
-// The GPUs one task takes on this worker, chosen among those not in `busy` (indexed like
-// worker.gpus): none on a worker without GPUs; otherwise max(1, resources.gpus) GPUs that each
-// meet the memory and compute minimums -- a task is pinned to its own GPU(s). nullopt: not
-// enough qualifying GPUs are free now.
+// ---- GPU room (gpu_room.cpp) -----------------------------------------------------------------
+// A GPU's room is counted in integer slots: a shared GPU has slots_per_gpu of them, a GPU of a
+// worker that does not share has one. A task with resources.gpu_share on a sharing worker takes
+// ceil(share x slots_per_gpu) slots and its memory of one GPU; any other task takes its GPUs
+// whole. Neither slots nor memory are ever over-committed, and a GPU held whole holds nothing
+// else (nor does a whole task go on a GPU that shared tasks hold).
+
+// What the leases on one GPU hold now.
+struct GpuUse {
+  int slots_used = 0;
+  int64_t memory_mb_used = 0;
+  bool whole = false;  // held whole by one task
+};
+// What one task takes: the same slots and memory on each of its GPUs.
+struct GpuClaim {
+  std::vector<int> gpus;  // indices into WorkerOffer::gpus
+  int slots = 0;          // per GPU
+  int64_t memory_mb = 0;  // per GPU
+  bool whole = true;
+};
+
+// Slots one of the worker's GPUs has (1 unless it shares them).
+int SlotsPerGpu(const WorkerOffer& worker);
+// Whether a task with `need` takes a share of one GPU here (rather than whole GPUs).
+bool TakesShare(const spec::ResourceSpec& need, const WorkerOffer& worker);
+
+// The GPUs one task takes on this worker given what the GPUs hold (`use`, indexed like
+// worker.gpus; missing entries are free): none on a worker without GPUs; a share on one GPU,
+// the fullest that still has room (a partly used GPU fills up before an empty one is opened);
+// otherwise max(1, resources.gpus) free GPUs that each meet the memory and compute minimums --
+// a task is pinned to its own GPU(s). nullopt: there is not room enough now.
 std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const WorkerOffer& worker,
-                                         const std::vector<bool>& busy);
+                                         const std::vector<GpuUse>& use);
+// What a task with `need` holds on `gpus` (as PickGpus chose them) of this worker.
+GpuClaim ClaimFor(const spec::ResourceSpec& need, const WorkerOffer& worker,
+                  const std::vector<int>& gpus);
+// Adds a claim to `use` or gives it back (indices outside `use` are ignored; counts never go
+// below zero).
+void AddClaim(const GpuClaim& claim, std::vector<GpuUse>* use);
+void RemoveClaim(const GpuClaim& claim, std::vector<GpuUse>* use);
+// The free part of GPU `gpu` (0..1), and how much of a GPU a claim holds (for GPU-seconds).
+double FreeShare(const WorkerOffer& worker, const std::vector<GpuUse>& use, int gpu);
+double GpusHeld(const GpuClaim& claim, const WorkerOffer& worker);
+// Why a task that could run on this worker has no GPU room there now, e.g. "GPU 0 of w3 has 0.5
+// free, the task needs 0.75" ("" when PickGpus would place it).
+std::string WhyNoGpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+                         const std::vector<GpuUse>& use);
+// The GPU part of WhyNever: not enough qualifying GPUs, or a share whose slots can never give
+// the memory the task asks for ("" when the GPUs could fit it).
+std::string WhyNeverGpus(const spec::ResourceSpec& need, const WorkerOffer& worker);
 
 // Named counted limits: whether one more task holding `names` stays within `max` (a name that
 // is not configured allows nothing).

@@ -85,16 +85,16 @@ TEST(PolicyTest, ResourcesAreMinimumsPerTask) {
 TEST(PolicyTest, EachTaskIsPinnedToItsOwnGpus) {
   WorkerOffer w = Worker(1, {Gpu(0, 24000, 8, 6), Gpu(1, 80000, 9, 0), Gpu(2, 80000, 9, 0)});
   spec::ResourceSpec any;
-  std::vector<bool> busy(3, false);
+  std::vector<GpuUse> busy(3);
   EXPECT_EQ(PickGpus(any, w, busy), std::vector<int>{0}) << "a GPU worker gives a task one GPU";
-  busy[0] = true;
+  AddClaim(ClaimFor(any, w, {0}), &busy);
   EXPECT_EQ(PickGpus(any, w, busy), std::vector<int>{1});
   spec::ResourceSpec two;
   two.gpus = 2;
   two.gpu_memory_mb = 40000;
-  busy = {false, false, false};
+  busy.assign(3, GpuUse{});
   EXPECT_EQ(PickGpus(two, w, busy), (std::vector<int>{1, 2})) << "GPU 0 is too small";
-  busy[2] = true;
+  AddClaim(ClaimFor(any, w, {2}), &busy);
   EXPECT_FALSE(PickGpus(two, w, busy).has_value()) << "not now: one qualifying GPU is busy";
   EXPECT_TRUE(CouldEverRun(JobNeeds{{}, {}, {}, two, {}}, w)) << "but it will fit later";
   // CPU-only workers pin nothing.

@@ -109,6 +109,27 @@ TEST(JobSpecTest, RejectsBadInputNamingTheField) {
   ExpectError(ParseJobYaml("name: [unclosed"), "job");
 }
 
+TEST(JobSpecTest, AGpuShareIsAFractionOfOneGpu) {
+  auto job = Parse("resources:\n  gpu_share: 0.25\n  gpu_memory_mb: 6000\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_DOUBLE_EQ(job->resources.gpu_share, 0.25);
+  EXPECT_EQ(job->resources.gpu_memory_mb, 6000) << "still per task";
+  EXPECT_DOUBLE_EQ(Parse("resources: {gpu_share: 1}\n")->resources.gpu_share, 1.0);
+  EXPECT_TRUE(Parse("resources: {gpu_share: 0.5, gpus: 1}\n").ok());
+  EXPECT_DOUBLE_EQ(Parse("")->resources.gpu_share, 0.0) << "absent: whole GPUs";
+  ExpectError(Parse("resources: {gpu_share: 0}\n"), "resources.gpu_share");
+  ExpectError(Parse("resources: {gpu_share: -0.25}\n"), "resources.gpu_share");
+  ExpectError(Parse("resources: {gpu_share: 1.5}\n"), "resources.gpu_share");
+  ExpectError(Parse("resources: {gpu_share: .nan}\n"), "resources.gpu_share");
+  ExpectError(Parse("resources: {gpu_share: half}\n"), "resources.gpu_share");
+  ExpectError(Parse("resources: {gpu_share: 0.5, gpus: 2}\n"), "resources.gpu_share");
+  // The share survives the JSON the scheduler stores a job's resources as.
+  ResourceSpec back = nlohmann::json(job->resources).get<ResourceSpec>();
+  EXPECT_DOUBLE_EQ(back.gpu_share, 0.25);
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(R"({"gpus": 1})").get<ResourceSpec>().gpu_share, 0.0)
+      << "jobs stored before shares existed";
+}
+
 TEST(JobSpecTest, AssetsAndSharedOutputsAreCheckedNamingTheField) {
   auto job = Parse(
       "assets: [tex/wood.png, 'includes/colors v2.inc']\n"

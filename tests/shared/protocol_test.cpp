@@ -79,6 +79,40 @@ TEST(ProtocolTest, RegisterCarriesMachineAndCloudFacts) {
   EXPECT_EQ(old_reg->gpus.at(0).driver_version, "");
 }
 
+TEST(ProtocolTest, RegisterCarriesGpuSharingAndOlderWorkersShareNothing) {
+  Register reg;
+  reg.name = "vgpu-1";
+  reg.slots_per_gpu = 4;
+  reg.memory_mb_per_slot = 6000;
+  auto frames = Encode(MessageType::kRegister, reg);
+  auto env = Decode(frames);
+  ASSERT_TRUE(env.ok());
+  auto back = env->As<Register>();
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->slots_per_gpu, 4);
+  EXPECT_EQ(back->memory_mb_per_slot, 6000);
+  // An older worker sends neither: whole GPUs.
+  auto old = Encode(MessageType::kRegister, nlohmann::json{{"name", "old"}});
+  auto old_env = Decode(old);
+  ASSERT_TRUE(old_env.ok());
+  auto old_reg = old_env->As<Register>();
+  ASSERT_TRUE(old_reg.ok()) << old_reg.status().ToString();
+  EXPECT_EQ(old_reg->slots_per_gpu, 0);
+  EXPECT_EQ(old_reg->memory_mb_per_slot, 0);
+  // Out of range is refused, naming the field.
+  const std::vector<std::pair<std::string, int>> bad = {
+      {"slots_per_gpu", 1}, {"slots_per_gpu", 33}, {"memory_mb_per_slot", -1}};
+  for (const auto& [field, value] : bad) {
+    auto bad_frames = Encode(MessageType::kRegister, nlohmann::json{{"name", "x"}, {field, value}});
+    auto bad_env = Decode(bad_frames);
+    ASSERT_TRUE(bad_env.ok());
+    auto refused = bad_env->As<Register>();
+    ASSERT_FALSE(refused.ok()) << field << " " << value;
+    EXPECT_NE(refused.status().message().find(field + ": "), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST(ProtocolTest, RejectsMalformedMessagesWithoutThrowing) {
   std::vector<zmq::message_t> one;
   one.emplace_back("TS", 2);

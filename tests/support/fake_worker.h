@@ -19,7 +19,7 @@ class FakeWorker {
   FakeWorker(const std::string& endpoint, const std::string& name,
              std::vector<std::string> pools = {"default"}, std::vector<std::string> tags = {},
              std::vector<protocol::GpuInfo> gpus = {}, int slots = 1,
-             std::vector<std::string> features = {})
+             std::vector<std::string> features = {}, int slots_per_gpu = 0)
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.connect(endpoint);
@@ -32,6 +32,7 @@ class FakeWorker {
     reg_.gpus = std::move(gpus);
     reg_.slots = slots;
     reg_.features = std::move(features);
+    reg_.slots_per_gpu = slots_per_gpu;
     Register();
   }
 

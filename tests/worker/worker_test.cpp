@@ -289,6 +289,54 @@ TEST(WorkerConfig, AutoSlotsAreOnePerGpuTheWorkerRendersOn) {
   EXPECT_EQ(MakeAgentOptions(WorkerConfig{}, cpu_only)->slots, 1);
 }
 
+TEST(WorkerConfig, GpuSharingIsCheckedNamingTheField) {
+  auto message = [](const std::string& text) { return ParseText(text).status().message(); };
+  StatusOr<WorkerConfig> c = ParseText("");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->gpu_sharing, "whole");
+  c = ParseText("worker: {gpu_sharing: shared, slots_per_gpu: 4, memory_mb_per_slot: 6000}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->slots_per_gpu, 4);
+  EXPECT_EQ(c->memory_mb_per_slot, 6000);
+  EXPECT_THAT(message("worker: {gpu_sharing: vgpu}"), HasSubstr("worker.gpu_sharing"));
+  EXPECT_THAT(message("worker: {gpu_sharing: shared}"), HasSubstr("worker.slots_per_gpu"));
+  EXPECT_THAT(message("worker: {gpu_sharing: shared, slots_per_gpu: 1}"),
+              HasSubstr("worker.slots_per_gpu"));
+  EXPECT_THAT(message("worker: {gpu_sharing: shared, slots_per_gpu: 33}"),
+              HasSubstr("worker.slots_per_gpu"));
+  EXPECT_THAT(message("worker: {slots_per_gpu: 4}"), HasSubstr("worker.slots_per_gpu"));
+  EXPECT_THAT(message("worker: {memory_mb_per_slot: 4000}"),
+              HasSubstr("worker.memory_mb_per_slot"));
+  EXPECT_THAT(message("worker: {gpu_sharing: shared, slots_per_gpu: 4, memory_mb_per_slot: -1}"),
+              HasSubstr("worker.memory_mb_per_slot"));
+}
+
+TEST(WorkerConfig, SharedGpusGiveSlotsPerGpuAndReachTheRegistration) {
+  HardwareInfo box;
+  box.backends = {"cpu", "cuda"};
+  for (int i = 0; i < 4; ++i) box.gpus.push_back({i, "NVIDIA L4", 22563, 8, 9});
+  StatusOr<WorkerConfig> c = ParseText("worker: {gpu_sharing: shared, slots_per_gpu: 4}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  StatusOr<AgentOptions> o = MakeAgentOptions(*c, box);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->slots, 16) << "auto slots: one per GPU slot";
+  EXPECT_EQ(o->slots_per_gpu, 4);
+  c = ParseText("worker: {gpu_sharing: shared, slots_per_gpu: 32}");
+  EXPECT_EQ(MakeAgentOptions(*c, box)->slots, kMaxSlots) << "never beyond the slot limit";
+  // The slots of one GPU never promise more memory than it has.
+  c = ParseText("worker: {gpu_sharing: shared, slots_per_gpu: 4, memory_mb_per_slot: 6000}");
+  o = MakeAgentOptions(*c, box);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.status().message(), HasSubstr("worker.memory_mb_per_slot"));
+  EXPECT_THAT(o.status().message(), HasSubstr("GPU 0 has 22563"));
+  c = ParseText("worker: {gpu_sharing: shared, slots_per_gpu: 4, memory_mb_per_slot: 5000}");
+  o = MakeAgentOptions(*c, box);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->memory_mb_per_slot, 5000);
+  // Whole GPUs (the default) send no sharing.
+  EXPECT_EQ(MakeAgentOptions(WorkerConfig{}, box)->slots_per_gpu, 0);
+}
+
 // ---- agent against a scheduler played by the test ---------------------------------------------
 
 std::string Scene(int width, int height, int samples) {

@@ -53,11 +53,36 @@ function cost(worker) {
   return `<div>${money(worker.cost)}</div><div class="sub">${price}</div>${group}`;
 }
 
+// 0.25, 0.5, 1: a share of a GPU as people write it.
+const shareText = (x) => String(Math.round((x ?? 0) * 1000) / 1000);
+
+// What runs where: per GPU the tasks it holds (with their share where the worker shares its
+// GPUs) and its free share, then any task without a GPU. Without GPU use (a CPU worker, an
+// offline one) the tasks alone.
+function running(w) {
+  const tag = (t, share) =>
+      `<span class="tag">task ${esc(t)}${share ? ` · ${esc(share)}` : ''}</span>`;
+  const use = (w.gpu_use || []).filter((g) => g.tasks?.length || w.slots_per_gpu);
+  if (!use.length) {
+    return w.current_tasks?.length ? w.current_tasks.map((t) => tag(t)).join(' ')
+                                   : '<span class="muted">—</span>';
+  }
+  const onGpu = new Set();
+  const rows = use.map((g) => {
+    for (const t of g.tasks || []) onGpu.add(t.task_id);
+    const tasks = (g.tasks || []).map((t) => tag(t.task_id, g.whole ? '' : shareText(t.share)));
+    const room = g.whole ? 'whole' : `${shareText(g.free_share)} free`;
+    return `<div class="gpu-use" data-gpu="${esc(g.index)}"><span class="sub">GPU ` +
+           `${esc(g.index)} · ${room}</span> ` +
+           `${tasks.length ? tasks.join(' ') : '<span class="muted">—</span>'}</div>`;
+  });
+  const rest = (w.current_tasks || []).filter((t) => !onGpu.has(t));
+  return rows.join('') + rest.map((t) => tag(t)).join(' ');
+}
+
 function workerRow(w, now, {costs}) {
   const h = health(w, now);
-  const tasks = w.current_tasks?.length
-      ? w.current_tasks.map((t) => `<span class="tag">task ${esc(t)}</span>`).join(' ')
-      : '<span class="muted">—</span>';
+  const tasks = running(w);
   const labels = [...(w.pools || []).filter((p) => p !== 'default'), ...(w.tags || [])];
   const sub = [w.hostname !== w.name ? w.hostname : '', w.os, w.version ? `v${w.version}` : '']
                   .filter(Boolean);

@@ -1,0 +1,43 @@
+#pragma once
+// The GPU room one connected worker's leases hold: per GPU the slots and memory in use (what the
+// policy places against), and per lease -- keyed by (task_id, attempt), the fencing token -- the
+// claim it took, so ending a lease gives back exactly what it took, even while another attempt
+// of the same task holds room here too. Owned by the broker thread (one per WorkerConn).
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "scheduler/policy/policy.h"
+
+namespace tessera::broker {
+
+class GpuClaims {
+ public:
+  // Nothing held, on a worker with `gpu_count` GPUs.
+  void Reset(size_t gpu_count);
+  // The lease (task_id, attempt) takes its room on `gpus` (as policy::PickGpus chose them).
+  // Taking again under the same key first gives back what that key held.
+  void Take(int64_t task_id, int attempt, const spec::ResourceSpec& need,
+            const policy::WorkerOffer& worker, const std::vector<int>& gpus);
+  // Gives back what the lease took (nothing if it holds nothing here).
+  void Release(int64_t task_id, int attempt);
+
+  // Per GPU, what the leases hold now: what policy::PickGpus places against.
+  const std::vector<policy::GpuUse>& use() const { return use_; }
+  // How much of a GPU the lease holds (a share counts its part): its GPU-seconds per second.
+  // `fallback` when it holds nothing here.
+  double GpusHeld(int64_t task_id, int attempt, const policy::WorkerOffer& worker,
+                  double fallback) const;
+  // Per GPU: [{"index", "slots", "slots_used", "memory_mb_used", "free_share", "whole",
+  // "tasks": [{"task_id", "attempt", "share"}]}].
+  nlohmann::json View(const policy::WorkerOffer& worker) const;
+
+ private:
+  std::vector<policy::GpuUse> use_;
+  std::map<std::pair<int64_t, int>, policy::GpuClaim> claims_;
+};
+
+}  // namespace tessera::broker

@@ -1,0 +1,92 @@
+// The broker's per-worker GPU bookkeeping: each lease's claim is kept under (task_id, attempt),
+// so ending one lease gives back exactly what it took and nothing of another attempt's.
+
+#include "scheduler/broker/gpu_claims.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::broker {
+namespace {
+
+policy::WorkerOffer SharingWorker() {
+  policy::WorkerOffer w;
+  w.name = "w1";
+  for (int i = 0; i < 2; ++i) {
+    protocol::GpuInfo g;
+    g.index = i;
+    g.memory_mb = 24576;
+    g.compute_major = 8;
+    w.gpus.push_back(g);
+  }
+  w.slots_per_gpu = 4;
+  return w;
+}
+
+spec::ResourceSpec Share(double share, int64_t memory_mb = 0) {
+  spec::ResourceSpec need;
+  need.gpu_share = share;
+  need.gpu_memory_mb = memory_mb;
+  return need;
+}
+
+TEST(GpuClaimsTest, ReleaseGivesBackExactlyWhatThatAttemptTook) {
+  const policy::WorkerOffer w = SharingWorker();
+  GpuClaims claims;
+  claims.Reset(2);
+  // Task 7's attempt 1 is still stopping on GPU 0 while its attempt 2 runs there too.
+  claims.Take(7, 1, Share(0.25, 1000), w, {0});
+  claims.Take(7, 2, Share(0.5, 2000), w, {0});
+  claims.Take(8, 1, Share(0.25), w, {1});
+  EXPECT_EQ(claims.use()[0].slots_used, 3);
+  EXPECT_EQ(claims.use()[0].memory_mb_used, 3000);
+  claims.Release(7, 1);
+  EXPECT_EQ(claims.use()[0].slots_used, 2) << "attempt 2's half stays held";
+  EXPECT_EQ(claims.use()[0].memory_mb_used, 2000);
+  claims.Release(7, 1);  // a second release of the same lease gives nothing back again
+  claims.Release(9, 1);  // nor does one it never took
+  EXPECT_EQ(claims.use()[0].slots_used, 2);
+  EXPECT_EQ(claims.use()[1].slots_used, 1);
+  claims.Release(7, 2);
+  EXPECT_EQ(claims.use()[0].slots_used, 0);
+  EXPECT_EQ(claims.use()[0].memory_mb_used, 0);
+}
+
+TEST(GpuClaimsTest, TakingAgainUnderOneKeyReplacesItsClaim) {
+  const policy::WorkerOffer w = SharingWorker();
+  GpuClaims claims;
+  claims.Reset(2);
+  claims.Take(7, 1, Share(0.25), w, {0});
+  claims.Take(7, 1, Share(0.25), w, {1});
+  EXPECT_EQ(claims.use()[0].slots_used, 0);
+  EXPECT_EQ(claims.use()[1].slots_used, 1);
+  claims.Take(8, 1, spec::ResourceSpec{}, w, {});  // a task without GPUs holds nothing
+  claims.Reset(2);
+  EXPECT_EQ(claims.use()[1].slots_used, 0);
+}
+
+TEST(GpuClaimsTest, ViewListsEachGpusTasksAndFreeShare) {
+  const policy::WorkerOffer w = SharingWorker();
+  GpuClaims claims;
+  claims.Reset(2);
+  claims.Take(7, 1, Share(0.25), w, {0});
+  claims.Take(8, 3, Share(0.5), w, {0});
+  spec::ResourceSpec whole;
+  whole.gpus = 1;
+  claims.Take(9, 1, whole, w, {1});
+  const nlohmann::json view = claims.View(w);
+  ASSERT_EQ(view.size(), 2u);
+  EXPECT_EQ(view[0]["free_share"], 0.25);
+  EXPECT_EQ(view[0]["slots"], 4);
+  EXPECT_EQ(view[0]["slots_used"], 3);
+  EXPECT_EQ(view[0]["tasks"], nlohmann::json::parse(R"([{"task_id": 7, "attempt": 1, "share": 0.25},
+                                      {"task_id": 8, "attempt": 3, "share": 0.5}])"));
+  EXPECT_EQ(view[1]["whole"], true);
+  EXPECT_EQ(view[1]["free_share"], 0.0);
+  EXPECT_EQ(view[1]["tasks"][0]["share"], 1.0);
+  EXPECT_DOUBLE_EQ(claims.GpusHeld(8, 3, w, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(claims.GpusHeld(9, 1, w, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(claims.GpusHeld(10, 1, w, 2.0), 2.0) << "not held here: the fallback";
+}
+
+}  // namespace
+}  // namespace tessera::broker
