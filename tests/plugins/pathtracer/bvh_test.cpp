@@ -12,8 +12,8 @@
 #include <optional>
 #include <vector>
 
-#include "plugins/pathtracer/accumulation.h"
 #include "plugins/pathtracer/kernel_geometry.h"
+#include "shared/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {
@@ -181,7 +181,7 @@ TEST(BvhTest, MeshScenePixelsDoNotDependOnThreadsOrTiles) {
           MeshRender(scene, 2, PixelRegion{tx * 16, ty * 12, tx * 16 + 16, ty * 12 + 12}));
     }
   }
-  StatusOr<RenderedImage> frame = AssembleTiles(tiles);
+  StatusOr<RenderedImage> frame = accumulation::AssembleTiles(tiles);
   ASSERT_TRUE(frame.ok()) << frame.status().ToString();
   EXPECT_TRUE(BitIdentical(whole, *frame));
 }
