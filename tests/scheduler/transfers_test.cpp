@@ -18,12 +18,13 @@ using protocol::Chunk;
 
 zmq::message_t Bytes(const std::string& s) { return zmq::message_t(s.data(), s.size()); }
 
-// The original message's header and body, which ride on the last piece.
+// The original message's header and body (a real frame result's), which ride on the last
+// piece: the receiver checks the header is one.
 std::vector<zmq::message_t> HeaderAndBody() {
-  std::vector<zmq::message_t> extra;
-  extra.push_back(Bytes("header"));
-  extra.push_back(Bytes("body"));
-  return extra;
+  std::vector<zmq::message_t> frames =
+      protocol::Encode(protocol::MessageType::kFrameResult, protocol::FrameResult{});
+  frames.resize(2);
+  return frames;
 }
 
 TEST(TransfersTest, ResultArrivesWholeAfterItsLastPiece) {
@@ -38,8 +39,9 @@ TEST(TransfersTest, ResultArrivesWholeAfterItsLastPiece) {
   auto last = transfers.AddChunk("w1", Chunk{7, 5, 10}, Bytes("56789"), HeaderAndBody());
   ASSERT_TRUE(last.message.has_value());
   ASSERT_EQ(last.message->size(), 3u);
-  EXPECT_EQ((*last.message)[0].to_string(), "header");
-  EXPECT_EQ((*last.message)[1].to_string(), "body");
+  const std::vector<zmq::message_t> sent = HeaderAndBody();
+  EXPECT_EQ((*last.message)[0].to_string(), sent[0].to_string());
+  EXPECT_EQ((*last.message)[1].to_string(), sent[1].to_string());
   EXPECT_EQ((*last.message)[2].to_string(), "0123456789");
   EXPECT_EQ(last.ack.received, 10);
   EXPECT_EQ(transfers.buffered_bytes(), 0);

@@ -72,7 +72,8 @@ TEST(WorkerRegistryTest, MeteringChargesRegisteredTimeOnceForPricedWorkers) {
   costs = registry.Meter(t0 + 90min, &only);
   ASSERT_EQ(costs.size(), 1u);
   EXPECT_DOUBLE_EQ(costs[0].second, 2.0);
-  EXPECT_EQ(registry.Find("b")->metered_until, t0);
+  EXPECT_EQ(registry.Find("a")->metered_until, t0 + 90min);
+  EXPECT_EQ(registry.Find("b")->metered_until, t0 + 30min);
 }
 
 TEST(WorkerRegistryTest, DisabledNamesHoldAcrossConnectionsAndDrainIsRemembered) {
