@@ -64,7 +64,9 @@ TEST_F(LeaseTableTest, TaskTimeoutAndProgressTimeoutExpireAtTheirDeadline) {
   EXPECT_EQ(expired[0].identity, "w2");
   EXPECT_EQ(expired[0].why, "no progress for 10 s");
 
+  // Progress does not move the task deadline: a copy that still progresses times out.
   quiet.LeaseOn("w2")->last_progress = t0_ + 60s;
+  table_.tasks().at(10).LeaseOn("w1")->last_progress = t0_ + 59s;
   EXPECT_TRUE(table_.Expired(t0_ + 60s).empty());
   expired = table_.Expired(t0_ + 60001ms);
   ASSERT_EQ(expired.size(), 1u);
