@@ -99,9 +99,11 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     started.set_value(known.status());
     return;
   }
+  std::set<std::string> disabled;
   for (const store::WorkerRecord& w : *known) {
-    if (w.disabled) disabled_workers_.insert(w.name);
+    if (w.disabled) disabled.insert(w.name);
   }
+  workers_.SetDisabledNames(std::move(disabled));
   if (options_.curve) {
     // The ZAP handler must be listening before the CURVE ROUTER binds.
     if (Status s = LoadKeyRing(); !s.ok()) {
@@ -154,6 +156,7 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
           Post([this, w = std::move(w)] { OnFrameWritten(w); });
         });
   }
+  now_ = Clock::now();
   Status recovered = store_.MarkAllWorkersOffline();
   if (recovered.ok()) recovered = LoadStoredTasks(std::nullopt, /*requeue_running=*/true);
   // A data folder already full at start-up: up, read-only, rather than a restart loop.
@@ -208,6 +211,7 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 
 void Broker::RunPass(bool woken) {
   if (read_only_) return RunReadOnlyPass(woken);
+  now_ = Clock::now();
   Status committed;
   {
     store::Store::WriteGroup group(store_);
@@ -220,14 +224,14 @@ void Broker::RunPass(bool woken) {
       Guarded("the timers", [&] { OnTimer(); });
       next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     }
-    Guarded("full filesystems", [&] { CheckStorage(Clock::now()); });
+    Guarded("full filesystems", [&] { CheckStorage(now_); });
     Guarded("dispatch", [&] { Dispatch(); });
     // After dispatch, so backups only use workers the queue has no work for.
     if (timer) Guarded("straggler backups", [&] { StartBackups(); });
     Guarded("acknowledgements", [&] { SendPendingAcks(); });  // after the pass's last assignment
     Guarded("worker states", [&] { StoreWorkerStates(); });
     Guarded("events", [&] { PublishPending(); });
-    queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+    queue_depth_.store(leases_.queue().size(), std::memory_order_relaxed);
     committed = group.Commit();
   }  // (a failed commit is rolled back here)
   if (committed.code() == StatusCode::kStorageFull) {
@@ -250,16 +254,10 @@ void Broker::RunPass(bool woken) {
 }
 
 void Broker::StoreWorkerStates() {
-  for (auto& [identity, worker] : workers_) {
-    const auto state = worker.tasks.empty() && worker.stopping.empty() ? store::WorkerState::kIdle
-                                                                       : store::WorkerState::kBusy;
-    if (state != worker.stored_state) {
-      (void)store_.SetWorkerState(worker.offer.id, state);
-      worker.stored_state = state;
-      if (options_.events) {
-        Publish("worker",
-                {{"worker", worker.offer.name}, {"state", store::WorkerStateName(state)}});
-      }
+  for (const auto& [worker, state] : workers_.TakeStateChanges()) {
+    (void)store_.SetWorkerState(worker->offer.id, state);
+    if (options_.events) {
+      Publish("worker", {{"worker", worker->offer.name}, {"state", store::WorkerStateName(state)}});
     }
   }
 }
@@ -282,7 +280,7 @@ void Broker::RecordEvent(std::optional<int64_t> job_id, std::optional<int64_t> t
 
 void Broker::PublishPending() {
   if (!options_.events) return;
-  const auto now = Clock::now();
+  const auto now = now_;
   if (!changed_jobs_.empty() && now >= next_job_events_) {
     for (int64_t id : changed_jobs_) Publish("job", {{"job_id", id}});
     changed_jobs_.clear();
@@ -378,8 +376,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       auto beat = env.As<protocol::Heartbeat>();
       if (!beat.ok()) DropMessage(identity, beat.status().message());
       if (beat.ok()) {
-        if (beat->draining && !worker.draining) {
-          worker.draining = true;
+        if (beat->draining && WorkerRegistry::MarkDraining(worker)) {
           spdlog::info("worker {} is draining: it finishes its tasks and takes no new ones",
                        worker.offer.name);
         }
@@ -395,7 +392,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
         break;
       }
       if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
-        task->LeaseOn(identity)->last_progress = Clock::now();
+        task->LeaseOn(identity)->last_progress = now_;
         MarkJobChanged(task->job_id);
         (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
       }
@@ -460,21 +457,18 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     return;
   }
   bool drain_requested = false;
-  if (auto old = FindWorker(reg->name); old != workers_.end()) {
+  if (auto old = workers_.FindByName(reg->name); old != workers_.end()) {
     // A name belongs to its live connection: another peer (another connection: another routing
     // identity) is refused until that connection is gone -- closed, or silent past the liveness
     // deadline. The worker itself reconnecting has closed its old connection, so it gets in at
     // once, or after the deadline when the close has not reached us yet.
-    const auto deadline =
-        std::chrono::milliseconds(int64_t{options_.heartbeat_ms} * options_.liveness);
-    const auto silent = Clock::now() - old->second.last_heard;
-    if (old->first != identity && silent <= deadline && !PeerGone(old->first)) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - silent);
+    const std::optional<std::chrono::milliseconds> left = workers_.AliveFor(old->second, now_);
+    if (old->first != identity && left && !PeerGone(old->first)) {
       return RefuseName(identity, reg->name, "registration_refused",
                         "worker " + reg->name +
                             " is connected from another peer; a name is held by its live "
                             "connection (try again once that one has gone)",
-                        static_cast<int>(left.count()) + options_.heartbeat_ms);
+                        static_cast<int>(left->count()) + options_.heartbeat_ms);
     }
     // The same worker coming back (new connection or restart): its old leases are void.
     drain_requested = old->second.drain_requested;
@@ -490,7 +484,6 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   WorkerConn conn;
   conn.offer.id = *id;
   conn.offer.name = reg->name;
-  conn.disabled = disabled_workers_.count(reg->name) > 0;
   conn.offer.pools = {reg->pools.begin(), reg->pools.end()};
   conn.offer.tags = {reg->tags.begin(), reg->tags.end()};
   conn.offer.cpu_cores = reg->cpu_cores;
@@ -513,8 +506,6 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.offer.slots_per_gpu = reg->slots_per_gpu;
   conn.offer.memory_mb_per_slot = reg->memory_mb_per_slot;
   conn.gpu_claims.Reset(reg->gpus.size());
-  conn.last_heard = Clock::now();
-  conn.idle_since = conn.metered_until = conn.last_heard;
   conn.draining = reg->draining;
   conn.acks_in_assign = std::find(reg->features.begin(), reg->features.end(),
                                   protocol::kFeatureAcksInAssign) != reg->features.end();
@@ -522,7 +513,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
     conn.price = options_.price_of(reg->name, reg->cloud);
     (void)store_.SetWorkerPrice(*id, conn.price.node_group, conn.price.per_hour);
   }
-  WorkerConn& worker = workers_[identity] = std::move(conn);
+  WorkerConn& worker = workers_.Add(identity, std::move(conn), now_);
   for (const protocol::TaskRef& ref : reg->delivering) {
     Reattach(identity, worker, ref, /*delivering=*/true);
   }
@@ -543,328 +534,6 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
       Send(identity, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
       spdlog::info("worker {} told to drain again: it registered anew while draining", reg->name);
     }
-  }
-}
-
-std::set<Broker::QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker,
-                                                         std::vector<int>* gpus) {
-  // Walk the queue one job at a time (it is ordered by priority, then job). Among the jobs of
-  // the highest priority that have a task this worker can run now, the policy's fair share
-  // picks one; only when none can run does a lower priority get the worker.
-  std::vector<policy::Candidate> candidates;
-  std::vector<std::set<QueueKey>::iterator> heads;
-  std::vector<std::vector<int>> picked_gpus;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    const int neg_priority = std::get<0>(*it);
-    if (!candidates.empty() && neg_priority != std::get<0>(*heads.front())) break;
-    const int64_t job_id = std::get<1>(*it);
-    const JobInfo& job = jobs_[job_id];
-    if (policy::CouldEverRun(job.needs, worker.offer) &&
-        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
-      if (auto picked =
-              policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())) {
-        candidates.push_back({job_id, job.project, job.user, job.running, job.dispatched});
-        heads.push_back(it);
-        picked_gpus.push_back(std::move(*picked));
-      }
-    }
-    it = queue_.lower_bound({neg_priority, job_id + 1, INT_MIN, INT64_MIN});
-  }
-  std::optional<size_t> best = policy::PickFairShare(candidates, shares_);
-  if (!best) return queue_.end();
-  *gpus = std::move(picked_gpus[*best]);
-  return heads[*best];
-}
-
-Broker::WorkerConn* Broker::HeardFrom(const std::string& identity, MessageType type) {
-  auto wit = workers_.find(identity);
-  if (wit == workers_.end()) {
-    // Not welcomed (or declared dead): ask it to register again.
-    if (type != MessageType::kGoodbye) {
-      Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
-    }
-    return nullptr;
-  }
-  wit->second.last_heard = Clock::now();
-  return &wit->second;
-}
-
-void Broker::DropWorker(std::string identity, const std::string& reason) {
-  auto wit = workers_.find(identity);
-  if (wit == workers_.end()) return;
-  const WorkerConn& worker = wit->second;
-  const std::string name = worker.offer.name;
-  const int64_t worker_id = worker.offer.id;
-  std::vector<int64_t> held(worker.tasks.begin(), worker.tasks.end());
-  SetWorkerDiskFull(wit->second, "");  // its alert goes with it
-  MeterCosts(&identity);
-  for (int64_t task_id : held) {
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end()) continue;
-    EndLease(it->second, identity,
-             {store::AttemptOutcome::kLost, "", "worker " + name + " lost: " + reason,
-              /*charged=*/false},
-             /*cancel=*/false);
-  }
-  workers_.erase(identity);
-  chunks_.Forget(identity);
-  (void)store_.SetWorkerState(worker_id, store::WorkerState::kOffline);
-  RecordEvent(std::nullopt, std::nullopt, worker_id, "worker_lost", reason);
-  spdlog::warn("worker {} (id {}) removed: {}; {} task(s) requeued", name, worker_id, reason,
-               held.size());
-  UpdateAllFeasibility();
-}
-
-void Broker::OnTimer() {
-  const auto now = Clock::now();
-  const auto deadline = std::chrono::milliseconds(options_.heartbeat_ms * options_.liveness);
-  std::vector<std::string> dead;
-  for (const auto& [identity, worker] : workers_) {
-    if (now - worker.last_heard > deadline) dead.push_back(identity);
-  }
-  for (const std::string& identity : dead) DropWorker(identity, "missed heartbeats");
-  // Interrupted tasks whose worker did not come back in time go back to the queue.
-  for (auto it = reattach_.begin(); it != reattach_.end();) {
-    if (now < it->second) {
-      ++it;
-      continue;
-    }
-    auto task = tasks_.find(it->first);
-    if (task != tasks_.end() && !task->second.running()) Enqueue(task->second);
-    it = reattach_.erase(it);
-  }
-  // Timeouts: a lease older than its job's task_timeout, or silent for longer than its
-  // progress_timeout, is a (charged) failure.
-  struct Expired {
-    int64_t task_id;
-    std::string identity, why;
-  };
-  std::vector<Expired> expired;
-  for (const auto& [identity, worker] : workers_) {
-    for (int64_t task_id : worker.tasks) {
-      LiveTask& task = tasks_.at(task_id);
-      const Lease* lease = task.LeaseOn(identity);
-      const JobInfo& job = jobs_[task.job_id];
-      if (!lease) continue;
-      if (job.task_timeout_s > 0 &&
-          now - lease->leased_at > std::chrono::seconds(job.task_timeout_s)) {
-        expired.push_back(
-            {task_id, identity, "timed out after " + std::to_string(job.task_timeout_s) + " s"});
-      } else if (job.progress_timeout_s > 0 &&
-                 now - lease->last_progress > std::chrono::seconds(job.progress_timeout_s)) {
-        expired.push_back({task_id, identity,
-                           "no progress for " + std::to_string(job.progress_timeout_s) + " s"});
-      }
-    }
-  }
-  for (const Expired& e : expired) {
-    LiveTask& task = tasks_.at(e.task_id);
-    spdlog::warn("job {} task {} on {}: {}", task.job_id, e.task_id,
-                 workers_.at(e.identity).offer.name, e.why);
-    ChargeWorker(task, workers_.at(e.identity));
-    EndLease(task, e.identity,
-             {store::AttemptOutcome::kFailed, protocol::kFailureTimeout, e.why, /*charged=*/true},
-             /*cancel=*/true);
-  }
-  if (now >= next_meter_) {
-    MeterCosts();
-    next_meter_ = now + options_.cost_interval;
-  }
-  if (now >= next_touch_) {
-    std::vector<std::pair<int64_t, int64_t>> seen;
-    const int64_t wall_now = wall_time::NowMs();
-    for (const auto& [identity, worker] : workers_) {
-      auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - worker.last_heard);
-      seen.emplace_back(worker.offer.id, wall_now - age.count());
-    }
-    (void)store_.TouchWorkers(seen);
-    next_touch_ = now + std::chrono::seconds(5);
-  }
-}
-
-void Broker::AddLease(LiveTask& task, const std::string& identity, WorkerConn& worker, int attempt,
-                      const std::vector<int>& gpus) {
-  CountRunning(jobs_[task.job_id], +1);
-  MarkJobChanged(task.job_id);
-  Lease lease;
-  lease.attempt = attempt;
-  lease.worker = identity;
-  lease.gpus = gpus;
-  lease.leased_at = lease.last_progress = Clock::now();
-  task.leases.push_back(std::move(lease));
-  worker.tasks.insert(task.task_id);
-  worker.gpu_claims.Take(task.task_id, attempt, jobs_[task.job_id].needs.resources, worker.offer,
-                         gpus);
-}
-
-bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn& worker,
-                        std::vector<int> gpus, bool backup) {
-  JobInfo& job = jobs_[task.job_id];
-  const int attempt = task.attempt + 1;
-  // The lease is written in this pass's transaction; the assignment leaves only after that
-  // commits (FlushOutbox), so a worker never holds a lease the store does not.
-  Status s = backup ? store_.StartBackup(task.task_id, attempt, worker.offer.id, gpus)
-                    : store_.StartTask(task.task_id, attempt, worker.offer.id, task.job_id, gpus);
-  if (!s.ok()) {
-    spdlog::error("task {}: cannot start lease: {}", task.task_id, s.ToString());
-    return false;
-  }
-  task.attempt = attempt;
-  ++job.dispatched;
-  dispatched_.fetch_add(1, std::memory_order_relaxed);
-  AddLease(task, identity, worker, attempt, gpus);
-  protocol::Assign assign{task.task_id,     attempt,         task.job_id,
-                          task.frame_start, task.frame_end,  *job.scene_yaml,
-                          job.renderer,     std::move(gpus), task.part};
-  assign.scene_name = job.scene_name;
-  assign.settings = job.settings;
-  if (job.assets) assign.assets = *job.assets;
-  if (job.output_shared && task.part.whole()) {
-    assign.output = {job.output.dir, job.output.pattern, job.output.formats, job.output.exr_float};
-  }
-  assign.timeout_s = job.task_timeout_s;
-  assign.checkpoint_interval_s = job.checkpoint_interval_s;
-  if (task.resume_frame > 0 || !task.checkpoint_hash.empty()) {
-    // A handed-back (or lost, checkpointed) task resumes where its last copy stopped (the worker
-    // fetches the checkpoint).
-    assign.resume_frame = task.resume_frame;
-    assign.resume_checkpoint = task.checkpoint_hash;
-    assign.resume_samples = task.checkpoint_hash.empty() ? 0 : task.checkpoint_samples;
-    if (!task.checkpoint_hash.empty()) {
-      spdlog::info(
-          "job {} task {} attempt {} resumes frame {} from attempt {}'s checkpoint after "
-          "{} samples",
-          task.job_id, task.task_id, attempt, task.resume_frame, task.checkpoint_attempt,
-          task.checkpoint_samples);
-    }
-  }
-  // Its finished results made durable in this pass ride along (the commit precedes the send).
-  assign.acks.swap(worker.pending_acks);
-  Send(identity, protocol::Encode(MessageType::kAssign, assign));
-  // Per task at debug: a busy farm leases thousands a second. Job-level changes log at info.
-  spdlog::debug("job {} task {} (frames {}-{}) -> worker {}, attempt {}{}", task.job_id,
-                task.task_id, task.frame_start, task.frame_end, worker.offer.name, attempt,
-                backup ? " (backup copy of a straggler)" : "");
-  return true;
-}
-
-void Broker::Dispatch() {
-  if (queue_.empty()) return;
-  for (auto& [identity, worker] : workers_) {
-    while (worker.free_slots() > 0 && !queue_.empty()) {
-      std::vector<int> gpus;
-      auto next = NextTaskFor(worker, &gpus);
-      if (next == queue_.end()) break;
-      QueueKey key = *next;
-      queue_.erase(next);
-      auto it = tasks_.find(std::get<3>(key));
-      if (it == tasks_.end() || it->second.running()) continue;
-      StartLease(it->second, identity, worker, std::move(gpus), /*backup=*/false);
-    }
-    if (queue_.empty()) return;
-  }
-}
-
-Broker::Counters Broker::counters() const {
-  Counters c;
-  c.tasks_dispatched = dispatched_.load(std::memory_order_relaxed);
-  c.tasks_completed = completed_.load(std::memory_order_relaxed);
-  c.render_seconds = static_cast<double>(render_ns_.load(std::memory_order_relaxed)) / 1e9;
-  c.queue_depth = queue_depth_.load(std::memory_order_relaxed);
-  c.blob_bytes_served = blob_bytes_served_.load(std::memory_order_relaxed);
-  c.checkpoints_kept = checkpoints_kept_.load(std::memory_order_relaxed);
-  c.result_bytes_buffered = result_bytes_buffered_.load(std::memory_order_relaxed);
-  c.messages_dropped = messages_dropped_.load(std::memory_order_relaxed);
-  c.handshakes_refused = handshakes_refused_.load(std::memory_order_relaxed);
-  c.names_refused = names_refused_.load(std::memory_order_relaxed);
-  c.errors_caught = errors_caught_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(assembler_mu_);
-  if (assembler_) c.assembler = assembler_->counters();
-  c.errors_caught += c.assembler.errors_caught;
-  return c;
-}
-
-// ---- the boundary: dropped messages, refused peers, caught exceptions ------------------------
-
-void Broker::OnCaught(const char* what, const char* error) {
-  errors_caught_.fetch_add(1, std::memory_order_relaxed);
-  noisy_.Log(spdlog::level::err, std::string("caught:") + what,
-             "exception while handling {}: {}; it was dropped and the scheduler goes on", what,
-             error);
-}
-
-void Broker::DropMessage(const std::string& identity, const std::string& why) {
-  messages_dropped_.fetch_add(1, std::memory_order_relaxed);
-  auto worker = workers_.find(identity);
-  noisy_.Log(spdlog::level::warn, "dropped message", "dropped a message from {}: {}",
-             worker != workers_.end() ? "worker " + worker->second.offer.name
-                                      : std::string("an unregistered peer"),
-             why);
-}
-
-bool Broker::PeerGone(const std::string& identity) {
-  // ROUTER_MANDATORY: a message to a routing identity whose connection closed fails at once
-  // with EHOSTUNREACH. A heartbeat acknowledgement is harmless to a worker that is still there.
-  std::vector<zmq::message_t> probe =
-      protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object());
-  probe.insert(probe.begin(), zmq::message_t(identity.data(), identity.size()));
-  try {
-    (void)zmq::send_multipart(*router_, probe, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    return e.num() == EHOSTUNREACH;
-  }
-  return false;
-}
-
-void Broker::RefuseName(const std::string& identity, const std::string& name, const char* event,
-                        const std::string& reason, int retry_after_ms) {
-  names_refused_.fetch_add(1, std::memory_order_relaxed);
-  // Logged and recorded at most once per interval per name: a peer retrying in a loop (or an
-  // attacker) writes a line, not the disk full.
-  if (noisy_.Log(spdlog::level::warn, std::string(event) + ":" + name, "{}: {}", event, reason)) {
-    RecordEvent(std::nullopt, std::nullopt, std::nullopt, event, reason);
-    if (options_.events) {
-      Publish("worker", {{"worker", name}, {"state", "refused"}, {"reason", reason}});
-    }
-  }
-  Send(identity, protocol::Encode(MessageType::kReject, protocol::Reject{reason, retry_after_ms}));
-}
-
-void Broker::DrainMonitor() {
-  for (int i = 0; i < 1000; ++i) {
-    std::optional<zmq_monitor::Event> next = zmq_monitor::Next(*monitor_);
-    if (!next) return;
-    const auto& [event, value, endpoint] = *next;
-    handshakes_refused_.fetch_add(1, std::memory_order_relaxed);
-    // A refused key is logged by the ZAP handler, which knows the peer's address.
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
-    const bool mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-                          value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
-    const char* why = "the peer broke the ZeroMQ handshake (not a Tessera worker?)";
-    const char* key = "protocol";
-    if (options_.curve && (mismatch || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)) {
-      // A plaintext peer is seen either way: as the mismatch, or hanging up first.
-      key = "no curve";
-      why =
-          "the peer does not speak CURVE or hung up during the handshake (a plaintext "
-          "client, a worker without scheduler.public_key, a port scan)";
-    } else if (mismatch) {
-      key = "curve";
-      why =
-          "the peer speaks CURVE, but this scheduler runs without it (broker.security: "
-          "insecure)";
-    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-      key = "hung up";
-      why = "the peer hung up during the handshake";
-    } else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
-      key = "cryptographic";
-      why =
-          "its CURVE handshake does not decrypt: the peer has the wrong server key (check "
-          "the worker's scheduler.public_key against tessera-scheduler --print-public-key)";
-    }
-    noisy_.Log(spdlog::level::warn, std::string("refused:") + key,
-               "refused a connection on {}: {} (event 0x{:x}, code 0x{:x})", endpoint, why, event,
-               value);
   }
 }
 

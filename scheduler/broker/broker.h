@@ -4,10 +4,19 @@
 // workers with free slots, fences every task message by (task_id, attempt), hands frame results
 // to the assembler, and requeues the leases of workers that go silent.
 //
-// Files: broker.cpp (the poll loop, worker messages and registration, dispatch, timers),
-// broker_leases.cpp (the life of each lease), broker_jobs.cpp (job operations, loading,
-// dependencies), broker_storage.cpp (full filesystems: outputs held, workers' full disks),
-// broker_degraded.cpp (read-only mode while the data folder is full).
+// Files: broker.cpp (the poll loop: socket, inbox, outbox, one write group per pass, message
+// dispatch, registration), broker_dispatch.cpp (leasing queued tasks through the policy,
+// re-attaching, straggler backups, the timers), broker_leases.cpp (the life of each lease),
+// broker_jobs.cpp (job operations, loading, dependencies), broker_fleet.cpp (join tokens,
+// enrolment, drain, hand-backs, acknowledgements, capacity, cost), broker_checkpoints.cpp,
+// broker_transfer.cpp (chunks and blobs on the wire), broker_storage.cpp (full filesystems:
+// outputs held, workers' full disks), broker_degraded.cpp (read-only mode while the data folder
+// is full), broker_boundary.cpp (counters; dropped messages, refused peers, caught exceptions).
+// Beside it, owned by the poll loop and taking the pass's `now` as an argument, the parts that
+// decide: WorkerRegistry (worker_registry.h: connections, liveness, holds, cost, slots and
+// GPUs), LeaseTable (lease_table.h: live tasks, the queue, fencing, timeouts, backups, frame
+// gates, re-attach deadlines) and Transfers (transfers.h: chunk reassembly, blob serving). The
+// parts decide; the broker writes the store, sends and publishes.
 //
 // Threads: the ROUTER socket and every member below `// broker thread only` belong to the broker
 // thread. Other threads talk to it only through Post(), which queues a closure and wakes the poll
@@ -45,13 +54,14 @@
 #include <zmq.hpp>
 
 #include "scheduler/assembler/assembler.h"
-#include "scheduler/broker/gpu_claims.h"
+#include "scheduler/broker/lease_table.h"
+#include "scheduler/broker/transfers.h"
+#include "scheduler/broker/worker_registry.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
-#include "shared/chunked_transfer.h"
 #include "shared/curve_keys.h"
 #include "shared/disk_space.h"
 #include "shared/logging.h"
@@ -63,12 +73,6 @@ class BlobStore;
 }
 
 namespace tessera::broker {
-
-// A worker's price, as BrokerOptions::price_of answers.
-struct WorkerPrice {
-  std::string node_group;  // "" for none
-  double per_hour = 0;
-};
 
 struct BrokerOptions {
   std::string bind_endpoint = "tcp://127.0.0.1:8471";  // port 0 or '*' picks a free port
@@ -233,131 +237,6 @@ class Broker {
   Counters counters() const;
 
  private:
-  struct JobInfo {
-    int priority = 50;
-    int max_retries = 3;
-    bool produces_frames = true;  // false: tasks only report done (noop)
-    std::string renderer;
-    assembler::FrameOutput output;
-    int parts_per_frame = 1;  // tasks that make one frame (tiles x sample parts)
-    std::shared_ptr<const std::string> scene_yaml;
-    std::string scene_name;                       // renderer plugins: the scene's file name
-    std::map<std::string, std::string> settings;  // renderer plugins: resolved settings
-    std::shared_ptr<const std::map<std::string, std::string>> assets;  // path -> blob SHA-256
-    bool output_shared = false;  // workers write whole frames into output.dir themselves
-    // Parts of split frames come as exact accumulations (the path tracer, or a C++ plugin that
-    // splits samples), not float pixels.
-    bool exact_parts = false;
-    bool paused = false;  // its queued tasks stay out of queue_ until resumed
-    int task_timeout_s = 0;
-    int progress_timeout_s = 0;
-    int checkpoint_interval_s = 0;  // its running tasks' periodic checkpoints; 0: none
-    int blocklist_after = 3;
-    int fail_after_workers = 0;
-    bool interruptible = true;  // capacity planning (CapacityView)
-    std::optional<int64_t> deadline_ms;
-    std::string name;
-    std::string project, user;                  // fair share
-    policy::JobNeeds needs;                     // pools, tags, limits, resources, blocklist
-    std::map<int64_t, int> failures_by_worker;  // charged failures of this job, by worker id
-    int running = 0;                            // leases held now (fair share)
-    int64_t dispatched = 0;                     // leases handed out since it was loaded
-    int64_t unfinished = 0;                     // its tasks in tasks_
-    std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
-    std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
-    std::optional<std::string> notice;          // as last written to the store
-    std::set<int> flagged_frames;               // kept with bad pixels (store: frame_flags)
-    int64_t tasks_done = 0;                     // since loaded, for the straggler baseline
-    double done_seconds = 0;                    // their total render time
-    // Its outputs' filesystem is full (broker_storage.cpp): its tasks stay out of queue_.
-    bool outputs_held = false;
-    uint64_t largest_output = 0;  // bytes of the largest frame written for it since loaded
-  };
-  // One running copy of a task on one worker. A task has one, or two while a backup copy of a
-  // straggler runs beside the original (the first to deliver wins; the other is cancelled).
-  struct Lease {
-    int attempt = 0;        // the fencing token of this copy
-    std::string worker;     // routing identity of the holder
-    std::vector<int> gpus;  // the holder's GPUs pinned to this copy
-    std::chrono::steady_clock::time_point leased_at;
-    std::chrono::steady_clock::time_point last_progress;  // lease start, progress or a frame
-  };
-  struct LiveTask {
-    int64_t task_id = 0;
-    int64_t job_id = 0;
-    int index = 0;
-    int frame_start = 0, frame_end = 0;
-    int attempt = 0;  // the highest attempt started (0: never leased)
-    int failures = 0;
-    std::set<int64_t> failed_on;  // workers a charged failure happened on
-    std::vector<Lease> leases;    // running copies
-    std::set<int> frames_written;
-    std::map<int, int> frames_in_flight;  // frame -> attempt: with the assembler, not written
-    protocol::FramePart part;             // of each of its frames (default: whole frames)
-    bool assembling = false;              // its frame's last part: the frame is being written
-    bool accept_bad_pixels = false;       // sent back once for bad pixels: keep, and flag, now
-    int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
-    int64_t done_worker_id = 0;           // and the worker it ran on
-    double done_seconds = 0;              // how long that copy ran
-    // Copies whose final report (done, failed) arrived: each gets a kResultAck once the
-    // outcome is durable, so the worker can drop its spooled results. (identity, attempt)
-    std::vector<std::pair<std::string, int>> acks;
-    // A handed-back attempt, or a lost one that sent periodic checkpoints: the next one starts
-    // at resume_frame, from the checkpoint if there is one (0 / empty: from the start).
-    int resume_frame = 0;
-    std::string checkpoint_hash;  // the checkpoint's blob; empty: none
-    int checkpoint_samples = 0;   // samples it holds
-    int checkpoint_attempt = 0;   // the attempt that sent it
-
-    bool running() const { return !leases.empty(); }
-    const Lease* LeaseOn(const std::string& identity) const {
-      for (const Lease& l : leases) {
-        if (l.worker == identity) return &l;
-      }
-      return nullptr;
-    }
-    Lease* LeaseOn(const std::string& identity) {
-      return const_cast<Lease*>(std::as_const(*this).LeaseOn(identity));
-    }
-  };
-  struct WorkerConn {
-    policy::WorkerOffer offer;  // id, name, pools, tags, hardware
-    int slots = 1;
-    GpuClaims gpu_claims;     // what its leases (and stopping renders) hold of its GPUs
-    std::set<int64_t> tasks;  // current leases
-    // Cancelled leases whose render may still be stopping (task -> attempt). They keep their
-    // slot and GPU room until a heartbeat no longer lists them, so the worker is never sent
-    // more than it can hold.
-    std::map<int64_t, int> stopping;
-    bool draining = false;  // finishing its tasks before it leaves: nothing new for it
-    // The scheduler told it to drain (DrainWorker): carried over when it registers again, so a
-    // drain sent while its connection was being replaced is not lost.
-    bool drain_requested = false;
-    bool disabled = false;  // an operator's hold: nothing new for it
-    // Its heartbeat says a disk it writes is full (what and where): nothing new for it.
-    std::string disk_full;
-    // It reads acknowledgements inside kAssign (protocol::kFeatureAcksInAssign): this pass's
-    // wait here for its next assignment, and go alone at the end of the pass if none comes.
-    bool acks_in_assign = false;
-    std::vector<protocol::TaskRef> pending_acks;
-    int free_slots() const {
-      return draining || disabled || !disk_full.empty()
-                 ? 0
-                 : slots - static_cast<int>(tasks.size() + stopping.size());
-    }
-    std::chrono::steady_clock::time_point last_heard;
-    store::WorkerState stored_state = store::WorkerState::kIdle;  // as last written
-    std::chrono::steady_clock::time_point idle_since;  // its last task ended (or it registered)
-    // Cost: its price, and up to when its registered time has been added to its cost.
-    WorkerPrice price;
-    std::chrono::steady_clock::time_point metered_until;
-  };
-  // Frame-on-frame dependencies: the frame ranges of a depended-on job's tasks that are not done
-  // (start -> end; disjoint), and the dependent tasks waiting on them (by frame_start).
-  struct FrameGate {
-    std::map<int, int> undone;
-    std::multimap<int, int64_t> waiters;
-  };
   // Worker messages per poll pass (one commit). Small passes send assignments sooner, so workers
   // answer while the broker handles the next pass; too small and commits dominate. With 100
   // workers on 2 cores (tessera-bench dispatch, noisy): 10 -> 51,000-51,700 tasks/s, 20-30 ->
@@ -365,9 +244,6 @@ class Broker {
   static constexpr int kMessagesPerPass = 50;
   // Chunked results being reassembled, all workers together; beyond it a new one waits.
   static constexpr int64_t kChunkMemoryBudget = int64_t{4} << 30;
-
-  // Queue order: higher priority first, then older job, then frame order.
-  using QueueKey = std::tuple<int, int64_t, int, int64_t>;  // (-priority, job, index, task)
 
   void Post(std::function<void()> fn);
   // Runs `fn` on the broker thread (inside a pass, which dispatches) and waits for its result.
@@ -426,7 +302,6 @@ class Broker {
 
   // Where and how the job's frames are written.
   static assembler::FrameOutput FrameOutputOf(const store::JobRecord& job);
-  void DropQueued(int64_t job_id);
   void EnqueueJob(int64_t job_id);  // puts its tasks that are not running back in
   // A lease starts (+1) or ends (-1): the job's, its project's and its user's running counts
   // and its named limits follow.
@@ -481,8 +356,6 @@ class Broker {
   // Whether a task whose attempt ended uncharged without a hand-back (its worker lost) resumes
   // from its periodic checkpoint rather than starting over.
   bool ResumesFromCheckpoint(const LiveTask& task, bool count_failure) const;
-  // The connection of the worker named `name`, or workers_.end().
-  std::unordered_map<std::string, WorkerConn>::iterator FindWorker(const std::string& name);
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
   void OnTaskFailed(const std::string& identity, WorkerConn& worker, const protocol::TaskFailed& m);
@@ -552,9 +425,8 @@ class Broker {
   bool WaitsOnFrames(const LiveTask& task, const JobInfo& job);
   FrameGate& GateFor(int64_t job_id);
   void OnFramesDone(int64_t job_id, int frame_start, int frame_end);
-  // Split frames: whether the task is its frame's last part not yet done; that one is recorded
-  // done only after AssembleFrame has written the frame (OnFrameAssembled).
-  bool IsLastPart(const LiveTask& task) const;
+  // Split frames: a frame's last part (LeaseTable::IsLastPart) is recorded done only after
+  // AssembleFrame has written the frame (OnFrameAssembled).
   void AssembleFrame(LiveTask& task, const JobInfo& job);
   void OnFrameAssembled(const assembler::FrameWritten& written);
   // At start-up: frames whose parts were all stored before a restart but never assembled.
@@ -645,28 +517,25 @@ class Broker {
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<zmq::socket_t> monitor_;  // the ROUTER's handshake failures
   std::unique_ptr<assembler::Assembler> assembler_;
-  std::unordered_map<std::string, WorkerConn> workers_;  // by routing identity
-  // Large results arriving in pieces, at most kChunkMemoryBudget bytes buffered in all.
-  protocol::ChunkReceiver chunks_{kChunkMemoryBudget};
-  std::unordered_map<int64_t, LiveTask> tasks_;  // unfinished tasks by id
-  std::unordered_map<int64_t, JobInfo> jobs_;    // jobs with unfinished tasks
-  std::set<QueueKey> queue_;
-  std::map<std::string, int> limits_in_use_;      // named limit -> running tasks holding it
-  policy::FarmShares shares_;                     // fair share: running tasks by project and user
-  std::unordered_map<int64_t, FrameGate> gates_;  // by depended-on job id
-  // Split frames not yet assembled: (job, frame) -> its part tasks not yet done.
-  std::map<std::pair<int64_t, int>, int> parts_left_;
-  // Tasks that were running when the scheduler stopped, held out of the queue until their
-  // worker re-attaches them or the deadline passes.
-  std::map<int64_t, std::chrono::steady_clock::time_point> reattach_;
+  // Connected workers: liveness, holds, cost, slots and GPUs.
+  WorkerRegistry workers_{
+      std::chrono::milliseconds(int64_t{options_.heartbeat_ms} * options_.liveness)};
+  // Large results arriving in pieces (at most kChunkMemoryBudget bytes buffered in all), and
+  // blobs served in pieces.
+  Transfers transfers_{options_.blobs, kChunkMemoryBudget};
+  // Unfinished tasks and their jobs, the queue, leases and their deadlines.
+  LeaseTable leases_;
+  std::map<std::string, int> limits_in_use_;  // named limit -> running tasks holding it
+  policy::FarmShares shares_;                 // fair share: running tasks by project and user
   std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
   // Workers given acknowledgements to carry in this pass (WorkerConn::pending_acks).
   std::vector<std::string> acks_waiting_;
   std::vector<std::function<void()>> after_commit_;  // answers to other threads' requests
   static constexpr std::chrono::milliseconds kJobEventInterval{250};
   std::set<int64_t> changed_jobs_;
-  std::set<std::string> disabled_workers_;  // by name, from the store at Start
   std::chrono::steady_clock::time_point next_job_events_{};
+  // The pass's time: read once as each pass of the poll loop begins, and handed to the parts.
+  std::chrono::steady_clock::time_point now_{};
   std::vector<std::pair<const char*, nlohmann::json>> pending_events_;
   std::chrono::steady_clock::time_point next_timer_;
   std::chrono::steady_clock::time_point next_touch_;

@@ -42,7 +42,7 @@ std::string CheckPathTracerCheckpoint(const zmq::message_t& payload, int frame, 
 
 std::string Broker::KeepCheckpoint(LiveTask& task, int attempt, int frame, int samples,
                                    const zmq::message_t& payload) {
-  const JobInfo& job = jobs_[task.job_id];
+  const JobInfo& job = leases_.jobs()[task.job_id];
   if (!job.produces_frames) return "the job renders no frames";
   if (frame < task.frame_start || frame > task.frame_end) {
     return "frame " + std::to_string(frame) + " is not the task's";

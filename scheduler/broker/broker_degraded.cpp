@@ -45,34 +45,24 @@ std::optional<std::string> Broker::ReadOnlyReason() const {
 }
 
 void Broker::ForgetLoadedState() {
-  tasks_.clear();
-  jobs_.clear();
-  queue_.clear();
+  leases_.Clear();
   limits_in_use_.clear();
   shares_.project_running.clear();
   shares_.user_running.clear();
-  gates_.clear();
-  parts_left_.clear();
-  reattach_.clear();
   acks_waiting_.clear();
-  for (auto& [identity, worker] : workers_) {
-    worker.tasks.clear();
-    worker.stopping.clear();
-    worker.gpu_claims.Reset(worker.offer.gpus.size());
-    worker.pending_acks.clear();
-    chunks_.Forget(identity);  // its results come again, whole, after it registers anew
+  workers_.ForgetLeases();
+  for (const auto& [identity, worker] : workers_) {
+    transfers_.Forget(identity);  // its results come again, whole, after it registers anew
   }
-  result_bytes_buffered_.store(static_cast<uint64_t>(chunks_.buffered_bytes()),
+  result_bytes_buffered_.store(static_cast<uint64_t>(transfers_.buffered_bytes()),
                                std::memory_order_relaxed);
   // An operator's hold as the store has it (a rolled-back request may have changed it here).
   if (StatusOr<std::vector<store::WorkerRecord>> known = store_.ListWorkers(); known.ok()) {
-    disabled_workers_.clear();
+    std::set<std::string> disabled;
     for (const store::WorkerRecord& w : *known) {
-      if (w.disabled) disabled_workers_.insert(w.name);
+      if (w.disabled) disabled.insert(w.name);
     }
-  }
-  for (auto& [identity, worker] : workers_) {
-    worker.disabled = disabled_workers_.count(worker.offer.name) > 0;
+    workers_.SetDisabledNames(std::move(disabled));
   }
 }
 
@@ -101,14 +91,14 @@ void Broker::EnterReadOnly(const Status& why) {
   }
   ForgetLoadedState();
   // Memory as the store has it: what the failed pass changed is gone. Nothing is written (the
-  // leases the store holds stay running there, and wait for their workers in reattach_).
+  // leases the store holds stay running there, and wait for their workers to re-attach them).
   if (Status s = LoadStoredTasks(std::nullopt, /*requeue_running=*/false); !s.ok()) {
     spdlog::error(
         "read-only: cannot reload the unfinished tasks ({}); they are loaded when room "
         "is back",
         s.ToString());
   }
-  queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+  queue_depth_.store(leases_.queue().size(), std::memory_order_relaxed);
   if (options_.alerts) {
     options_.alerts->Raise(kDataFullAlert, kDataFullAlert, reason, wall_time::NowMs());
   }
@@ -120,9 +110,10 @@ void Broker::EnterReadOnly(const Status& why) {
 void Broker::RunReadOnlyPass(bool woken) {
   // No write group: nothing here writes except the requests of other threads, which write to
   // the store first (each in a transaction of its own) and answer with what it said.
+  now_ = Clock::now();
+  const auto now = now_;
   if (woken) DrainInbox();
   ReceiveMessages();
-  const auto now = Clock::now();
   Guarded("the data folder's room", [&] { CheckRoom(now); });
   Guarded("events", [&] { PublishPending(); });
   if (read_only_) next_timer_ = next_room_check_;
@@ -150,8 +141,8 @@ void Broker::OnMessageWhileReadOnly(const std::string& identity, const protocol:
       return;
     case MessageType::kGoodbye:
       // Marked offline in the store when room is back (every worker registers anew then).
-      chunks_.Forget(identity);
-      workers_.erase(identity);
+      transfers_.Forget(identity);
+      workers_.Remove(identity);
       return;
     default:
       // Results, progress, hand-backs: not acknowledged, so the worker keeps them and sends
@@ -202,14 +193,14 @@ void Broker::CheckRoom(Clock::time_point now) {
   for (const auto& [identity, worker] : workers_) {
     Send(identity, protocol::Encode(MessageType::kUnknownWorker, nlohmann::json::object()));
   }
-  workers_.clear();
+  workers_.Clear();
   read_only_ = false;
   {
     std::lock_guard<std::mutex> lock(read_only_mu_);
     read_only_reason_.reset();
   }
   if (options_.alerts) options_.alerts->Clear(kDataFullAlert);
-  queue_depth_.store(queue_.size(), std::memory_order_relaxed);
+  queue_depth_.store(leases_.queue().size(), std::memory_order_relaxed);
   next_timer_ = now + std::chrono::milliseconds(options_.heartbeat_ms);
   const std::string message = "the data folder " + dir + " has room again (" +
                               disk_space::Describe(*room) + "): the scheduler writes again; " +

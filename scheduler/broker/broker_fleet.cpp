@@ -79,7 +79,7 @@ Status Broker::RevokeWorker(const std::string& name) {
   // Events are recorded on the broker thread, like everything it publishes.
   (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
     RecordEvent(std::nullopt, std::nullopt, std::nullopt, "worker_revoked", name);
-    auto it = FindWorker(name);
+    auto it = workers_.FindByName(name);
     if (it == workers_.end()) return false;
     Send(it->first,
          protocol::Encode(MessageType::kReject, protocol::Reject{"revoked by an operator"}));
@@ -104,13 +104,7 @@ Status Broker::ReadmitWorker(const std::string& name) {
 Status Broker::SetWorkerDisabled(const std::string& name, bool disabled) {
   return OnBrokerThread<bool>([this, name, disabled]() -> StatusOr<bool> {
            TSR_RETURN_IF_ERROR(store_.SetWorkerDisabled(name, disabled));
-           if (disabled) {
-             disabled_workers_.insert(name);
-           } else {
-             disabled_workers_.erase(name);
-           }
-           auto it = FindWorker(name);
-           if (it != workers_.end()) it->second.disabled = disabled;
+           workers_.SetDisabled(name, disabled);
            RecordEvent(std::nullopt, std::nullopt, std::nullopt,
                        disabled ? "worker_disabled" : "worker_enabled", name);
            spdlog::info("worker {} {}", name,
@@ -122,10 +116,8 @@ Status Broker::SetWorkerDisabled(const std::string& name, bool disabled) {
 
 Status Broker::DrainWorker(const std::string& name, const std::string& why) {
   StatusOr<bool> found = OnBrokerThread<bool>([this, name, why]() -> StatusOr<bool> {
-    auto it = FindWorker(name);
+    auto it = workers_.RequestDrain(name);
     if (it == workers_.end()) return false;
-    it->second.draining = true;
-    it->second.drain_requested = true;
     Send(it->first, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
     RecordEvent(std::nullopt, std::nullopt, it->second.offer.id, "worker_draining", why);
     spdlog::info("worker {} told to drain: {}", name, why);
@@ -140,7 +132,7 @@ Status Broker::DrainWorker(const std::string& name, const std::string& why) {
 
 StatusOr<CapacityView> Broker::Capacity() {
   return OnBrokerThread<CapacityView>([this]() -> StatusOr<CapacityView> {
-    const auto now = Clock::now();
+    const auto now = now_;
     const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     CapacityView view;
     // Waiting work: the queue, in dispatch order, less what project caps and named limits would
@@ -154,9 +146,9 @@ StatusOr<CapacityView> Broker::Capacity() {
     for (const auto& [name, count] : options_.limits)
       limit_room[name] = count - limits_in_use_[name];
     std::map<int64_t, size_t> index_of;  // job id -> its entry in view.jobs
-    for (const QueueKey& key : queue_) {
+    for (const QueueKey& key : leases_.queue()) {
       const int64_t job_id = std::get<1>(key);
-      const JobInfo& job = jobs_.at(job_id);
+      const JobInfo& job = leases_.jobs().at(job_id);
       auto room = project_room.find(job.project);
       if (room != project_room.end() && room->second <= 0) continue;
       bool limited = false;
@@ -174,13 +166,13 @@ StatusOr<CapacityView> Broker::Capacity() {
       ++view.jobs[it->second].waiting;
     }
     // Running work counts too (a job with nothing waiting still needs its nodes).
-    for (const auto& [job_id, job] : jobs_) {
+    for (const auto& [job_id, job] : leases_.jobs()) {
       if (job.running > 0 && index_of.try_emplace(job_id, view.jobs.size()).second) {
         view.jobs.push_back({.job_id = job_id});
       }
     }
     for (CapacityView::JobDemand& d : view.jobs) {
-      const JobInfo& job = jobs_.at(d.job_id);
+      const JobInfo& job = leases_.jobs().at(d.job_id);
       d.name = job.name;
       d.priority = job.priority;
       d.running = job.running;
@@ -201,8 +193,8 @@ StatusOr<CapacityView> Broker::Capacity() {
       w.draining = worker.draining || worker.disabled;
       w.idle_seconds = w.busy ? 0 : seconds(now - worker.idle_since);
       for (int64_t task_id : worker.tasks) {
-        const LiveTask& task = tasks_.at(task_id);
-        const JobInfo& job = jobs_.at(task.job_id);
+        const LiveTask& task = leases_.tasks().at(task_id);
+        const JobInfo& job = leases_.jobs().at(task.job_id);
         const Lease* lease = task.LeaseOn(identity);
         if (!lease || job.tasks_done == 0) {
           w.busy_for_seconds.reset();
@@ -219,30 +211,9 @@ StatusOr<CapacityView> Broker::Capacity() {
 }
 
 void Broker::MeterCosts(const std::string* only) {
-  const auto now = Clock::now();
-  std::vector<std::pair<int64_t, double>> costs;
-  const auto meter = [&](WorkerConn& worker) {
-    const double hours = std::chrono::duration<double>(now - worker.metered_until).count() / 3600;
-    worker.metered_until = now;
-    if (worker.price.per_hour > 0) {
-      costs.emplace_back(worker.offer.id, worker.price.per_hour * hours);
-    }
-  };
-  if (only) {
-    // One worker leaving: a lookup, so a mass disconnect stays linear.
-    if (auto it = workers_.find(*only); it != workers_.end()) meter(it->second);
-  } else {
-    for (auto& [identity, worker] : workers_) meter(worker);
-  }
-  if (Status s = store_.AccrueWorkerCosts(costs); !s.ok()) {
+  if (Status s = store_.AccrueWorkerCosts(workers_.Meter(now_, only)); !s.ok()) {
     spdlog::error("cannot record the workers' cost: {}", s.ToString());
   }
-}
-
-std::unordered_map<std::string, Broker::WorkerConn>::iterator Broker::FindWorker(
-    const std::string& name) {
-  return std::find_if(workers_.begin(), workers_.end(),
-                      [&](const auto& entry) { return entry.second.offer.name == name; });
 }
 
 // ---- enrolment (broker thread) ---------------------------------------------------------------
@@ -277,7 +248,7 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
   if (enrolled->replaced_key) {
     // A token made for this name replaced its key: the machine holding the old one is out.
     keys_.Remove(*enrolled->replaced_key);
-    if (auto old = FindWorker(m->name); old != workers_.end()) {
+    if (auto old = workers_.FindByName(m->name); old != workers_.end()) {
       Send(old->first, protocol::Encode(MessageType::kReject,
                                         protocol::Reject{"this worker's key was replaced by a new "
                                                          "enrolment under its name"}));
@@ -297,15 +268,15 @@ void Broker::OnEnrol(const std::string& identity, const protocol::Envelope& env,
 // ---- hand-backs and acknowledgements (broker thread) ------------------------------------------
 
 void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
-  auto it = workers_.find(identity);
-  if (it == workers_.end()) {
+  WorkerConn* worker = workers_.Find(identity);
+  if (worker == nullptr) {
     // That connection is gone; the worker re-sends after it reconnects and gets the
     // acknowledgement then.
     return;
   }
-  if (it->second.acks_in_assign) {
-    if (it->second.pending_acks.empty()) acks_waiting_.push_back(identity);
-    it->second.pending_acks.push_back({task_id, attempt});
+  if (worker->acks_in_assign) {
+    if (worker->pending_acks.empty()) acks_waiting_.push_back(identity);
+    worker->pending_acks.push_back({task_id, attempt});
   } else {
     Send(identity,
          protocol::Encode(MessageType::kResultAck, protocol::ResultAck{task_id, attempt}));
@@ -314,13 +285,13 @@ void Broker::Ack(const std::string& identity, int64_t task_id, int attempt) {
 
 void Broker::SendPendingAcks() {
   for (const std::string& identity : acks_waiting_) {
-    auto it = workers_.find(identity);
-    if (it == workers_.end()) continue;  // gone: it re-sends its results when it is back
-    for (const protocol::TaskRef& ref : it->second.pending_acks) {
+    WorkerConn* worker = workers_.Find(identity);
+    if (worker == nullptr) continue;  // gone: it re-sends its results when it is back
+    for (const protocol::TaskRef& ref : worker->pending_acks) {
       Send(identity, protocol::Encode(MessageType::kResultAck,
                                       protocol::ResultAck{ref.task_id, ref.attempt}));
     }
-    it->second.pending_acks.clear();  // (empty if an assignment took them)
+    worker->pending_acks.clear();  // (empty if an assignment took them)
   }
   acks_waiting_.clear();
 }

@@ -24,19 +24,19 @@ void Broker::JobSubmitted(int64_t job_id) {
 Status Broker::CancelJob(int64_t job_id) {
   return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
            TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
-           for (auto& [id, task] : tasks_) {
+           for (auto& [id, task] : leases_.tasks()) {
              if (task.job_id == job_id) CancelAllLeases(task, "the job was canceled");
            }
-           DropQueued(job_id);
-           for (auto it = tasks_.begin(); it != tasks_.end();) {
+           leases_.DropQueued(job_id);
+           for (auto it = leases_.tasks().begin(); it != leases_.tasks().end();) {
              if (it->second.job_id != job_id) {
                ++it;
                continue;
              }
              ClearResume(it->second);  // its checkpoint goes with it
-             it = tasks_.erase(it);
+             it = leases_.tasks().erase(it);
            }
-           jobs_.erase(job_id);
+           leases_.jobs().erase(job_id);
            MarkJobChanged(job_id);
            spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
            return static_cast<int>(leases.size());
@@ -47,9 +47,9 @@ Status Broker::CancelJob(int64_t job_id) {
 Status Broker::SetJobPriority(int64_t job_id, int priority) {
   return OnBrokerThread<int>([this, job_id, priority]() -> StatusOr<int> {
            TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
-           auto it = jobs_.find(job_id);
-           if (it != jobs_.end()) {
-             DropQueued(job_id);
+           auto it = leases_.jobs().find(job_id);
+           if (it != leases_.jobs().end()) {
+             leases_.DropQueued(job_id);
              it->second.priority = priority;
              EnqueueJob(job_id);
            }
@@ -63,11 +63,11 @@ Status Broker::SetJobPriority(int64_t job_id, int priority) {
 Status Broker::SetJobPaused(int64_t job_id, bool paused) {
   return OnBrokerThread<int>([this, job_id, paused]() -> StatusOr<int> {
            TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
-           auto it = jobs_.find(job_id);
-           if (it != jobs_.end()) {
+           auto it = leases_.jobs().find(job_id);
+           if (it != leases_.jobs().end()) {
              it->second.paused = paused;
              if (paused) {
-               DropQueued(job_id);
+               leases_.DropQueued(job_id);
              } else {
                EnqueueJob(job_id);
              }
@@ -120,8 +120,8 @@ StatusOr<nlohmann::json> Broker::WorkerGpuUse() {
 
 StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
   return OnBrokerThread<nlohmann::json>([this, task_id]() -> StatusOr<nlohmann::json> {
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end()) {
+    auto it = leases_.tasks().find(task_id);
+    if (it == leases_.tasks().end()) {
       StatusOr<store::TaskRecord> rec = store_.GetTask(task_id);
       if (!rec.ok()) return rec.status();
       std::string state = store::TaskStateName(rec->state);
@@ -132,16 +132,16 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
           {"details", nlohmann::json::array()}};
     }
     const LiveTask& task = it->second;
-    const JobInfo& job = jobs_[task.job_id];
+    const JobInfo& job = leases_.jobs()[task.job_id];
     nlohmann::json details = nlohmann::json::array();
     std::string reason;
     if (task.running()) {
       reason = "running";
       for (const Lease& l : task.leases) {
-        auto wit = workers_.find(l.worker);
+        const WorkerConn* holder = workers_.Find(l.worker);
         reason += std::string(&l == &task.leases.front() ? " on " : ", and as a backup copy on ") +
-                  "worker " + (wit != workers_.end() ? wit->second.offer.name : "?") +
-                  ", attempt " + std::to_string(l.attempt);
+                  "worker " + (holder != nullptr ? holder->offer.name : "?") + ", attempt " +
+                  std::to_string(l.attempt);
       }
     } else if (!job.waiting_on.empty()) {
       reason = "waiting for job(s) it depends on:";
@@ -193,8 +193,8 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
                            : !room.empty() ? "busy: " + room
                                            : "busy"));
       }
-      const QueueKey key{-job.priority, task.job_id, task.index, task.task_id};
-      const auto ahead = std::distance(queue_.begin(), queue_.lower_bound(key));
+      const QueueKey key = LeaseTable::KeyOf(task, job);
+      const auto ahead = std::distance(leases_.queue().begin(), leases_.queue().lower_bound(key));
       if (eligible == 0) {
         reason =
             job.notice.value_or("no connected worker can run job " + std::to_string(task.job_id));
@@ -222,18 +222,12 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
   });
 }
 
-void Broker::DropQueued(int64_t job_id) {
-  auto first = queue_.lower_bound({-jobs_[job_id].priority, job_id, INT_MIN, INT64_MIN});
-  auto last = queue_.upper_bound({-jobs_[job_id].priority, job_id, INT_MAX, INT64_MAX});
-  queue_.erase(first, last);
-}
-
 assembler::FrameOutput Broker::FrameOutputOf(const store::JobRecord& job) {
   return {job.output_dir, job.output_pattern, job.output_formats, job.exr_float};
 }
 
 void Broker::EnqueueJob(int64_t job_id) {
-  for (const auto& [id, task] : tasks_) {
+  for (const auto& [id, task] : leases_.tasks()) {
     // A frame being assembled has all its parts: nothing of it is rendered again.
     if (task.job_id == job_id && !task.running() && !task.assembling) Enqueue(task);
   }
@@ -269,13 +263,13 @@ void Broker::UpdateFeasibility(int64_t job_id, JobInfo& job) {
 }
 
 void Broker::UpdateAllFeasibility() {
-  for (auto& [id, job] : jobs_) UpdateFeasibility(id, job);
+  for (auto& [id, job] : leases_.jobs()) UpdateFeasibility(id, job);
 }
 
 // ---- loading from the store -----------------------------------------------------------------
 
 Status Broker::LoadJob(int64_t job_id) {
-  if (jobs_.count(job_id)) return Status::Ok();
+  if (leases_.jobs().count(job_id)) return Status::Ok();
   TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
   TSR_ASSIGN_OR_RETURN(std::string scene, store_.JobScene(job_id));
   TSR_ASSIGN_OR_RETURN(auto failures, store_.WorkerFailures(job_id));
@@ -328,7 +322,7 @@ Status Broker::LoadJob(int64_t job_id) {
     if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
   }
   info.frame_deps = job.frame_depends_on;
-  auto& stored = jobs_[job_id] = std::move(info);
+  auto& stored = leases_.jobs()[job_id] = std::move(info);
   HoldIfOutputsFull(job_id, stored);
   UpdateFeasibility(job_id, stored);
   return Status::Ok();
@@ -345,15 +339,13 @@ Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_runni
                        store_.LoadUnfinishedTasks(job_id, requeue_running));
   size_t added = 0;
   for (const store::TaskRecord& t : tasks) {
-    if (tasks_.count(t.id)) continue;
+    if (leases_.tasks().count(t.id)) continue;
     if (Status s = LoadJob(t.job_id); !s.ok()) {
       spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
       continue;
     }
     // A re-rendered task of a job others depend on frame by frame holds those frames again.
-    if (auto gate = gates_.find(t.job_id); gate != gates_.end()) {
-      gate->second.undone[t.frame_start] = t.frame_end;
-    }
+    if (FrameGate* gate = leases_.FindGate(t.job_id)) gate->undone[t.frame_start] = t.frame_end;
     LiveTask live;
     live.task_id = t.id;
     live.job_id = t.job_id;
@@ -364,13 +356,13 @@ Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_runni
     live.failures = t.failures;
     live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
     live.part = t.part;
-    ++jobs_[t.job_id].unfinished;
-    if (jobs_[t.job_id].parts_per_frame > 1) ++parts_left_[{t.job_id, t.frame_start}];
-    const LiveTask& task = tasks_.emplace(t.id, std::move(live)).first->second;
+    ++leases_.jobs()[t.job_id].unfinished;
+    if (leases_.jobs()[t.job_id].parts_per_frame > 1) leases_.AddPart(t.job_id, t.frame_start);
+    const LiveTask& task = leases_.tasks().emplace(t.id, std::move(live)).first->second;
     if (t.interrupted) {
       // Its worker is probably still rendering it and will re-attach when it re-registers.
-      reattach_[t.id] = Clock::now() + std::chrono::milliseconds(int64_t{options_.heartbeat_ms} *
-                                                                 options_.liveness);
+      leases_.AwaitReattach(t.id, now_ + std::chrono::milliseconds(int64_t{options_.heartbeat_ms} *
+                                                                   options_.liveness));
     } else {
       Enqueue(task);
     }
@@ -385,7 +377,7 @@ Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_runni
 }
 
 void Broker::Enqueue(const LiveTask& task) {
-  const JobInfo& job = jobs_[task.job_id];
+  const JobInfo& job = leases_.jobs()[task.job_id];
   if (job.paused || job.outputs_held || !job.waiting_on.empty()) return;
   if (WaitsOnFrames(task, job)) {
     for (int64_t dep : job.frame_deps) {
@@ -393,7 +385,7 @@ void Broker::Enqueue(const LiveTask& task) {
     }
     return;
   }
-  queue_.insert({-job.priority, task.job_id, task.index, task.task_id});
+  leases_.queue().insert(LeaseTable::KeyOf(task, job));
 }
 
 // ---- dependencies ---------------------------------------------------------------------------
@@ -401,26 +393,18 @@ void Broker::Enqueue(const LiveTask& task) {
 void Broker::OnJobFinished(int64_t job_id) {
   StatusOr<store::JobRecord> job = store_.GetJob(job_id);
   if (!job.ok() || job->state != store::JobState::kDone) return;  // dependents keep waiting
-  for (auto& [id, info] : jobs_) {
+  for (auto& [id, info] : leases_.jobs()) {
     if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
       spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);
       EnqueueJob(id);
     }
   }
-  // Gates no loaded job depends on any more are dropped.
-  for (auto it = gates_.begin(); it != gates_.end();) {
-    const bool used = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
-      const auto& deps = j.second.frame_deps;
-      return std::find(deps.begin(), deps.end(), it->first) != deps.end();
-    });
-    it = used ? std::next(it) : gates_.erase(it);
-  }
+  leases_.DropUnusedGates();
 }
 
-Broker::FrameGate& Broker::GateFor(int64_t job_id) {
-  auto it = gates_.find(job_id);
-  if (it != gates_.end()) return it->second;
-  FrameGate& gate = gates_[job_id];
+FrameGate& Broker::GateFor(int64_t job_id) {
+  if (FrameGate* gate = leases_.FindGate(job_id)) return *gate;
+  FrameGate& gate = leases_.AddGate(job_id);
   // A job that no longer exists holds nothing; one that does holds its frames until done.
   StatusOr<std::vector<std::pair<int, int>>> undone = store_.UndoneFrameRanges(job_id);
   if (undone.ok()) {
@@ -449,27 +433,10 @@ void Broker::OnFramesDone(int64_t job_id, int frame_start, int frame_end) {
       Publish("frame", {{"job_id", job_id}, {"frame", frame}});
     }
   }
-  auto gate_it = gates_.find(job_id);
-  if (gate_it == gates_.end()) return;
-  FrameGate& gate = gate_it->second;
-  gate.undone.erase(frame_start);
-  // Waiters are keyed by their first frame; a waiter overlapping [frame_start, frame_end] starts
-  // at most a chunk before it.
-  auto first = gate.waiters.lower_bound(frame_start - spec::kMaxChunkSize);
-  auto last = gate.waiters.upper_bound(frame_end);
-  std::vector<int64_t> ready;
-  for (auto it = first; it != last;) {
-    auto task = tasks_.find(it->second);
-    if (task == tasks_.end() || task->second.frame_end < frame_start) {
-      it = task == tasks_.end() ? gate.waiters.erase(it) : std::next(it);
-      continue;
-    }
-    ready.push_back(it->second);
-    it = gate.waiters.erase(it);
-  }
+  const std::vector<int64_t> ready = leases_.FramesDone(job_id, frame_start, frame_end);
   for (int64_t id : ready) {
-    auto task = tasks_.find(id);
-    if (task != tasks_.end() && !task->second.running()) Enqueue(task->second);
+    auto task = leases_.tasks().find(id);
+    if (task != leases_.tasks().end() && !task->second.running()) Enqueue(task->second);
   }
 }
 

@@ -1,7 +1,7 @@
-// The broker's lease side: the life of each running copy of a task -- re-attaching after a
-// restart, frame results and their writes, done and failed reports, cancels, heartbeat
-// reconciliation, charging workers, requeueing, and straggler backups. The poll loop, worker
-// registration and dispatch are in broker.cpp; job operations in broker_jobs.cpp.
+// The broker's lease side: the life of each running copy of a task -- frame results and their
+// writes, done and failed reports, cancels, heartbeat reconciliation, charging workers and
+// requeueing. Starting leases and backups is in broker_dispatch.cpp; job operations in
+// broker_jobs.cpp; what is decided by time (fencing, expiry, backups) in lease_table.cpp.
 
 #include <spdlog/spdlog.h>
 
@@ -18,42 +18,9 @@ namespace tessera::broker {
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
-void Broker::Reattach(const std::string& identity, WorkerConn& worker, const protocol::TaskRef& ref,
-                      bool delivering) {
-  auto it = tasks_.find(ref.task_id);
-  // A finished render waiting to deliver needs no slot: its results follow at once.
-  if (it == tasks_.end() || it->second.running() || it->second.attempt != ref.attempt ||
-      (!delivering && worker.free_slots() <= 0) ||
-      !store_.ReattachTask(ref.task_id, ref.attempt, worker.offer.id, it->second.job_id).ok()) {
-    spdlog::info(
-        "worker {} still renders task {} attempt {}, which is no longer its lease: "
-        "told to stop",
-        worker.offer.name, ref.task_id, ref.attempt);
-    Send(identity,
-         protocol::Encode(MessageType::kCancel, protocol::Cancel{ref.task_id, ref.attempt}));
-    worker.stopping[ref.task_id] = ref.attempt;  // room it holds here is freed once it stops
-    return;
-  }
-  LiveTask& task = it->second;
-  JobInfo& job = jobs_[task.job_id];
-  queue_.erase({-job.priority, task.job_id, task.index, task.task_id});
-  reattach_.erase(task.task_id);
-  // Which GPUs it renders on is not reported; book the ones the policy would pick.
-  std::vector<int> gpus =
-      policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())
-          .value_or(std::vector<int>{});
-  AddLease(task, identity, worker, ref.attempt, gpus);
-  spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
-               ref.attempt, worker.offer.name);
-}
-
-Broker::LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
-                                    const char* what) {
-  auto it = tasks_.find(task_id);
-  if (it != tasks_.end()) {
-    Lease* lease = it->second.LeaseOn(identity);
-    if (lease && lease->attempt == attempt) return &it->second;
-  }
+LiveTask* Broker::FindLease(const std::string& identity, int64_t task_id, int attempt,
+                            const char* what) {
+  if (LiveTask* task = leases_.FindLease(identity, task_id, attempt)) return task;
   // A late message now and then is normal; a peer sending them in a loop writes a line per
   // interval.
   noisy_.Log(spdlog::level::info, std::string("stale:") + what,
@@ -67,7 +34,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   if (!m.ok()) return DropMessage(identity, m.status().message());
   LiveTask* task = FindLease(identity, m->task_id, m->attempt, "frame result");
   if (!task) return;
-  const JobInfo& job = jobs_[task->job_id];
+  const JobInfo& job = leases_.jobs()[task->job_id];
   // A part of a split frame is an exact accumulation (the path tracer's, or a C++ plugin's that
   // splits samples; checked by the assembler against the task's part); a whole frame is
   // width x height x channels floats. A tile from another plugin is float pixels like a frame.
@@ -115,7 +82,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
     return;
   }
   task->frames_in_flight[m->frame] = m->attempt;
-  task->LeaseOn(identity)->last_progress = Clock::now();
+  task->LeaseOn(identity)->last_progress = now_;
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
                 m->attempt, m->frame, worker.offer.name, m->render_seconds, m->backend);
   // The payload's shape as an image (whole frames, and plugin renderers' tiles); the pixels
@@ -154,7 +121,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
 
 void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& worker, LiveTask& task,
                                     const protocol::FrameResult& m) {
-  const JobInfo& job = jobs_[task.job_id];
+  const JobInfo& job = leases_.jobs()[task.job_id];
   std::string problem;
   if (!job.output_shared || !task.part.whole()) {
     problem = "the worker wrote the frame itself, but this job's frames come to the scheduler";
@@ -173,7 +140,7 @@ void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& wor
              /*cancel=*/true);
     return;
   }
-  task.LeaseOn(identity)->last_progress = Clock::now();
+  task.LeaseOn(identity)->last_progress = now_;
   // The files must be there as the scheduler sees the shared storage: a worker whose path_map
   // is wrong wrote them somewhere else.
   assembler::FrameWritten written;
@@ -205,8 +172,8 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     OnFrameAssembled(written);
     return;
   }
-  auto it = tasks_.find(written.task_id);
-  if (it == tasks_.end()) return;
+  auto it = leases_.tasks().find(written.task_id);
+  if (it == leases_.tasks().end()) return;
   LiveTask& task = it->second;
   auto flight = task.frames_in_flight.find(written.frame);
   // Only the write this run of the task is waiting for counts (not one from before a requeue).
@@ -227,7 +194,7 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     return;
   }
   if (OnOutputsFull(written, &task)) return;
-  JobInfo& job = jobs_[task.job_id];
+  JobInfo& job = leases_.jobs()[task.job_id];
   if (!written.flag.empty()) {
     const std::string message = "frame " + std::to_string(written.frame) + " of task " +
                                 std::to_string(task.task_id) + " kept with " + written.flag;
@@ -272,14 +239,14 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
   task->done_attempt = m.attempt;
   task->done_worker_id = worker.offer.id;
   task->done_seconds =
-      std::chrono::duration<double>(Clock::now() - task->LeaseOn(identity)->leased_at).count();
+      std::chrono::duration<double>(now_ - task->LeaseOn(identity)->leased_at).count();
   ReleaseLease(*task, identity);
   MaybeComplete(*task);
 }
 
 void Broker::MaybeComplete(LiveTask& task) {
   if (task.done_attempt == 0 || !task.frames_in_flight.empty()) return;
-  JobInfo& job = jobs_[task.job_id];
+  JobInfo& job = leases_.jobs()[task.job_id];
   const size_t frames =
       job.produces_frames ? static_cast<size_t>(task.frame_end - task.frame_start + 1) : 0;
   const int attempt = task.done_attempt;
@@ -302,7 +269,7 @@ void Broker::MaybeComplete(LiveTask& task) {
   }
   // The first copy to deliver wins; a backup still running lost the race.
   CancelAllLeases(task, "another copy finished the task first");
-  if (job.parts_per_frame > 1 && IsLastPart(task)) {
+  if (job.parts_per_frame > 1 && leases_.IsLastPart(task)) {
     // Recorded done only once its frame is written (OnFrameAssembled): the job is never done
     // before its frames are on disk, and a restart before then renders this part again.
     AssembleFrame(task, job);
@@ -315,7 +282,7 @@ void Broker::MaybeComplete(LiveTask& task) {
   }
   CountDone(job, task);
   if (job.parts_per_frame > 1) {
-    --parts_left_[{task.job_id, task.frame_start}];  // not the last: IsLastPart said so
+    leases_.PartDone(task.job_id, task.frame_start);  // not the last: IsLastPart said so
     Forget(task.task_id);
     return;
   }
@@ -333,11 +300,6 @@ void Broker::CountDone(JobInfo& job, const LiveTask& task) {
   render_ns_.fetch_add(static_cast<uint64_t>(task.done_seconds * 1e9), std::memory_order_relaxed);
 }
 
-bool Broker::IsLastPart(const LiveTask& task) const {
-  auto left = parts_left_.find({task.job_id, task.frame_start});
-  return left == parts_left_.end() || left->second <= 1;
-}
-
 void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
   task.assembling = true;
   assembler::AssembleJob assemble;
@@ -351,12 +313,12 @@ void Broker::AssembleFrame(LiveTask& task, const JobInfo& job) {
 }
 
 void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
-  auto it = tasks_.find(written.task_id);
+  auto it = leases_.tasks().find(written.task_id);
   // Asked for in a pass that was rolled back (the data folder was full): its task came back
   // from the store, its last part comes again and is assembled then; this one counts for
   // nothing, and its parts stay.
-  if (written.task_id != 0 && it != tasks_.end() && !it->second.assembling) return;
-  LiveTask* task = it != tasks_.end() && it->second.assembling ? &it->second : nullptr;
+  if (written.task_id != 0 && it != leases_.tasks().end() && !it->second.assembling) return;
+  LiveTask* task = it != leases_.tasks().end() && it->second.assembling ? &it->second : nullptr;
   if (OnOutputsFull(written, task)) return;  // assembled again once there is room
   if (!written.status.ok()) {
     // Every part was checked when it arrived, so this is the farm's disk or a part damaged on
@@ -373,12 +335,12 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
           !s.ok()) {
         spdlog::error("task {}: {}", task->task_id, s.ToString());
       }
-      parts_left_.erase({task->job_id, task->frame_start});
+      leases_.FrameEnded(task->job_id, task->frame_start);
       Forget(task->task_id);
     }
     return;
   }
-  if (auto job = jobs_.find(written.job_id); job != jobs_.end()) {
+  if (auto job = leases_.jobs().find(written.job_id); job != leases_.jobs().end()) {
     job->second.largest_output = std::max(job->second.largest_output, written.bytes);
   }
   if (task) {
@@ -388,8 +350,8 @@ void Broker::OnFrameAssembled(const assembler::FrameWritten& written) {
       spdlog::error("task {}: cannot record completion: {}", task->task_id, s.ToString());
       return;
     }
-    CountDone(jobs_[task->job_id], *task);
-    parts_left_.erase({task->job_id, task->frame_start});
+    CountDone(leases_.jobs()[task->job_id], *task);
+    leases_.FrameEnded(task->job_id, task->frame_start);
     Forget(task->task_id);
   }
   spdlog::debug("job {}: frame {} assembled", written.job_id, written.frame);
@@ -419,7 +381,7 @@ void Broker::ResumeAssemblies() {
       const std::string name = entry.path().filename().string();
       const char* end = name.data() + name.size();
       if (std::from_chars(name.data(), end, frame).ptr != end) continue;
-      if (parts_left_.count({job.id, frame})) continue;  // parts still being rendered
+      if (leases_.PartsPending(job.id, frame)) continue;  // parts still being rendered
       spdlog::info("job {}: assembling frame {}, whose parts were stored before a restart", job.id,
                    frame);
       assembler::AssembleJob assemble;
@@ -433,14 +395,12 @@ void Broker::ResumeAssemblies() {
 }
 
 void Broker::Forget(int64_t task_id) {
-  auto it = tasks_.find(task_id);
-  if (it == tasks_.end()) return;
+  auto it = leases_.tasks().find(task_id);
+  if (it == leases_.tasks().end()) return;
   SendAcks(it->second);  // its outcome is recorded in this pass
   ClearResume(it->second);
-  int64_t job_id = it->second.job_id;
-  tasks_.erase(it);
-  if (--jobs_[job_id].unfinished <= 0) {
-    jobs_.erase(job_id);
+  const int64_t job_id = it->second.job_id;
+  if (leases_.Remove(task_id)) {
     spdlog::info("job {} has no unfinished tasks left", job_id);
     OnJobFinished(job_id);
   }
@@ -506,19 +466,11 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
   auto lease = std::find_if(task.leases.begin(), task.leases.end(),
                             [&](const Lease& l) { return l.worker == identity; });
   if (lease == task.leases.end()) return;
-  CountRunning(jobs_[task.job_id], -1);
+  CountRunning(leases_.jobs()[task.job_id], -1);
   MarkJobChanged(task.job_id);
-  auto wit = workers_.find(identity);
-  if (wit != workers_.end()) {
-    WorkerConn& worker = wit->second;
-    ChargeLease(task, *lease, worker);
-    worker.tasks.erase(task.task_id);
-    if (worker.tasks.empty()) worker.idle_since = Clock::now();
-    // A stopping lease keeps its GPU room until the worker confirms it has stopped.
-    auto stopping = worker.stopping.find(task.task_id);
-    if (stopping == worker.stopping.end() || stopping->second != lease->attempt) {
-      worker.gpu_claims.Release(task.task_id, lease->attempt);
-    }
+  if (WorkerConn* worker = workers_.Find(identity)) {
+    ChargeLease(task, *lease, *worker);
+    WorkerRegistry::Release(*worker, task.task_id, lease->attempt, now_);
   }
   task.leases.erase(lease);
 }
@@ -528,7 +480,7 @@ void Broker::ChargeLease(const LiveTask& task, const Lease& lease, const WorkerC
   const double gpus = worker.gpu_claims.GpusHeld(task.task_id, lease.attempt, worker.offer,
                                                  static_cast<double>(lease.gpus.size()));
   if (gpus == 0 && worker.price.per_hour <= 0) return;  // nothing to count: no write
-  const double seconds = std::chrono::duration<double>(Clock::now() - lease.leased_at).count();
+  const double seconds = std::chrono::duration<double>(now_ - lease.leased_at).count();
   // Its share of the worker: its GPUs of the worker's, or one slot of a worker without GPUs.
   const double share = worker.offer.gpus.empty()
                            ? 1.0 / worker.slots
@@ -544,8 +496,9 @@ void Broker::CancelLease(LiveTask& task, const std::string& identity) {
   if (!lease) return;
   Send(identity,
        protocol::Encode(MessageType::kCancel, protocol::Cancel{task.task_id, lease->attempt}));
-  auto wit = workers_.find(identity);
-  if (wit != workers_.end()) wit->second.stopping[task.task_id] = lease->attempt;
+  if (WorkerConn* worker = workers_.Find(identity)) {
+    WorkerRegistry::MarkStopping(*worker, task.task_id, lease->attempt);
+  }
   ReleaseLease(task, identity);
 }
 
@@ -586,36 +539,12 @@ void Broker::EndLease(LiveTask& task, const std::string& identity, const store::
 
 void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
                          const protocol::Heartbeat& beat) {
-  auto listed = [&](int64_t task_id, int attempt) {
-    return std::any_of(beat.running.begin(), beat.running.end(), [&](const protocol::TaskRef& r) {
-      return r.task_id == task_id && (attempt == 0 || r.attempt == attempt);
-    });
-  };
-  for (auto it = worker.stopping.begin(); it != worker.stopping.end();) {
-    if (listed(it->first, 0)) {
-      ++it;
-    } else {
-      worker.gpu_claims.Release(it->first, it->second);
-      it = worker.stopping.erase(it);
-    }
-  }
+  WorkerRegistry::FreeStopped(worker, beat.running);
   // An assignment may cross a heartbeat already on its way, hence the grace period.
-  const auto grace = std::chrono::milliseconds(2 * options_.heartbeat_ms);
-  auto delivering = [&](int64_t task_id, int attempt) {
-    return std::any_of(
-        beat.delivering.begin(), beat.delivering.end(),
-        [&](const protocol::TaskRef& r) { return r.task_id == task_id && r.attempt == attempt; });
-  };
-  std::vector<int64_t> lost;
-  for (int64_t task_id : worker.tasks) {
-    const Lease* lease = tasks_.at(task_id).LeaseOn(identity);
-    if (lease && !listed(task_id, lease->attempt) && !delivering(task_id, lease->attempt) &&
-        Clock::now() - lease->leased_at > grace) {
-      lost.push_back(task_id);
-    }
-  }
+  const std::vector<int64_t> lost = leases_.NotHeld(
+      identity, worker.tasks, beat, now_, std::chrono::milliseconds(2 * options_.heartbeat_ms));
   for (int64_t task_id : lost) {
-    EndLease(tasks_.at(task_id), identity,
+    EndLease(leases_.tasks().at(task_id), identity,
              {store::AttemptOutcome::kLost, "",
               "worker " + worker.offer.name + " does not hold the lease (assignment lost)",
               /*charged=*/false},
@@ -624,7 +553,7 @@ void Broker::OnHeartbeat(const std::string& identity, WorkerConn& worker,
 }
 
 void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
-  JobInfo& job = jobs_[task.job_id];
+  JobInfo& job = leases_.jobs()[task.job_id];
   const int64_t worker_id = worker.offer.id;
   task.failed_on.insert(worker_id);
   if (Status s = store_.RecordWorkerFailure(task.job_id, task.task_id, worker_id); !s.ok()) {
@@ -644,7 +573,7 @@ void Broker::ChargeWorker(LiveTask& task, const WorkerConn& worker) {
 
 void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, bool count_failure,
                      bool handed_back) {
-  const JobInfo& job = jobs_[task.job_id];
+  const JobInfo& job = leases_.jobs()[task.job_id];
   MarkJobChanged(task.job_id);
   if (count_failure) ++task.failures;
   std::string fatal;
@@ -675,55 +604,6 @@ void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, boo
     task.frames_in_flight.clear();
   }
   Enqueue(task);
-}
-
-void Broker::StartBackups() {
-  if (options_.backup_factor <= 0) return;
-  const auto now = Clock::now();
-  struct Straggler {
-    double seconds;
-    int64_t task_id;
-  };
-  std::vector<Straggler> stragglers;
-  for (const auto& [identity, worker] : workers_) {
-    for (int64_t task_id : worker.tasks) {
-      const LiveTask& task = tasks_.at(task_id);
-      const JobInfo& job = jobs_[task.job_id];
-      if (task.leases.size() != 1 || job.tasks_done == 0) continue;
-      // Only near the end of a job: none of its tasks is still waiting in the queue.
-      auto queued = queue_.lower_bound({-job.priority, task.job_id, INT_MIN, INT64_MIN});
-      if (queued != queue_.end() && std::get<1>(*queued) == task.job_id) continue;
-      const double seconds =
-          std::chrono::duration<double>(now - task.leases.front().leased_at).count();
-      const double mean = job.done_seconds / static_cast<double>(job.tasks_done);
-      if (seconds >= options_.backup_min_seconds && seconds > options_.backup_factor * mean) {
-        stragglers.push_back({seconds, task_id});
-      }
-    }
-  }
-  // Slowest first, each onto an idle worker other than the one running it.
-  std::sort(stragglers.begin(), stragglers.end(),
-            [](const Straggler& a, const Straggler& b) { return a.seconds > b.seconds; });
-  for (const Straggler& straggler : stragglers) {
-    LiveTask& task = tasks_.at(straggler.task_id);
-    const JobInfo& job = jobs_[task.job_id];
-    if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) continue;
-    for (auto& [identity, worker] : workers_) {
-      if (worker.free_slots() <= 0 || task.LeaseOn(identity) ||
-          !policy::CouldEverRun(job.needs, worker.offer)) {
-        continue;
-      }
-      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use());
-      if (!gpus) continue;
-      spdlog::info(
-          "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "
-          "backup copy on {}",
-          task.job_id, task.task_id, straggler.seconds,
-          job.done_seconds / static_cast<double>(job.tasks_done), worker.offer.name);
-      StartLease(task, identity, worker, std::move(*gpus), /*backup=*/true);
-      break;
-    }
-  }
 }
 
 }  // namespace tessera::broker

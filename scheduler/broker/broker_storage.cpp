@@ -55,18 +55,18 @@ void Broker::HoldOutputs(const std::string& folder, const std::string& why) {
   FullOutputs& full = full_outputs_[device];
   const bool fresh = full.folder.empty();
   if (fresh) full.folder = folder;
-  full.next_check = Clock::now() + options_.storage_check_interval;
+  full.next_check = now_ + options_.storage_check_interval;
   const std::string where =
       room.ok() ? disk_space::Describe(*room) : "room unknown: " + room.status().message();
   std::vector<int64_t> held;
-  for (auto& [id, job] : jobs_) {
+  for (auto& [id, job] : leases_.jobs()) {
     if (job.outputs_held) continue;
     StatusOr<disk_space::Room> theirs = options_.room_of(job.output.dir);
     if (!theirs.ok() || theirs->device != device) continue;
     job.outputs_held = true;
     full.jobs.insert(id);
     held.push_back(id);
-    DropQueued(id);
+    leases_.DropQueued(id);
     job.notice = "held: no space left on device for its outputs in " + job.output.dir + " (" +
                  where + "); it resumes by itself once there is room";
     (void)store_.SetJobNotice(id, job.notice);
@@ -88,7 +88,8 @@ void Broker::HoldOutputs(const std::string& folder, const std::string& why) {
 bool Broker::OnOutputsFull(const assembler::FrameWritten& written, LiveTask* task) {
   if (written.status.code() != StatusCode::kStorageFull) return false;
   std::string folder;
-  if (auto job = jobs_.find(written.job_id); job != jobs_.end()) folder = job->second.output.dir;
+  if (auto job = leases_.jobs().find(written.job_id); job != leases_.jobs().end())
+    folder = job->second.output.dir;
   if (folder.empty() && !written.parts_dir.empty()) {
     folder = std::filesystem::path(written.parts_dir).parent_path().parent_path().string();
   }
@@ -123,8 +124,8 @@ bool Broker::OnOutputsFull(const assembler::FrameWritten& written, LiveTask* tas
 }
 
 void Broker::CheckSharedOutputs(int64_t job_id) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || !it->second.output_shared || it->second.outputs_held) return;
+  auto it = leases_.jobs().find(job_id);
+  if (it == leases_.jobs().end() || !it->second.output_shared || it->second.outputs_held) return;
   // The worker wrote the frame itself: hold the job when the scheduler sees that folder full
   // too (else it was the worker's own disk, which its heartbeat reports).
   const Status probe = disk_space::ClassifyWriteFailure(
@@ -171,7 +172,7 @@ void Broker::CheckStorage(Clock::time_point now) {
     full.next_check = now + options_.storage_check_interval;
     uint64_t largest = 0;
     for (int64_t id : full.jobs) {
-      if (auto job = jobs_.find(id); job != jobs_.end()) {
+      if (auto job = leases_.jobs().find(id); job != leases_.jobs().end()) {
         largest = std::max(largest, job->second.largest_output);
       }
     }
@@ -196,8 +197,8 @@ void Broker::CheckStorage(Clock::time_point now) {
     spdlog::info("{}", message);
     if (options_.alerts) options_.alerts->Clear(OutputsKey(full.folder));
     for (int64_t id : full.jobs) {
-      auto job = jobs_.find(id);
-      if (job == jobs_.end()) continue;
+      auto job = leases_.jobs().find(id);
+      if (job == leases_.jobs().end()) continue;
       job->second.outputs_held = false;
       job->second.notice.reset();
       (void)store_.SetJobNotice(id, std::nullopt);
