@@ -142,7 +142,7 @@ TEST(WorkerRegistryTest, StateChangesAreReportedOnce) {
   WorkerRegistry registry(5000ms);
   WorkerConn& w = registry.Add("a", Conn(1, "alpha"), t0);
   EXPECT_TRUE(registry.TakeStateChanges().empty());
-  WorkerRegistry::Book(w, 10, {});
+  WorkerRegistry::Book(w, 10, 1, spec::ResourceSpec{}, {});
   auto changed = registry.TakeStateChanges();
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0].second, store::WorkerState::kBusy);
