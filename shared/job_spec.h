@@ -228,6 +228,8 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);
 // the scene file name and the settings against the plugin (shared/plugin_catalog.h).
 Status ValidateJob(const JobSpec& job);
 
+// ---- how a job divides into tasks (job_tasks.cpp) ----------------------------------------
+
 // Splits the frame range into tasks of chunk_size frames (the last one may be shorter).
 std::vector<FrameChunk> ExpandFrames(const JobSpec& job);
 
@@ -246,6 +248,11 @@ int64_t LargestResultBytes(const JobSpec& job, int width, int height, int channe
 std::string EffectivePattern(const JobSpec& job);
 std::string OutputFileName(const std::string& pattern, int frame, const std::string& extension);
 
+// SplitFrames for a plugin renderer that renders tiles: the frame is its width x height settings.
+Status SplitPluginFrames(JobSpec* job);
+
+// ---- checks and plugin lookups (job_spec.cpp) ---------------------------------------------
+
 // Checks a relative output directory or pattern cannot escape the output root.
 Status ValidateRelativePath(const std::string& path, const std::string& field);
 
@@ -253,8 +260,6 @@ Status ValidateRelativePath(const std::string& path, const std::string& field);
 // the worker writes the scene under ("" when there is none).
 StatusOr<std::map<std::string, std::string>> ResolvedSettings(const JobSpec& job);
 StatusOr<std::string> SceneFileName(const JobSpec& job);
-// SplitFrames for a plugin renderer that renders tiles: the frame is its width x height settings.
-Status SplitPluginFrames(JobSpec* job);
 
 // Parses "A-B" or "A" into an inclusive range.
 Status ParseFrameRange(const std::string& text, int* start, int* end);

@@ -5,29 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/scheduler/gpu_offers.h"
+
 namespace tessera::broker {
 namespace {
 
-policy::WorkerOffer SharingWorker() {
-  policy::WorkerOffer w;
-  w.name = "w1";
-  for (int i = 0; i < 2; ++i) {
-    protocol::GpuInfo g;
-    g.index = i;
-    g.memory_mb = 24576;
-    g.compute_major = 8;
-    w.gpus.push_back(g);
-  }
-  w.slots_per_gpu = 4;
-  return w;
-}
+using testing::Share;
 
-spec::ResourceSpec Share(double share, int64_t memory_mb = 0) {
-  spec::ResourceSpec need;
-  need.gpu_share = share;
-  need.gpu_memory_mb = memory_mb;
-  return need;
-}
+// Two GPUs of 24 GiB, each shared four ways.
+policy::WorkerOffer SharingWorker() { return testing::SharingWorker(2, 4); }
 
 TEST(GpuClaimsTest, ReleaseGivesBackExactlyWhatThatAttemptTook) {
   const policy::WorkerOffer w = SharingWorker();

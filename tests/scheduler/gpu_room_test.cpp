@@ -5,36 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "scheduler/policy/policy.h"
+#include "tests/scheduler/gpu_offers.h"
 
 namespace tessera::policy {
 namespace {
 
-WorkerOffer SharingWorker(int gpus, int slots_per_gpu, int64_t memory_mb = 24576) {
-  WorkerOffer w;
-  w.id = 1;
-  w.name = "w1";
-  w.pools = {"default"};
-  w.cpu_cores = 16;
-  w.ram_mb = 64000;
-  for (int i = 0; i < gpus; ++i) {
-    protocol::GpuInfo g;
-    g.index = i;
-    g.name = "gpu";
-    g.memory_mb = memory_mb;
-    g.compute_major = 8;
-    g.compute_minor = 9;
-    w.gpus.push_back(g);
-  }
-  w.slots_per_gpu = slots_per_gpu;
-  return w;
-}
-
-spec::ResourceSpec Share(double share, int64_t memory_mb = 0) {
-  spec::ResourceSpec need;
-  need.gpu_share = share;
-  need.gpu_memory_mb = memory_mb;
-  return need;
-}
+using testing::Share;
+using testing::SharingWorker;
 
 spec::ResourceSpec Whole() {
   spec::ResourceSpec need;
