@@ -291,6 +291,7 @@ Demand Autoscaler::DemandFrom(const broker::CapacityView& view,
     c.tags = j.tags;
     c.gpus = j.resources.gpus;
     c.min_gpu_memory_mib = j.resources.gpu_memory_mb;
+    c.gpu_share = j.resources.gpu_share;
     c.seconds_per_task = j.seconds_per_task;
     c.interruptible = j.interruptible;
     if (j.deadline_ms) c.deadline = Deadline{FromMs(*j.deadline_ms), j.waiting + j.running};

@@ -97,7 +97,9 @@ Status ReadGroup(const YAML::Node& node, const std::string& path, GroupConfig* g
     yaml::MapReader gr(gpus, path + ".gpus");
     gr.Optional("count", &n.gpus.count)
         .Optional("model", &n.gpus.model)
-        .Optional("memory_mib", &n.gpus.memory_mib);
+        .Optional("memory_mib", &n.gpus.memory_mib)
+        .Optional("slots_per_gpu", &n.gpus.slots_per_gpu)
+        .Optional("memory_mib_per_slot", &n.gpus.memory_mib_per_slot);
     r.Fail(gr.Finish());
   }
   const YAML::Node vars = r.Child("vars");

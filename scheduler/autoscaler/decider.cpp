@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "scheduler/autoscaler/decider_internal.h"
+#include "shared/protocol.h"
 
 namespace tessera::autoscaler::decider_internal {
 
@@ -50,10 +51,27 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// Tasks of `c` one GPU of `g` holds at once: a share packs as the scheduler's policy packs it
+// (policy/gpu_room.cpp: rounded up to whole slots, never over the GPU's memory); else one.
+int TasksPerGpu(const DemandClass& c, const NodeGroup& g) {
+  const int ways = std::clamp(g.gpus.slots_per_gpu, 1, protocol::kMaxSlotsPerGpu);
+  if (c.gpu_share <= 0 || ways < 2) return g.gpus.memory_mib >= c.min_gpu_memory_mib ? 1 : 0;
+  const int slots = std::clamp(static_cast<int>(std::ceil(c.gpu_share * ways - 1e-9)), 1, ways);
+  const int64_t per_slot = g.gpus.memory_mib_per_slot;
+  if (per_slot > 0 && c.min_gpu_memory_mib > slots * per_slot) return 0;
+  const int64_t memory = per_slot > 0 ? slots * per_slot : c.min_gpu_memory_mib;
+  if (memory > g.gpus.memory_mib) return 0;
+  const int64_t by_memory = memory > 0 ? g.gpus.memory_mib / memory : ways;
+  return static_cast<int>(std::min<int64_t>(ways / slots, by_memory));
+}
+
 int SlotsPerNode(const DemandClass& c, const NodeGroup& g) {
-  if (g.gpus.count <= 0) return c.gpus > 0 ? 0 : std::max(1, g.slots);
-  if (g.gpus.memory_mib < c.min_gpu_memory_mib) return 0;
-  const int by_gpu = g.gpus.count / std::max(1, c.gpus);
+  const bool wants_gpu = c.gpus > 0 || c.gpu_share > 0;
+  if (g.gpus.count <= 0) return wants_gpu ? 0 : std::max(1, g.slots);
+  const int per_gpu = TasksPerGpu(c, g);
+  if (per_gpu == 0) return 0;
+  const int by_gpu =
+      c.gpu_share > 0 && per_gpu > 1 ? g.gpus.count * per_gpu : g.gpus.count / std::max(1, c.gpus);
   return g.slots > 0 ? std::min(g.slots, by_gpu) : by_gpu;
 }
 
@@ -66,6 +84,13 @@ std::string WhyUnfit(const DemandClass& c, const NodeGroup& g) {
     if (!g.tags.count(tag)) return "lacks the tag '" + tag + "'";
   }
   if (SlotsPerNode(c, g) == 0) {
+    if (c.gpu_share > 0 && g.gpus.count > 0 && g.gpus.memory_mib >= c.min_gpu_memory_mib) {
+      char share[32];
+      std::snprintf(share, sizeof share, "%g", c.gpu_share);
+      return "shares each GPU " + std::to_string(g.gpus.slots_per_gpu) + " ways with " +
+             std::to_string(g.gpus.memory_mib_per_slot) + " MiB a slot, too little for a " + share +
+             " share needing " + std::to_string(c.min_gpu_memory_mib) + " MiB";
+    }
     return "has " + Count(g.gpus.count, "GPU") + " of " + std::to_string(g.gpus.memory_mib) +
            " MiB, a task needs " + Count(std::max(1, c.gpus), "GPU") +
            (c.min_gpu_memory_mib > 0
@@ -215,8 +240,13 @@ std::string WhyInvalid(const std::vector<NodeGroup>& groups, const Settings& set
       return at + "reserved capacity is held at min_nodes: max_nodes must equal it";
     }
     if (g.price_per_hour < 0) return at + "price_per_hour is negative";
-    if (g.gpus.count < 0 || g.gpus.memory_mib < 0 || g.slots < 0) {
+    if (g.gpus.count < 0 || g.gpus.memory_mib < 0 || g.slots < 0 ||
+        g.gpus.memory_mib_per_slot < 0) {
       return at + "GPU count, GPU memory and slots cannot be negative";
+    }
+    if (g.gpus.slots_per_gpu < 1 || g.gpus.slots_per_gpu > protocol::kMaxSlotsPerGpu) {
+      return at + "gpus.slots_per_gpu must be 1 (whole GPUs) to " +
+             std::to_string(protocol::kMaxSlotsPerGpu);
     }
     if (g.boot_time && g.boot_time->count() < 0) return at + "boot_time is negative";
     floor_cost += g.min_nodes * g.price_per_hour;

@@ -54,6 +54,10 @@ struct GpuSpec {
   int count = 0;  // per node
   std::string model;
   int64_t memory_mib = 0;  // per GPU
+  // Its workers share each GPU (worker.gpu_sharing: shared) this many ways (1: whole GPUs), and
+  // give each slot this much memory (0: what a task asks for).
+  int slots_per_gpu = 1;
+  int64_t memory_mib_per_slot = 0;
 };
 
 // A set of identical machines one provider starts and stops.
@@ -88,6 +92,7 @@ struct DemandClass {
   std::vector<std::string> tags;   // all required
   int gpus = 0;                    // per task
   int64_t min_gpu_memory_mib = 0;  // per GPU
+  double gpu_share = 0;            // (0, 1]: part of one GPU (resources.gpu_share); 0: whole GPUs
   double seconds_per_task = 0;     // measured mean or an estimate; <= 0: default_task_seconds
   bool interruptible = true;       // may run on spot
   std::optional<Deadline> deadline;

@@ -502,6 +502,38 @@ TEST(AutoscalerPolicyTest, RequestsThatNeverRegisterAreGivenUpAndSpotBacksOff) {
   EXPECT_EQ(plan.Find("od-a10")->add, 1) << Reasons(plan);
 }
 
+TEST(AutoscalerPolicyTest, SharesOfAGpuArePackedAsTheSchedulerPacksThem) {
+  // 32 tasks of a quarter GPU, an hour each: a group sharing its GPUs four ways runs 16 at once
+  // on a 4-GPU node, so two nodes; a group of whole GPUs needs eight of the same nodes.
+  NodeGroup shared = Group("od-shared", Market::kOnDemand, 2.0, 20, 4, 24576);
+  shared.gpus.slots_per_gpu = 4;
+  NodeGroup whole = Group("od-whole", Market::kOnDemand, 2.0, 20, 4, 24576);
+  DemandClass quarter = Work("job 8", 32, 3600);
+  quarter.gpus = 0;
+  quarter.gpu_share = 0.25;
+  EXPECT_EQ(Adds(Tick({shared}, {}, {quarter}), "od-shared"), 2);
+  EXPECT_EQ(Adds(Tick({whole}, {}, {quarter}), "od-whole"), 8);
+  // A 0.3 share takes two of four slots (rounded up, as the policy does): 8 a node, 4 nodes.
+  quarter.gpu_share = 0.3;
+  EXPECT_EQ(Adds(Tick({shared}, {}, {quarter}), "od-shared"), 4);
+  // Memory bounds the packing too: 10 GiB a task fits twice on a 24 GiB GPU.
+  quarter.gpu_share = 0.25;
+  quarter.min_gpu_memory_mib = 10240;
+  EXPECT_EQ(Adds(Tick({shared}, {}, {quarter}), "od-shared"), 4);
+  // Memory divided per slot: 4 GiB slots cannot hold a 10 GiB quarter share.
+  shared.gpus.memory_mib_per_slot = 4096;
+  Plan plan = Tick({shared}, {}, {quarter});
+  EXPECT_EQ(Adds(plan, "od-shared"), 0) << Reasons(plan);
+  EXPECT_NE(Find(plan, Action::kUnschedulable,
+                 "od-shared shares each GPU 4 ways with 4096 MiB a slot, too little for a 0.25 "
+                 "share needing 10240 MiB"),
+            "")
+      << Reasons(plan);
+  // A share needs a GPU: a CPU-only group never serves it.
+  NodeGroup cpu = Group("od-cpu", Market::kOnDemand, 0.3, 20, 0, 0);
+  EXPECT_EQ(Adds(Tick({cpu}, {}, {quarter}), "od-cpu"), 0);
+}
+
 TEST(AutoscalerPolicyTest, InvalidGroupsAndSettingsAreNamed) {
   NodeGroup g = Group("od-a10", Market::kOnDemand, 1.0, 4);
   Settings settings;
@@ -514,6 +546,12 @@ TEST(AutoscalerPolicyTest, InvalidGroupsAndSettingsAreNamed) {
   EXPECT_EQ(WhyInvalid({g}, settings),
             "the groups' min nodes cost $3/h, over budget_per_hour $2.50/h");
   settings.budget_per_hour = 0;
+  NodeGroup sliced = Group("od-sliced", Market::kOnDemand, 1.0, 4);
+  sliced.gpus.slots_per_gpu = 33;
+  EXPECT_EQ(WhyInvalid({sliced}, settings),
+            "node group 'od-sliced': gpus.slots_per_gpu must be 1 (whole GPUs) to 32");
+  sliced.gpus.slots_per_gpu = 0;
+  EXPECT_NE(WhyInvalid({sliced}, settings), "");
   NodeGroup reserved = Group("rsv-a10", Market::kReserved, 0.6, 4);
   reserved.min_nodes = 2;
   EXPECT_EQ(
