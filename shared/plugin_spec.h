@@ -13,6 +13,9 @@
 //   {frame} {frame_start} {frame_end}   the frame (per-frame runs) and the task's range
 //   {threads}       CPU threads the worker gives a render (worker.threads, else all cores)
 //   {gpu}           the first GPU pinned to the task (only in `when: gpu` groups)
+//   {gpus}          every GPU pinned to the task, comma-separated in order ("0,1"; `when: gpu`
+//                   groups only). The renderer also gets them as CUDA_VISIBLE_DEVICES (empty for
+//                   a task without a GPU), so inside it they are devices 0..N-1.
 //   {x0} {y0} {x1} {y1}   the tile: pixels [x0, x1) x [y0, y1), top-left origin
 //   {col_start} {col_end} {row_start} {row_end}   the same tile, 1-based and inclusive
 //   {border_min_x} {border_max_x} {border_min_y} {border_max_y}   the tile as fractions of the

@@ -9,10 +9,10 @@ namespace tessera::plugin::templates {
 
 const std::set<std::string>& BuiltinNames() {
   static const std::set<std::string> names = {
-      "scene",        "task_dir",     "output_dir",   "output",    "frame",   "frame_start",
-      "frame_end",    "threads",      "gpu",          "x0",        "y0",      "x1",
-      "y1",           "col_start",    "col_end",      "row_start", "row_end", "border_min_x",
-      "border_max_x", "border_min_y", "border_max_y", "width",     "height"};
+      "scene",        "task_dir",     "output_dir",   "output",       "frame",     "frame_start",
+      "frame_end",    "threads",      "gpu",          "gpus",         "x0",        "y0",
+      "x1",           "y1",           "col_start",    "col_end",      "row_start", "row_end",
+      "border_min_x", "border_max_x", "border_min_y", "border_max_y", "width",     "height"};
   return names;
 }
 
@@ -199,7 +199,12 @@ Vars MakeVars(const PluginSpec& plugin, const RunContext& ctx, bool* tile) {
   b["frame_start"] = std::to_string(ctx.frame_start);
   b["frame_end"] = std::to_string(ctx.frame_end);
   b["threads"] = std::to_string(ctx.threads);
-  if (!ctx.gpus.empty()) b["gpu"] = std::to_string(ctx.gpus.front());
+  if (!ctx.gpus.empty()) {
+    b["gpu"] = std::to_string(ctx.gpus.front());
+    std::string all;
+    for (int gpu : ctx.gpus) all += (all.empty() ? "" : ",") + std::to_string(gpu);
+    b["gpus"] = all;
+  }
   auto width = ctx.settings.find("width");
   auto height = ctx.settings.find("height");
   if (width != ctx.settings.end()) b["width"] = width->second;

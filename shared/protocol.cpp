@@ -269,6 +269,7 @@ Status Check(Assign& m) {
   if (m.checkpoint_interval_s < 0) {
     return Status::InvalidArgument("checkpoint_interval_s: negative");
   }
+  if (m.gpu_memory_mb < 0) return Status::InvalidArgument("gpu_memory_mb: negative");
   for (const auto& [key, value] : m.settings) {
     TSR_RETURN_IF_ERROR(Name(key, "settings", kAny));
     TSR_RETURN_IF_ERROR(Name(value, "settings." + key, kAny));

@@ -26,7 +26,7 @@ struct RenderedImage {
   // One name per channel: "R", "G", "B", "A", then "albedo.R", "albedo.G", "albedo.B",
   // "N.X", "N.Y", "N.Z", "Z" for the AOVs the scene asks for (see spec::SceneSpec::aovs).
   std::vector<std::string> channel_names;
-  std::string backend;       // "cpu" or "cuda:N": what actually rendered it
+  std::string backend;       // "cpu", "cuda:N" or "cuda:N,M" (several devices): what rendered it
   uint64_t rays_traced = 0;  // rays the kernel traced (camera, bounce, shadow), for benchmarks
 
   // ---- Where this part sits in the frame and in the sample sequence ----

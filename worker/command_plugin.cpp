@@ -297,6 +297,11 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
   run_options.run_as = options.run_as;
   run_options.scrub_environment = true;
   run_options.set_env["HOME"] = task_dir;
+  // The renderer sees only the task's GPUs (in order, renumbered from 0 by CUDA), and a task
+  // without a GPU sees none, so it cannot take one another task was given.
+  std::string visible;
+  for (int gpu : assign.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(gpu);
+  run_options.set_env["CUDA_VISIBLE_DEVICES"] = visible;
   if (options.run_as) {
     run_options.set_env["USER"] = options.run_as->user;
     run_options.set_env["LOGNAME"] = options.run_as->user;

@@ -156,6 +156,10 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
   r.sample_end = request.part.sample_end;
   r.threads = std::max(1, request.threads);
   r.gpu_index = request.gpu_index;
+  const std::vector<int32_t> gpus(request.gpus.begin(), request.gpus.end());
+  r.gpus = gpus.empty() ? nullptr : gpus.data();
+  r.gpu_count = static_cast<int32_t>(gpus.size());
+  r.gpu_memory_mb = request.gpu_memory_mb;
   r.device = request.device.c_str();
   r.scene = request.scene.data();
   r.scene_size = request.scene.size();

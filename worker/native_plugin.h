@@ -44,6 +44,8 @@ class NativePlugin {
     protocol::FramePart part;
     int threads = 1;
     int gpu_index = -1;
+    std::vector<int> gpus;        // every GPU pinned to the task (ABI 2.2); empty: a CPU task
+    int64_t gpu_memory_mb = 0;    // the task's budget per GPU; 0: none
     std::string device = "auto";  // "auto", "cpu", "cuda"
     std::string scene;
     std::string scene_dir;  // the task folder with the job's assets; empty when none

@@ -298,8 +298,11 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
   NativePlugin::Request request;
   request.part = assign_.part;
   request.threads = RenderThreads();
-  // The scheduler pins each task to its own GPU(s); a plugin renders on the first.
+  // The scheduler pins each task to its own GPU(s): the plugin renders on all of them (the path
+  // tracer splits each frame over them), within the task's memory budget. No GPU: the CPU.
   request.gpu_index = assign_.gpus.empty() ? -1 : assign_.gpus.front();
+  request.gpus = assign_.gpus;
+  request.gpu_memory_mb = assign_.gpus.empty() ? 0 : assign_.gpu_memory_mb;
   request.device = settings_.device;
   request.scene = assign_.scene_yaml;
   request.scene_dir = scene_dir;

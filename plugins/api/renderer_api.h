@@ -22,11 +22,15 @@
 //      version in the high 16 bits of TsrRenderRequest.abi_version (a 2.0 host sends 2, so a 2.1
 //      plugin reads checkpoint_requested only when TSR_ABI_MINOR(request->abi_version) >= 1);
 //      plugins declare only the major version and load in 2.0 and 2.1 hosts alike.
+//   2.2 multi-GPU tasks: every GPU pinned to the task (gpus, gpu_count; gpu_index stays the
+//      first) and the task's GPU memory budget (gpu_memory_mb), appended at the end of
+//      TsrRenderRequest. A plugin reads them only when TSR_ABI_MINOR(request->abi_version) >= 2;
+//      from an older host it has gpu_index alone (-1: a CPU task).
 
 #include <stdint.h>
 
 #define TSR_RENDERER_ABI_VERSION 2u
-#define TSR_RENDERER_ABI_MINOR 1u
+#define TSR_RENDERER_ABI_MINOR 2u
 // TsrRenderRequest.abi_version: the host's major version (low 16 bits) and minor (high 16 bits).
 #define TSR_ABI_MAJOR(v) ((v)&0xffffu)
 #define TSR_ABI_MINOR(v) ((v) >> 16)
@@ -69,7 +73,7 @@ typedef struct TsrRenderRequest {
   int32_t sample_begin;    // samples [sample_begin, sample_end); sample_end < 0 = all
   int32_t sample_end;
   int32_t threads;     // CPU threads it may use (>= 1)
-  int32_t gpu_index;   // the CUDA device pinned to the task, or -1
+  int32_t gpu_index;   // the (first) CUDA device pinned to the task, or -1: render on the CPU
   const char* device;  // NUL-terminated: "auto", "cpu" or "cuda" (the worker's render.backend)
   const char* scene;   // the job's scene text (not NUL-terminated)
   uint64_t scene_size;
@@ -97,6 +101,13 @@ typedef struct TsrRenderRequest {
   // wants a checkpoint now. A plugin polls it at its safe points (the path tracer: between
   // sample passes) and answers with checkpoint(); the request is cleared by that call.
   int (*checkpoint_requested)(void* host);
+  // (2.2 hosts only) The CUDA devices pinned to the task, in order (gpus[0] == gpu_index), as
+  // the worker numbers them; NULL and 0 for a task without a GPU, which must not use one.
+  const int32_t* gpus;
+  int32_t gpu_count;
+  // (2.2) The task's GPU memory budget per GPU in MiB (its resources.gpu_memory_mb); 0: none.
+  // A plugin that can tell it needs more fails the render saying so, before allocating.
+  int64_t gpu_memory_mb;
 } TsrRenderRequest;
 
 // What the plugin returns: interleaved float pixels (linear), top row first, width x height of

@@ -25,6 +25,8 @@ namespace {
 
 // Each frame is rendered in this many passes: a hand-back waits at most one pass.
 constexpr int kPassesPerFrame = 16;
+// More GPUs than a machine has: a bound on what a host's gpu_count can make us read.
+constexpr int32_t kMaxGpus = 64;
 
 // What an image handed to the host owns until free_image().
 struct Owned {
@@ -70,8 +72,20 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
 
   RenderRequest request;
   request.frame = r->frame;
-  request.backend = BackendOf(r->device);
-  request.gpu_index = std::max(0, r->gpu_index);
+  // The task's GPUs: all of them from a 2.2 host, the first (or none: -1) from an older one.
+  std::vector<int> gpus;
+  if (TSR_ABI_MINOR(r->abi_version) >= 2) {
+    if (r->gpus != nullptr && r->gpu_count > 0) {
+      gpus.assign(r->gpus, r->gpus + std::min<int32_t>(r->gpu_count, kMaxGpus));
+    }
+    request.gpu_memory_mb = std::max<int64_t>(0, r->gpu_memory_mb);
+  } else if (r->gpu_index >= 0) {
+    gpus.push_back(r->gpu_index);
+  }
+  // A task without a GPU renders on the CPU: the worker's GPUs belong to other tasks.
+  request.backend = gpus.empty() ? Backend::kCpu : BackendOf(r->device);
+  request.gpu_index = gpus.empty() ? -1 : gpus.front();
+  request.devices = gpus;
   request.cpu_threads = std::max(1, r->threads);
   bool handed_back = false;  // set on the rendering thread by on_pass
   request.cancelled = [r, &handed_back] { return handed_back || r->cancelled(r->host) != 0; };

@@ -15,10 +15,11 @@
 namespace tessera::pathtracer {
 namespace {
 
-// Runs samples [first, end) over every row of the region; false when cancelled.
+// Runs samples [first, end) (this device's share of the pass [pass_first, pass_end)) over every
+// row of the region; false when cancelled.
 bool RunPass(const kernel::SceneView& view, const kernel::ChannelMap& map, const RenderJob& job,
-             int first, int end, int threads, const RenderRequest& request,
-             ProgressThrottle* progress, RenderedImage* image) {
+             int pass_first, int pass_end, int first, int end, int threads,
+             const RenderRequest& request, ProgressThrottle* progress, RenderedImage* image) {
   const PixelRegion& r = job.region;
   const int width = r.x1 - r.x0;
   const int height = r.y1 - r.y0;
@@ -70,7 +71,8 @@ bool RunPass(const kernel::SceneView& view, const kernel::ChannelMap& map, const
       if (running > 0 && IsCancelled(request)) stop.store(true, std::memory_order_relaxed);
       const double in_pass =
           static_cast<double>(rows_done.load(std::memory_order_relaxed)) / height;
-      const double done = ((first - job.first_sample) + (end - first) * in_pass) / total;
+      const double done =
+          ((pass_first - job.first_sample) + (pass_end - pass_first) * in_pass) / total;
       if (running > 0 && done < 1.0) {
         lock.unlock();
         progress->Report(done);
@@ -94,13 +96,16 @@ Status RenderCpu(const FlatScene& scene, const RenderJob& job, const RenderReque
   image->backend = "cpu";
   const kernel::SceneView view = scene.View();
   ProgressThrottle progress(request.on_progress);
-  for (int first = job.first_sample; first < job.end_sample; first += job.pass_samples) {
-    const int end = std::min(first + job.pass_samples, job.end_sample);
+  for (int pass = job.first_sample; pass < job.end_sample; pass += job.pass_samples) {
+    const int pass_end = std::min(pass + job.pass_samples, job.end_sample);
+    int first = 0, end = 0;
+    PassShare(job, pass, pass_end, &first, &end);
     if (IsCancelled(request) ||
-        !RunPass(view, scene.channel_map, job, first, end, threads, request, &progress, image)) {
+        (first < end && !RunPass(view, scene.channel_map, job, pass, pass_end, first, end, threads,
+                                 request, &progress, image))) {
       return Status::Cancelled("render of frame " + std::to_string(job.frame) + " cancelled");
     }
-    FinishPass(request, end - first, image);
+    FinishPass(job, request, end - first, image);
   }
   progress.Report(1.0);
   return Status::Ok();

@@ -125,6 +125,19 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
   return devices;
 }
 
+Status CheckCudaMemory(int device, int64_t bytes) {
+  TSR_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  size_t free_bytes = 0, total_bytes = 0;
+  TSR_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (static_cast<uint64_t>(bytes) > free_bytes) {
+    return Status::ResourceExhausted("scene needs " + FormatMib(bytes) + " of GPU memory, GPU " +
+                                     std::to_string(device) + " has " +
+                                     FormatMib(static_cast<int64_t>(free_bytes)) + " free (of " +
+                                     FormatMib(static_cast<int64_t>(total_bytes)) + ")");
+  }
+  return Status::Ok();
+}
+
 Status RenderCuda(const FlatScene& scene, const RenderJob& job, const RenderRequest& request,
                   RenderedImage* image) {
   TSR_CUDA_RETURN_IF_ERROR(cudaSetDevice(request.gpu_index));
@@ -182,24 +195,30 @@ Status RenderCuda(const FlatScene& scene, const RenderJob& job, const RenderRequ
   ProgressThrottle progress(request.on_progress);
   for (int pass = job.first_sample; pass < job.end_sample; pass += job.pass_samples) {
     const int pass_end = std::min(pass + job.pass_samples, job.end_sample);
-    for (int first = pass; first < pass_end; first += per_launch) {
+    int share_begin = 0, share_end = 0;
+    PassShare(job, pass, pass_end, &share_begin, &share_end);
+    if (IsCancelled(request)) {
+      return Status::Cancelled("render of frame " + std::to_string(job.frame) + " cancelled");
+    }
+    for (int first = share_begin; first < share_end; first += per_launch) {
       if (IsCancelled(request)) {
         return Status::Cancelled("render of frame " + std::to_string(job.frame) + " cancelled");
       }
-      const int end = std::min(first + per_launch, pass_end);
+      const int end = std::min(first + per_launch, share_end);
       RenderPassKernel<<<grid, block>>>(view, scene.channel_map, static_cast<uint32_t>(job.frame),
                                         region, first, end, sums.get<int64_t>(),
                                         rays.get<uint32_t>());
       TSR_CUDA_RETURN_IF_ERROR(cudaGetLastError());
       TSR_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-      progress.Report(static_cast<double>(end - job.first_sample) / total);
+      const double in_pass = static_cast<double>(end - share_begin) / (share_end - share_begin);
+      progress.Report(((pass - job.first_sample) + (pass_end - pass) * in_pass) / total);
     }
-    if (request.on_pass) {
+    if (WantsPassSums(job, request)) {
       TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(image->sums.data(), sums.get<int64_t>(),
                                           image->sums.size() * sizeof(int64_t),
                                           cudaMemcpyDeviceToHost));
     }
-    FinishPass(request, pass_end - pass, image);
+    FinishPass(job, request, share_end - share_begin, image);
   }
 
   TSR_CUDA_RETURN_IF_ERROR(cudaMemcpy(image->sums.data(), sums.get<int64_t>(),

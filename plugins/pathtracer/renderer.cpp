@@ -19,13 +19,20 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
 Status RenderCuda(const FlatScene&, const RenderJob&, const RenderRequest&, RenderedImage*) {
   return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");
 }
+
+Status CheckCudaMemory(int, int64_t) {
+  return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");
+}
 #endif
 
 bool CudaAvailable() { return CudaDeviceCount() > 0; }
 
-void FinishPass(const RenderRequest& request, int samples, RenderedImage* image) {
+void FinishPass(const RenderJob& job, const RenderRequest& request, int samples,
+                RenderedImage* image) {
   image->sample_count += samples;
-  if (request.on_pass) {
+  if (job.pass_hook) {
+    job.pass_hook();
+  } else if (request.on_pass) {
     FinishPixels(image);
     request.on_pass(*image);
   }
@@ -92,7 +99,54 @@ Status PlanRender(const FlatScene& flat, const RenderRequest& request, RenderJob
   return Status::Ok();
 }
 
+// More devices than any machine has: a bound on the threads a request can start.
+constexpr size_t kMaxDevices = 64;
+
+// What the devices need (the one with the largest part), before anything is allocated.
+DeviceMemoryEstimate Estimate(const FlatScene& flat, const RenderJob& job, DeviceSplit split,
+                              size_t devices) {
+  int64_t pixels = 0;
+  for (const PixelRegion& p : DeviceParts(job, split, static_cast<int>(devices))) {
+    pixels = std::max<int64_t>(pixels, int64_t{p.x1 - p.x0} * (p.y1 - p.y0));
+  }
+  return {FlatSceneBytes(flat), FrameBufferBytes(flat, pixels)};
+}
+
+// The task's budget (on every backend: a task renders the same wherever it lands), then, on
+// CUDA, each device's free memory. Failing here is a clear message instead of an out-of-memory
+// error halfway through the uploads.
+Status CheckMemory(const DeviceMemoryEstimate& need, const RenderRequest& request, Backend backend,
+                   const std::vector<int>& devices) {
+  const int64_t budget_mb = std::min<int64_t>(request.gpu_memory_mb, int64_t{1} << 40);
+  if (budget_mb > 0 && need.total() > (budget_mb << 20)) {
+    return Status::ResourceExhausted(
+        "scene needs " + FormatMib(need.total()) + " of GPU memory, the task's budget is " +
+        FormatMib(budget_mb << 20) + " (resources.gpu_memory_mb); per GPU: " +
+        FormatMib(need.scene_bytes) + " of scene data (BVH, geometry, materials, textures) and " +
+        FormatMib(need.buffer_bytes) + " of frame buffers");
+  }
+  if (backend == Backend::kCuda) {
+    for (int device : devices) TSR_RETURN_IF_ERROR(CheckCudaMemory(device, need.total()));
+  }
+  return Status::Ok();
+}
+
+std::vector<int> RequestDevices(const RenderRequest& request) {
+  return request.devices.empty() ? std::vector<int>{request.gpu_index} : request.devices;
+}
+
 }  // namespace
+
+StatusOr<DeviceMemoryEstimate> EstimateDeviceMemory(const spec::SceneSpec& scene,
+                                                    const RenderRequest& request) {
+  spec::SceneSpec checked = scene;
+  TSR_RETURN_IF_ERROR(spec::ValidateScene(&checked));
+  TSR_ASSIGN_OR_RETURN(const FlatScene flat, FlattenScene(checked, request.frame));
+  RenderJob job;
+  RenderedImage image;
+  TSR_RETURN_IF_ERROR(PlanRender(flat, request, &job, &image));
+  return Estimate(flat, job, request.split, RequestDevices(request).size());
+}
 
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request) {
   // The spec may have been built or changed in code (a job overriding the resolution): check it
@@ -103,27 +157,41 @@ StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRe
     return Status::Cancelled("render of frame " + std::to_string(request.frame) + " cancelled");
   }
 
+  const std::vector<int> devices = RequestDevices(request);
+  if (devices.size() > kMaxDevices) {
+    return Status::InvalidArgument("devices: " + std::to_string(devices.size()) +
+                                   " devices, at most " + std::to_string(kMaxDevices));
+  }
+  const bool pinned =
+      std::all_of(devices.begin(), devices.end(), [](int device) { return device >= 0; });
   Backend backend = request.backend;
-  if (backend == Backend::kAuto || backend == Backend::kCuda) {
-    const int devices = CudaDeviceCount();
-    if (backend == Backend::kCuda) {
-      if (devices == 0) {
-        return Status::FailedPrecondition(
+  if (backend == Backend::kCuda) {
+    const int count = CudaDeviceCount();
+    if (count == 0) {
+      return Status::FailedPrecondition(
 #if defined(TSR_HAVE_CUDA)
-            "CUDA backend requested but no usable CUDA device was found (no driver or no GPU)"
+          "CUDA backend requested but no usable CUDA device was found (no driver or no GPU)"
 #else
-            "CUDA backend requested but this build of the path tracer has no CUDA support"
+          "CUDA backend requested but this build of the path tracer has no CUDA support"
 #endif
-        );
-      }
-      if (request.gpu_index < 0 || request.gpu_index >= devices) {
-        return Status::InvalidArgument("gpu_index: " + std::to_string(request.gpu_index) +
-                                       " is not a CUDA device (found " + std::to_string(devices) +
+      );
+    }
+    for (int device : devices) {
+      if (device < 0 || device >= count) {
+        return Status::InvalidArgument("gpu_index: " + std::to_string(device) +
+                                       " is not a CUDA device (found " + std::to_string(count) +
                                        ")");
       }
-    } else {
-      backend =
-          devices > request.gpu_index && request.gpu_index >= 0 ? Backend::kCuda : Backend::kCpu;
+    }
+  } else if (backend == Backend::kAuto) {
+    // No device pinned (a CPU task): the CPU, without asking the driver anything.
+    backend = Backend::kCpu;
+    if (pinned) {
+      const int count = CudaDeviceCount();
+      if (std::all_of(devices.begin(), devices.end(),
+                      [count](int device) { return device < count; })) {
+        backend = Backend::kCuda;
+      }
     }
   }
 
@@ -131,11 +199,9 @@ StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRe
   RenderJob job;
   RenderedImage image;
   TSR_RETURN_IF_ERROR(PlanRender(flat, request, &job, &image));
-  if (backend == Backend::kCuda) {
-    TSR_RETURN_IF_ERROR(RenderCuda(flat, job, request, &image));
-  } else {
-    TSR_RETURN_IF_ERROR(RenderCpu(flat, job, request, &image));
-  }
+  TSR_RETURN_IF_ERROR(
+      CheckMemory(Estimate(flat, job, request.split, devices.size()), request, backend, devices));
+  TSR_RETURN_IF_ERROR(RenderOnDevices(flat, job, request, backend, devices, &image));
   FinishPixels(&image);
   return image;
 }

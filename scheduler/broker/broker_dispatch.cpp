@@ -181,6 +181,7 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   }
   assign.timeout_s = job.task_timeout_s;
   assign.checkpoint_interval_s = job.checkpoint_interval_s;
+  assign.gpu_memory_mb = job.needs.resources.gpu_memory_mb;
   if (task.resume_frame > 0 || !task.checkpoint_hash.empty()) {
     // A handed-back (or lost, checkpointed) task resumes where its last copy stopped (the worker
     // fetches the checkpoint).

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -439,6 +440,90 @@ TEST(FleetTest, TwoSimulatedGpusGiveTwoSlotsEachTaskPinnedToOne) {
     }
   }
   EXPECT_EQ(pinned, (std::set<std::string>{"GPU 0", "GPU 1"}));
+}
+
+// A 2-GPU path-tracer task splits each frame over both GPUs (here simulated: two shares of the
+// CPU) and renders the same image, bit for bit, as a 1-GPU task; a budget smaller than the
+// scene's need fails the task with both numbers before it renders.
+TEST(FleetTest, TwoGpuTaskRendersTheSameImageAsOneGpuAndBudgetsAreChecked) {
+  LocalFarm farm("fleet-multigpu");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string config = farm.dir() + "/gpu-worker.yaml";
+  WriteFile(config, "worker:\n  simulate_gpus: 2\n  threads: 2\n");
+  ASSERT_TRUE(farm.StartWorkerWith("gpus", {"--config", config}));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 20s));
+
+  std::string error;
+  const std::string scene = TinySceneYaml(48, 32, 8);
+  const int64_t one = farm.Submit(JobYaml("one", "1", "resources:\n  gpus: 1\n"), scene, &error);
+  ASSERT_GT(one, 0) << error;
+  const int64_t two = farm.Submit(
+      JobYaml("two", "1", "resources:\n  gpus: 2\n  gpu_memory_mb: 1000\n"), scene, &error);
+  ASSERT_GT(two, 0) << error;
+  const int64_t small = farm.Submit(
+      JobYaml("small", "1", "max_retries: 0\nresources:\n  gpus: 2\n  gpu_memory_mb: 1\n"),
+      TinySceneYaml(1024, 1024, 64), &error);
+  ASSERT_GT(small, 0) << error;
+
+  const nlohmann::json job_one = farm.WaitForJob(one, 120s);
+  const nlohmann::json job_two = farm.WaitForJob(two, 120s);
+  ASSERT_EQ(job_one["state"], "done") << job_one.dump() << farm.WorkerLog("gpus");
+  ASSERT_EQ(job_two["state"], "done") << job_two.dump() << farm.WorkerLog("gpus");
+  StatusOr<image::ImageBuffer> a = image::Read(Exr(job_one, "one", 1));
+  StatusOr<image::ImageBuffer> b = image::Read(Exr(job_two, "two", 1));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(a->pixels.size(), b->pixels.size());
+  EXPECT_EQ(std::memcmp(a->pixels.data(), b->pixels.data(), a->pixels.size() * sizeof(float)), 0)
+      << "the 2-GPU frame differs from the 1-GPU frame";
+  const auto first_log = [&](int64_t job) {
+    const nlohmann::json task = Tasks(farm, job).at(0);
+    const nlohmann::json log =
+        farm.Get("/api/v1/tasks/" + std::to_string(task["id"].get<int64_t>()) + "/log");
+    return log["attempts"].at(0);
+  };
+  EXPECT_TRUE(Contains(first_log(two)["log"].get<std::string>(), ", GPUs 0,1"))
+      << first_log(two).dump();
+
+  const nlohmann::json job_small = farm.WaitForJob(small, 120s);
+  EXPECT_EQ(job_small["state"], "failed") << job_small.dump();
+  const std::string message = first_log(small)["message"].get<std::string>();
+  EXPECT_TRUE(Contains(message,
+                       "MiB of GPU memory, the task's budget is 1 MiB "
+                       "(resources.gpu_memory_mb)"))
+      << message;
+}
+
+// A command renderer on a 2-GPU task sees both GPUs, and only them, in CUDA_VISIBLE_DEVICES.
+TEST(FleetTest, CommandRendererSeesTheTasksGpus) {
+  LocalFarm farm("fleet-gpu-env");
+  const std::string png = farm.dir() + "/frame.png";
+  image::ImageBuffer image{8, 8, 3, std::vector<float>(8 * 8 * 3, 0.5f), {}};
+  ASSERT_TRUE(image::WriteSrgb8(png, image).ok());
+  const std::string script = farm.dir() + "/env.sh";
+  WriteFile(script, "#!/bin/sh\necho \"visible=[${CUDA_VISIBLE_DEVICES-unset}]\"\ncp '" + png +
+                        "' \"$1/frame_000001.png\"\n");
+  ::chmod(script.c_str(), 0755);
+  farm.set_command_programs({script});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  const std::string config = farm.dir() + "/gpu-worker.yaml";
+  WriteFile(config, "worker:\n  simulate_gpus: 3\n");
+  ASSERT_TRUE(farm.StartWorkerWith("gpus", {"--config", config}));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 20s));
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: env\nrenderer: command\nframes: 1\nmax_retries: 0\nresources: {gpus: 2}\n"
+      "output: {pattern: 'env.####', formats: [png]}\nsettings: {program: " +
+          script + ", argv: ['{output_dir}']}\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  const nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.WorkerLog("gpus");
+  const nlohmann::json task = Tasks(farm, id).at(0);
+  const nlohmann::json log =
+      farm.Get("/api/v1/tasks/" + std::to_string(task["id"].get<int64_t>()) + "/log");
+  const std::string text = log["attempts"].at(0)["log"].get<std::string>();
+  EXPECT_TRUE(Contains(text, "visible=[0,1]")) << text;
 }
 
 }  // namespace

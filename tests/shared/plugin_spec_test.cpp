@@ -219,6 +219,54 @@ TEST(PluginSpecTest, BlenderOpensABlendFileOrRunsAScript) {
             (std::vector<std::string>{"--python", ctx.scene}));
 }
 
+// A task pinned to several GPUs: Blender turns on every device of its gpu_api (it sees only
+// the task's GPUs, through CUDA_VISIBLE_DEVICES), none chosen by index, and no CPU device.
+TEST(PluginSpecTest, BlenderUsesEveryGpuOfItsApi) {
+  const PluginSpec& p = *FindBuiltinPlugin("blender");
+  RunContext ctx = Context(p, {{"gpu_api", "OPTIX"}});
+  ctx.scene = "/data/tasks/t1/shot.blend";
+  StatusOr<std::vector<std::string>> cpu = BuildArgv(p, ctx);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  ctx.gpus = {2, 3, 5};
+  StatusOr<std::vector<std::string>> argv = BuildArgv(p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  std::vector<std::string> gpu_words;
+  for (const std::string& word : *argv) {
+    if (word.find("compute_device_type") != std::string::npos) gpu_words.push_back(word);
+  }
+  ASSERT_EQ(gpu_words.size(), 1u);
+  const std::string& expr = gpu_words[0];
+  EXPECT_NE(expr.find("p.compute_device_type = 'OPTIX'"), std::string::npos) << expr;
+  EXPECT_NE(expr.find("setattr(d, 'use', d.type == 'OPTIX') for d in p.devices"), std::string::npos)
+      << expr;
+  EXPECT_NE(expr.find("cycles.device = 'GPU'"), std::string::npos) << expr;
+  EXPECT_EQ(expr.find("== 2"), std::string::npos) << "no device chosen by index: " << expr;
+  EXPECT_EQ(argv->size(), cpu->size() + 2) << "one --python-expr pair more than a CPU task";
+}
+
+TEST(PluginSpecTest, GpusPlaceholderListsEveryGpuInOrder) {
+  StatusOr<PluginSpec> p = ParsePluginYaml(R"(
+name: demo
+executable: {names: [demo]}
+args:
+  - when: gpu
+    args: ["--devices", "{gpus}", "--first", "{gpu}"]
+output: {file: "f.png"}
+)",
+                                           "demo");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  RunContext ctx;
+  ctx.task_dir = ctx.output_dir = "/t";
+  ctx.gpus = {3, 1};
+  StatusOr<std::vector<std::string>> argv = BuildArgv(*p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"--devices", "3,1", "--first", "3"}));
+  ctx.gpus.clear();
+  argv = BuildArgv(*p, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  EXPECT_TRUE(argv->empty()) << "a CPU task leaves the GPU group out";
+}
+
 TEST(PluginSpecTest, NativePluginsDeclareOnlySceneAndSettings) {
   StatusOr<PluginSpec> spec = NativePluginSpec(
       "grad", "a gradient", true, false,

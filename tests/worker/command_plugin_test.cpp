@@ -261,6 +261,22 @@ TEST_F(PluginHostTest, RenderersGetNoneOfTheWorkersTesseraEnvironment) {
   EXPECT_TRUE(home) << "HOME is the task folder";
 }
 
+// A renderer sees the task's GPUs as CUDA_VISIBLE_DEVICES, in order; a task without a GPU sees
+// it set and empty, so CUDA gives it no device at all.
+TEST_F(PluginHostTest, RendererSeesOnlyTheTasksGpus) {
+  programs_ = {"sh"};
+  // "{{" and "}}" are literal braces (a lone "{" starts a placeholder).
+  const std::vector<std::string> argv = {"-c", "echo \"CUDA=[${{CUDA_VISIBLE_DEVICES-unset}}]\""};
+  protocol::Assign two = Command(argv, "sh");
+  two.gpus = {1, 3};
+  RunOutcome run = Execute("command", two);
+  EXPECT_NE(std::find(run.output.begin(), run.output.end(), "CUDA=[1,3]"), run.output.end())
+      << ::testing::PrintToString(run.output);
+  run = Execute("command", Command(argv, "sh"));
+  EXPECT_NE(std::find(run.output.begin(), run.output.end(), "CUDA=[]"), run.output.end())
+      << ::testing::PrintToString(run.output);
+}
+
 TEST_F(PluginHostTest, RendererOutputThatIsNotUtf8IsKeptSanitised) {
   const std::string script =
       Script("garbage.sh", "printf 'frame \\377\\376 done\\n'; printf 'ERROR: bad \\300\\n'\n");
