@@ -16,12 +16,10 @@ namespace tessera::plugin {
 using templates::AppendWord;
 using templates::BuiltinNames;
 using templates::Expand;
-using templates::ExpandPathValue;
 using templates::FormatDouble;
 using templates::HasControl;
 using templates::IsNumber;
 using templates::Lookup;
-using templates::MakeVars;
 using templates::Vars;
 
 namespace {
