@@ -195,8 +195,27 @@ Status Gpus(std::vector<GpuInfo>& gpus) {
     Text(g.name);
     Text(g.driver_version);
     Text(g.runtime_version);
+    Text(g.pci_bus_id);
   }
   return Status::Ok();
+}
+
+// A reading is shown and graphed, never trusted for placement beyond its fault: figures out of
+// any real GPU's range become "not known" rather than refusing the heartbeat that carries them.
+void Sample(GpuSample& g) {
+  auto bound = [](auto& v, auto hi) {
+    if (v < 0 || v > hi) v = -1;
+  };
+  bound(g.utilization_pct, 100);
+  bound(g.memory_used_mb, int64_t{1} << 30);
+  bound(g.memory_total_mb, int64_t{1} << 30);
+  bound(g.temperature_c, 300);
+  bound(g.sm_clock_mhz, 100000);
+  bound(g.memory_clock_mhz, 100000);
+  bound(g.ecc_uncorrected, int64_t{1} << 50);
+  if (!(g.power_w >= 0 && g.power_w <= 100000)) g.power_w = -1;  // NaN too
+  if (g.last_xid < 0) g.last_xid = 0;
+  Text(g.fault);
 }
 
 }  // namespace
@@ -253,6 +272,14 @@ Status Check(Reject& m) {
 
 Status Check(Heartbeat& m) {
   Text(m.disk_full, kMaxMessageTextBytes);
+  TSR_RETURN_IF_ERROR(Count(m.gpu_samples, "gpu_samples", kMaxListEntries));
+  for (GpuSample& g : m.gpu_samples) {
+    if (g.index < 0 || static_cast<size_t>(g.index) >= kMaxListEntries) {
+      return Status::InvalidArgument("gpu_samples: index " + std::to_string(g.index) +
+                                     " is out of range");
+    }
+    Sample(g);
+  }
   TSR_RETURN_IF_ERROR(Count(m.running, "running", kMaxTaskRefs));
   return Count(m.delivering, "delivering", kMaxTaskRefs);
 }

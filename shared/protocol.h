@@ -103,7 +103,8 @@ inline constexpr int kMaxSlotsPerGpu = 32;
 //    U+FFFD) and cut to its size: kMaxTextBytes, kMaxMessageTextBytes, or the last
 //    kMaxTaskLogBytes of a log.
 //  - lists are refused beyond their count: kMaxListEntries (pools, tags, backends, features,
-//    GPUs, capabilities, GPU indices), kMaxPlugins, kMaxTaskRefs (running, delivering, acks).
+//    GPUs, GPU samples, capabilities, GPU indices), kMaxPlugins, kMaxTaskRefs (running, delivering,
+//    acks).
 inline constexpr size_t kMaxNameBytes = 128;
 inline constexpr size_t kMaxTextBytes = 1024;
 inline constexpr size_t kMaxMessageTextBytes = 16 * 1024;
@@ -152,6 +153,28 @@ struct GpuInfo {
   int compute_minor = 0;
   std::string driver_version;   // CUDA version the driver supports, "12.4"; older workers: ""
   std::string runtime_version;  // CUDA runtime the worker was built with, "12.4"
+  // PCI address, "0000:3b:00.0" (how the worker matches NVML's devices to CUDA's, whose order
+  // differs); "" for simulated GPUs and older workers.
+  std::string pci_bus_id;
+};
+
+// One GPU's load and health as the worker read it through NVML (worker/gpu_telemetry.h), sent in
+// kHeartbeat every gpu_telemetry.interval_ms (DCGM-exporter's figures). -1: not known (the GPU
+// or driver does not report it).
+struct GpuSample {
+  int index = 0;  // the GPU's index in Register.gpus
+  int utilization_pct = -1;
+  int64_t memory_used_mb = -1;
+  int64_t memory_total_mb = -1;
+  int temperature_c = -1;
+  double power_w = -1;
+  int sm_clock_mhz = -1;
+  int memory_clock_mhz = -1;
+  int64_t ecc_uncorrected = -1;  // uncorrected ECC errors since the driver loaded
+  int last_xid = 0;              // the latest Xid error the driver reported (0: none)
+  // Non-empty: the GPU is unhealthy and gets no new tasks -- why ("Xid 79: GPU has fallen off
+  // the bus"). Once set it stays for the life of the worker process (a reset is needed).
+  std::string fault;
 };
 
 // Where a worker runs, from its cloud's instance metadata. All empty on premises (or when the
@@ -257,6 +280,9 @@ struct Heartbeat {
   // Finished attempts whose results are still on their way (a large frame in chunks) or wait
   // for a kResultAck: their leases are not lost.
   std::vector<TaskRef> delivering;
+  // A fresh reading of every GPU, when one was taken since the last heartbeat (empty: none new,
+  // or no telemetry). Older workers send none.
+  std::vector<GpuSample> gpu_samples;
 };
 
 // Part of a frame split across tasks: pixels [x0, x1) x [y0, y1) of the whole frame (a tile;
@@ -484,7 +510,10 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first = 0)
 
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
 TSR_MESSAGE_FIELDS(GpuInfo, index, name, memory_mb, compute_major, compute_minor, driver_version,
-                   runtime_version)
+                   runtime_version, pci_bus_id)
+TSR_MESSAGE_FIELDS(GpuSample, index, utilization_pct, memory_used_mb, memory_total_mb,
+                   temperature_c, power_w, sm_clock_mhz, memory_clock_mhz, ecc_uncorrected,
+                   last_xid, fault)
 TSR_MESSAGE_FIELDS(CloudInfo, provider, region, zone, instance_type, lifecycle)
 TSR_MESSAGE_FIELDS(TaskRef, task_id, attempt)
 TSR_MESSAGE_FIELDS(PluginOffer, name, version, executable, native, description, capabilities,
@@ -496,7 +525,7 @@ TSR_MESSAGE_FIELDS(Enrol, name, public_key)
 TSR_MESSAGE_FIELDS(Enrolled, name)
 TSR_MESSAGE_FIELDS(Welcome, worker_id, heartbeat_ms, liveness)
 TSR_MESSAGE_FIELDS(Reject, reason, retry_after_ms)
-TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering, disk_full)
+TSR_MESSAGE_FIELDS(Heartbeat, running, draining, delivering, disk_full, gpu_samples)
 TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
 TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,

@@ -72,6 +72,8 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   o.tags = config.tags;
   o.heartbeat_ms = config.heartbeat_interval_ms;
   o.liveness = config.heartbeat_liveness;
+  o.gpu_telemetry_ms = config.gpu_telemetry_interval_ms;
+  o.nvml_library = config.nvml_library;
   o.hardware = hardware;
   o.render.cpu_threads = config.threads;
   o.render.data_dir = config.data_dir;
@@ -168,6 +170,9 @@ Status Agent::Run() {
   TSR_RETURN_IF_ERROR(spool_.Open());
   TSR_RETURN_IF_ERROR(cache_.Open());
   TSR_RETURN_IF_ERROR(LoadKeys());
+  gpu_monitor_ =
+      StartGpuMonitor(options_.nvml_library, std::chrono::milliseconds(options_.gpu_telemetry_ms),
+                      options_.hardware.gpus);
   outbox_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pull);
   outbox_->set(zmq::sockopt::linger, 0);
   outbox_->bind(outbox_endpoint_);

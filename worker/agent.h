@@ -57,6 +57,7 @@
 #include "shared/logging.h"
 #include "shared/protocol.h"
 #include "worker/blob_cache.h"
+#include "worker/gpu_telemetry.h"
 #include "worker/hardware_probe.h"
 #include "worker/result_spool.h"
 #include "worker/task_runner.h"
@@ -76,6 +77,10 @@ struct AgentOptions {
   std::vector<std::string> tags;
   int heartbeat_ms = 1000;  // until kWelcome says otherwise
   int liveness = 5;
+  // GPU telemetry (gpu_telemetry.h): read every gpu_telemetry_ms (0: off) through NVML from
+  // nvml_library, when the worker registers GPUs.
+  int gpu_telemetry_ms = 5000;
+  std::string nvml_library = "libnvidia-ml.so.1";
   HardwareInfo hardware;              // reported in kRegister
   std::vector<std::string> backends;  // offered in kRegister
   RenderSettings render;
@@ -224,6 +229,8 @@ class Agent {
   std::string disk_full_;
   Clock::time_point next_disk_check_{};
   uint64_t largest_result_ = 0;
+  // Each GPU's load and health, read on the monitor's thread; null without GPUs or NVML.
+  std::unique_ptr<GpuMonitor> gpu_monitor_;
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> drain_requested_{false};

@@ -151,6 +151,9 @@ void Agent::SendHeartbeat(Clock::time_point now) {
   hb.delivering = spool_.Delivering();
   hb.draining = draining_;
   hb.disk_full = disk_full_;
+  if (gpu_monitor_) {
+    if (auto samples = gpu_monitor_->TakeFresh()) hb.gpu_samples = std::move(*samples);
+  }
   std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kHeartbeat, hb);
   TrySend(frames);  // a heartbeat that cannot leave now is stale later: no retry
   next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_ms_);

@@ -14,7 +14,7 @@ std::vector<protocol::GpuInfo> ProbeGpus() {
   std::vector<protocol::GpuInfo> gpus;
   for (const pathtracer::CudaDevice& d : pathtracer::ListCudaDevices(&why)) {
     gpus.push_back({d.index, d.name, d.memory_mb, d.compute_major, d.compute_minor,
-                    d.driver_version, d.runtime_version});
+                    d.driver_version, d.runtime_version, d.pci_bus_id});
   }
   if (gpus.empty()) {
     // Expected on CPU-only machines; say it once, not on every probe.

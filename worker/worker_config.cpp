@@ -193,6 +193,12 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     TSR_RETURN_IF_ERROR(r.Finish());
   }
   {
+    yaml::MapReader r(Section(top, "gpu_telemetry"), "gpu_telemetry");
+    r.Optional("interval_ms", &c.gpu_telemetry_interval_ms)
+        .Optional("nvml_library", &c.nvml_library);
+    TSR_RETURN_IF_ERROR(r.Finish());
+  }
+  {
     yaml::MapReader r(Section(top, "log"), "log");
     r.Optional("level", &c.log_level);
     TSR_RETURN_IF_ERROR(r.Finish());
@@ -260,6 +266,17 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
   TSR_RETURN_IF_ERROR(CheckRange("worker.cache_mb", c.cache_mb, 64, 16777216));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.interval_ms", c.heartbeat_interval_ms, 10, 600000));
   TSR_RETURN_IF_ERROR(CheckRange("heartbeat.liveness", c.heartbeat_liveness, 1, 1000));
+  if (c.gpu_telemetry_interval_ms != 0) {
+    TSR_RETURN_IF_ERROR(
+        CheckRange("gpu_telemetry.interval_ms", c.gpu_telemetry_interval_ms, 100, 600000));
+  }
+  if (c.nvml_library.empty() || c.nvml_library.size() > 1024 ||
+      std::any_of(c.nvml_library.begin(), c.nvml_library.end(),
+                  [](char ch) { return static_cast<unsigned char>(ch) < 0x20; })) {
+    return Status::InvalidArgument(
+        "gpu_telemetry.nvml_library: must be a library name or path of 1..1024 printable "
+        "characters");
+  }
   TSR_RETURN_IF_ERROR(
       CheckOneOf("log.level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}));
   TSR_RETURN_IF_ERROR(ValidateCloudConfig(c.cloud));
@@ -321,10 +338,10 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     std::error_code ec;
     if (std::filesystem::exists(kDefaultConfigPath, ec)) path = kDefaultConfigPath;
   }
-  TSR_ASSIGN_OR_RETURN(
-      YAML::Node root,
-      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "log", "cloud"},
-                          environ_vars));
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, config::LoadLayered(path,
+                                                            {"scheduler", "worker", "heartbeat",
+                                                             "gpu_telemetry", "log", "cloud"},
+                                                            environ_vars));
   // Flags go into the document so the same reader validates them and names the same fields.
   try {
     if (!flags.scheduler.empty()) root["scheduler"]["address"] = flags.scheduler;

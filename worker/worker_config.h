@@ -57,6 +57,11 @@
 //   heartbeat:
 //     interval_ms: 1000               # used until the scheduler's kWelcome says otherwise
 //     liveness: 5                     # silent intervals before the worker reconnects
+//   gpu_telemetry:
+//     interval_ms: 5000               # how often each GPU's load and health are read through
+//                                     #   NVML and sent with a heartbeat; 0: off; 100..600000
+//     nvml_library: libnvidia-ml.so.1 # opened at run time; a machine without it runs on
+//                                     #   without telemetry (logged once)
 //   log:
 //     level: info                     # trace | debug | info | warn | error | off
 //   cloud:
@@ -112,6 +117,8 @@ struct WorkerConfig {
   std::vector<std::string> input_roots;         // where absolute scene paths may lead
   int heartbeat_interval_ms = 1000;
   int heartbeat_liveness = 5;
+  int gpu_telemetry_interval_ms = 5000;  // 0: off
+  std::string nvml_library = "libnvidia-ml.so.1";
   std::string log_level = "info";
   CloudConfig cloud;
 };

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,11 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
       if (why) *why = "device " + std::to_string(i) + ": " + cudaGetErrorString(err);
       continue;
     }
+    char pci[32];
+    std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
+                  prop.pciDeviceID);
     devices.push_back({i, prop.name, static_cast<int64_t>(prop.totalGlobalMem >> 20), prop.major,
-                       prop.minor, CudaVersionString(driver), CudaVersionString(runtime)});
+                       prop.minor, CudaVersionString(driver), CudaVersionString(runtime), pci});
   }
   if (devices.empty() && why && why->empty()) *why = "no CUDA devices";
   return devices;

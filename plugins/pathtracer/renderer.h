@@ -90,6 +90,7 @@ struct CudaDevice {
   int compute_minor = 0;
   std::string driver_version;   // the newest CUDA version the driver supports, "12.4"
   std::string runtime_version;  // the CUDA runtime this build links, "12.4"
+  std::string pci_bus_id;       // "0000:3b:00.0": how NVML's devices are matched to these
 };
 
 // The CUDA devices this build can render on (the worker advertises them when it registers).

@@ -110,6 +110,55 @@ void StateSamples(Exposition& out, std::string_view name, const std::vector<std:
   }
 }
 
+// Per GPU of each connected worker, its latest telemetry reading (DCGM exporter's figures) and
+// its health, labelled {worker, gpu, model}. A figure the GPU does not report has no sample.
+void GpuTelemetrySamples(Exposition& out, const nlohmann::json& workers) {
+  struct Figure {
+    const char* name;
+    const char* help;
+    const char* key;
+    double scale;
+  };
+  static const Figure kFigures[] = {
+      {"tessera_gpu_utilization_percent", "GPU busy time over the last sample period (NVML).",
+       "utilization_pct", 1},
+      {"tessera_gpu_memory_used_bytes", "GPU memory in use.", "memory_used_mb", 1 << 20},
+      {"tessera_gpu_memory_total_bytes", "GPU memory in all.", "memory_total_mb", 1 << 20},
+      {"tessera_gpu_temperature_celsius", "GPU core temperature.", "temperature_c", 1},
+      {"tessera_gpu_power_watts", "GPU power draw.", "power_w", 1},
+      {"tessera_gpu_sm_clock_hertz", "SM clock.", "sm_clock_mhz", 1e6},
+      {"tessera_gpu_memory_clock_hertz", "Memory clock.", "memory_clock_mhz", 1e6},
+      {"tessera_gpu_ecc_uncorrected_errors", "Uncorrected ECC errors since the driver loaded.",
+       "ecc_uncorrected", 1},
+      {"tessera_gpu_last_xid", "The latest Xid error the driver reported for the GPU.", "last_xid",
+       1},
+  };
+  auto each_gpu = [&](auto&& fn) {
+    for (const auto& [worker, entry] : workers.items()) {
+      for (const nlohmann::json& gpu : entry.value("gpus", nlohmann::json::array())) {
+        const std::string index = std::to_string(gpu.value("index", 0));
+        const std::string model = gpu.value("name", "");
+        fn(gpu, Labels{{"worker", worker}, {"gpu", index}, {"model", model}});
+      }
+    }
+  };
+  out.Family("tessera_gpu_healthy", "gauge",
+             "1 while the GPU's telemetry reports no fault (a critical Xid, uncorrected ECC "
+             "errors, lost); 0 while it takes no new tasks for one.");
+  each_gpu([&](const nlohmann::json& gpu, const Labels& labels) {
+    out.Sample("tessera_gpu_healthy", gpu.value("fault", "").empty() ? 1 : 0, labels);
+  });
+  for (const Figure& f : kFigures) {
+    out.Family(f.name, "gauge", f.help);
+    each_gpu([&](const nlohmann::json& gpu, const Labels& labels) {
+      const nlohmann::json& t = gpu.contains("telemetry") ? gpu["telemetry"] : nlohmann::json();
+      if (t.is_object() && t.contains(f.key) && t[f.key].is_number()) {
+        out.Sample(f.name, t[f.key].get<double>() * f.scale, labels);
+      }
+    });
+  }
+}
+
 }  // namespace
 
 std::string RenderMetrics(store::Store& store, broker::Broker& broker,
@@ -195,6 +244,11 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   } else {
     spdlog::warn("/metrics: cannot list workers: {}", workers.status().ToString());
     out.Comment("tessera_gpus left out: " + workers.status().ToString());
+  }
+  if (StatusOr<nlohmann::json> gpus = broker.WorkerGpuUse(/*history=*/false); gpus.ok()) {
+    GpuTelemetrySamples(out, *gpus);
+  } else {
+    out.Comment("tessera_gpu_* left out: " + gpus.status().ToString());
   }
 
   out.Family("tessera_tasks_dispatched_total", "counter",

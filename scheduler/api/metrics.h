@@ -15,6 +15,11 @@
 //   tessera_jobs{state}                 gauge    jobs by state (same states)
 //   tessera_workers{state}              gauge    workers by state: idle busy offline
 //   tessera_gpus                        gauge    GPUs on workers that are not offline
+//   tessera_gpu_healthy{worker,gpu,model}  gauge  1, or 0 while its telemetry reports a fault
+//   tessera_gpu_utilization_percent, _memory_used_bytes, _memory_total_bytes,
+//   _temperature_celsius, _power_watts, _sm_clock_hertz, _memory_clock_hertz,
+//   _ecc_uncorrected_errors, _last_xid {worker,gpu,model}
+//                                       gauge    each connected GPU's latest NVML reading
 //   tessera_tasks_dispatched_total      counter  assignments sent (straggler backups included)
 //   tessera_tasks_completed_total       counter  tasks recorded done
 //   tessera_render_seconds_total        counter  lease start to done of the completing copies

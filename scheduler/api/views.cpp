@@ -115,6 +115,9 @@ nlohmann::json WorkerView(const store::WorkerRecord& w, const nlohmann::json& gp
           {"slots_per_gpu", member("slots_per_gpu", 0)},
           {"memory_mb_per_slot", member("memory_mb_per_slot", 0)},
           {"gpu_use", member("gpus", nlohmann::json::array())},
+          // Connected workers only: "ok", or "unhealthy" with why (a GPU fault, a full disk).
+          {"health", member("health", nullptr)},
+          {"health_reason", member("health_reason", "")},
           {"disabled", w.disabled},
           {"node_group", w.node_group},
           {"price_per_hour", w.price_per_hour},

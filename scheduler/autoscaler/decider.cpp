@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "scheduler/autoscaler/decider_internal.h"
+#include "shared/gpu_slots.h"
 #include "shared/protocol.h"
 
 namespace tessera::autoscaler::decider_internal {
@@ -56,10 +57,10 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 int TasksPerGpu(const DemandClass& c, const NodeGroup& g) {
   const int ways = std::clamp(g.gpus.slots_per_gpu, 1, protocol::kMaxSlotsPerGpu);
   if (c.gpu_share <= 0 || ways < 2) return g.gpus.memory_mib >= c.min_gpu_memory_mib ? 1 : 0;
-  const int slots = std::clamp(static_cast<int>(std::ceil(c.gpu_share * ways - 1e-9)), 1, ways);
+  const int slots = gpu_slots::SlotsForShare(c.gpu_share, ways);
   const int64_t per_slot = g.gpus.memory_mib_per_slot;
-  if (per_slot > 0 && c.min_gpu_memory_mib > slots * per_slot) return 0;
-  const int64_t memory = per_slot > 0 ? slots * per_slot : c.min_gpu_memory_mib;
+  const int64_t memory = gpu_slots::MemoryForShare(slots, per_slot, c.min_gpu_memory_mib);
+  if (per_slot > 0 && c.min_gpu_memory_mib > memory) return 0;
   if (memory > g.gpus.memory_mib) return 0;
   const int64_t by_memory = memory > 0 ? g.gpus.memory_mib / memory : ways;
   return static_cast<int>(std::min<int64_t>(ways / slots, by_memory));

@@ -381,6 +381,7 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
                        worker.offer.name);
         }
         SetWorkerDiskFull(worker, beat->disk_full);
+        if (!beat->gpu_samples.empty()) OnGpuSamples(worker, beat->gpu_samples);
         OnHeartbeat(identity, worker, *beat);
       }
       break;

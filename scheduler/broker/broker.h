@@ -176,9 +176,11 @@ class Broker {
   // The renderer plugins each connected worker offers: {"workers": [{"id", "name", "plugins":
   // [{"name", "version"}]}]}.
   StatusOr<nlohmann::json> WorkerPlugins();
-  // Each connected worker's GPU sharing and what its GPUs hold, by worker name: {"NAME":
-  // {"slots_per_gpu", "memory_mb_per_slot", "gpus": [GpuClaims::View]}}.
-  StatusOr<nlohmann::json> WorkerGpuUse();
+  // Each connected worker's GPU sharing, what its GPUs hold and what their telemetry says, by
+  // worker name: {"NAME": {"slots_per_gpu", "memory_mb_per_slot", "health": "ok"|"unhealthy",
+  // "health_reason", "gpus": [GpuClaims::View + GpuBoard::View + "name"]}}. `history`: with
+  // each GPU's recent readings (the dashboard's charts; /metrics needs only the latest).
+  StatusOr<nlohmann::json> WorkerGpuUse(bool history = true);
   // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.
   StatusOr<nlohmann::json> Why(int64_t task_id);
   // The configured named limits (fixed at construction; safe from any thread).
@@ -451,6 +453,11 @@ class Broker {
   void CheckStorage(std::chrono::steady_clock::time_point now);
   // A worker's heartbeat (or its leaving, with ""): its full disk raises or clears its alert.
   void SetWorkerDiskFull(WorkerConn& worker, const std::string& disk_full);
+  // A heartbeat's GPU readings (broker_fleet.cpp): kept for the API and /metrics; a GPU whose
+  // reading carries a fault takes no new task (policy::WorkerOffer::gpu_faults), and the
+  // worker's alert is raised, or cleared once none has one (or the worker goes).
+  void OnGpuSamples(WorkerConn& worker, const std::vector<protocol::GpuSample>& samples);
+  void ClearGpuFaultAlert(const WorkerConn& worker);
   // Why a held job's task waits ("" when the job is not held).
   std::string HeldReason(const JobInfo& job) const;
   // Holds every loaded job whose outputs share the filesystem of `folder` (raises the alert).

@@ -95,7 +95,8 @@ void Broker::DropWorker(std::string identity, const std::string& reason) {
   const std::string name = worker.offer.name;
   const int64_t worker_id = worker.offer.id;
   std::vector<int64_t> held(worker.tasks.begin(), worker.tasks.end());
-  SetWorkerDiskFull(worker, "");  // its alert goes with it
+  SetWorkerDiskFull(worker, "");  // its alerts go with it
+  ClearGpuFaultAlert(worker);
   MeterCosts(&identity);
   for (int64_t task_id : held) {
     auto it = leases_.tasks().find(task_id);

@@ -355,4 +355,36 @@ void Broker::OnHandback(const std::string& identity, WorkerConn& worker, protoco
           /*count_failure=*/false, /*handed_back=*/true);
 }
 
+namespace {
+std::string GpuFaultKey(const std::string& worker) { return "worker_gpu_fault:" + worker; }
+}  // namespace
+
+void Broker::OnGpuSamples(WorkerConn& worker, const std::vector<protocol::GpuSample>& samples) {
+  if (!worker.gpu_board.Record(samples, worker.offer.gpus.size(), wall_time::NowMs())) return;
+  worker.offer.gpu_faults = worker.gpu_board.faults();
+  const std::string& name = worker.offer.name;
+  const std::string summary = worker.gpu_board.FaultSummary();
+  if (summary.empty()) {
+    ClearGpuFaultAlert(worker);
+    spdlog::info("worker {}: its GPUs are healthy again", name);
+    RecordEvent(std::nullopt, std::nullopt, worker.offer.id, "worker_gpu_healthy", name);
+    if (options_.events) Publish("worker", {{"worker", name}, {"state", "gpu_healthy"}});
+    return;
+  }
+  const std::string message =
+      "worker " + name + " is unhealthy: " + summary + "; no new tasks on the faulted GPU(s)";
+  spdlog::error("{}", message);
+  if (options_.alerts) {
+    options_.alerts->Raise(GpuFaultKey(name), "worker_gpu_fault", message, wall_time::NowMs());
+  }
+  RecordEvent(std::nullopt, std::nullopt, worker.offer.id, "worker_gpu_fault", summary);
+  if (options_.events) {
+    Publish("worker", {{"worker", name}, {"state", "gpu_fault"}, {"reason", summary}});
+  }
+}
+
+void Broker::ClearGpuFaultAlert(const WorkerConn& worker) {
+  if (options_.alerts) options_.alerts->Clear(GpuFaultKey(worker.offer.name));
+}
+
 }  // namespace tessera::broker

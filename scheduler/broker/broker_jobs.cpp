@@ -106,13 +106,25 @@ StatusOr<nlohmann::json> Broker::WorkerPlugins() {
   });
 }
 
-StatusOr<nlohmann::json> Broker::WorkerGpuUse() {
-  return OnBrokerThread<nlohmann::json>([this]() -> StatusOr<nlohmann::json> {
+StatusOr<nlohmann::json> Broker::WorkerGpuUse(bool history) {
+  return OnBrokerThread<nlohmann::json>([this, history]() -> StatusOr<nlohmann::json> {
     nlohmann::json workers = nlohmann::json::object();
     for (const auto& [identity, worker] : workers_) {
+      nlohmann::json gpus = worker.gpu_claims.View(worker.offer);
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        gpus[i].update(worker.gpu_board.View(i, history));
+        if (i < worker.offer.gpus.size()) gpus[i]["name"] = worker.offer.gpus[i].name;
+      }
+      // Unhealthy: a GPU is faulted or its disk is full (each takes work away from it).
+      std::string reason = worker.gpu_board.FaultSummary();
+      if (!worker.disk_full.empty()) {
+        reason += (reason.empty() ? "" : "; ") + ("disk full: " + worker.disk_full);
+      }
       workers[worker.offer.name] = {{"slots_per_gpu", worker.offer.slots_per_gpu},
                                     {"memory_mb_per_slot", worker.offer.memory_mb_per_slot},
-                                    {"gpus", worker.gpu_claims.View(worker.offer)}};
+                                    {"health", reason.empty() ? "ok" : "unhealthy"},
+                                    {"health_reason", reason},
+                                    {"gpus", std::move(gpus)}};
     }
     return workers;
   });

@@ -39,17 +39,32 @@ std::string ShareText(double share) {
   return text;
 }
 
-// Per GPU of the connected workers whose GPUs hold tasks or are shared: which tasks it holds
-// (with their share) and its free share.
+// A GPU's latest telemetry reading: "87%", "40.0 GB/80.0 GB", "71C" ("-" when not reported).
+std::string Reading(const json& telemetry, const char* key) {
+  if (!telemetry.is_object() || !telemetry.contains(key)) return "-";
+  if (std::string(key) == "memory_used_mb") {
+    return FormatMegabytes(Int(telemetry, "memory_used_mb")) + "/" +
+           FormatMegabytes(Int(telemetry, "memory_total_mb"));
+  }
+  return Str(telemetry, key) + (std::string(key) == "utilization_pct" ? "%" : "C");
+}
+
+// Per GPU of the connected workers whose GPUs hold tasks, are shared or report telemetry: which
+// tasks it holds (with their share), its free share, its latest reading and its health.
 void PrintGpuUse(const json& workers) {
-  Table table({"WORKER", "GPU", "SLOTS", "FREE", "TASKS"});
+  Table table({"WORKER", "GPU", "SLOTS", "FREE", "UTIL", "MEMORY", "TEMP", "HEALTH", "TASKS"});
   bool any = false;
   for (const json& w : workers) {
     const json& gpus = Member(w, "gpu_use");
     if (!gpus.is_array()) continue;
     for (const json& gpu : gpus) {
       const json& tasks = Member(gpu, "tasks");
-      if (Int(w, "slots_per_gpu") == 0 && (!tasks.is_array() || tasks.empty())) continue;
+      const json& telemetry = Member(gpu, "telemetry");
+      const std::string fault = Str(gpu, "fault", "");
+      if (Int(w, "slots_per_gpu") == 0 && (!tasks.is_array() || tasks.empty()) &&
+          !telemetry.is_object() && fault.empty()) {
+        continue;
+      }
       std::string held;
       for (const json& t : tasks.is_array() ? tasks : json::array()) {
         held += (held.empty() ? "" : ", ") + Str(t, "task_id") + " (" +
@@ -58,7 +73,9 @@ void PrintGpuUse(const json& workers) {
       }
       table.AddRow({Str(w, "name"), Str(gpu, "index"),
                     std::to_string(Int(gpu, "slots_used")) + "/" + Str(gpu, "slots"),
-                    ShareText(Num(gpu, "free_share")), held.empty() ? "-" : held});
+                    ShareText(Num(gpu, "free_share")), Reading(telemetry, "utilization_pct"),
+                    Reading(telemetry, "memory_used_mb"), Reading(telemetry, "temperature_c"),
+                    fault.empty() ? "ok" : "FAULT: " + fault, held.empty() ? "-" : held});
       any = true;
     }
   }
@@ -291,8 +308,9 @@ int RunWorkers(const ClientOptions& options) {
   Table table(
       {"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "COST", "LAST SEEN"});
   for (const json& w : workers) {
-    const std::string state =
-        Str(w, "state") + (Member(w, "disabled") == true ? " (disabled)" : "");
+    const std::string state = Str(w, "state") +
+                              (Member(w, "disabled") == true ? " (disabled)" : "") +
+                              (Str(w, "health", "") == "unhealthy" ? " (unhealthy)" : "");
     // What it has cost, at its price per hour (its node group's, or its instance type's).
     std::string cost = "-";
     if (Num(w, "price_per_hour") > 0) {
@@ -304,6 +322,12 @@ int RunWorkers(const ClientOptions& options) {
                   FormatTimestamp(Member(w, "last_seen"))});
   }
   table.Print(std::cout);
+  for (const json& w : workers) {
+    if (Str(w, "health", "") == "unhealthy") {
+      std::cout << "\nworker " << Str(w, "name") << " is unhealthy: " << Str(w, "health_reason")
+                << "\n";
+    }
+  }
   PrintGpuUse(workers);
   return kExitOk;
 }

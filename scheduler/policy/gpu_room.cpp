@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/policy/policy.h"
+#include "shared/gpu_slots.h"
 
 namespace tessera::policy {
 namespace {
@@ -14,6 +15,11 @@ namespace {
 bool GpuQualifies(const protocol::GpuInfo& gpu, const spec::ResourceSpec& need) {
   const double compute = gpu.compute_major + gpu.compute_minor / 10.0;
   return gpu.memory_mb >= need.gpu_memory_mb && compute + 1e-9 >= need.compute_capability;
+}
+
+// A GPU a task may be placed on now: it qualifies and its worker's telemetry finds it healthy.
+bool GpuUsable(const WorkerOffer& worker, size_t i, const spec::ResourceSpec& need) {
+  return GpuQualifies(worker.gpus[i], need) && !worker.gpu_faults.count(static_cast<int>(i));
 }
 
 // A share asks for part of one GPU, so it needs a GPU even where `gpus` is 0.
@@ -26,18 +32,15 @@ int GpusPerTask(const spec::ResourceSpec& need, const WorkerOffer& worker) {
 int SlotsFor(const spec::ResourceSpec& need, const WorkerOffer& worker) {
   const int slots = SlotsPerGpu(worker);
   if (!TakesShare(need, worker)) return slots;
-  // The epsilon keeps 0.25 x 4 from rounding up to 2 through a representation error.
-  const double wanted = std::ceil(need.gpu_share * slots - 1e-9);
-  return std::clamp(static_cast<int>(wanted), 1, slots);
+  return gpu_slots::SlotsForShare(need.gpu_share, slots);
 }
 
 // GPU memory a task holds on each of its GPUs: a share holds its slots' memory where the worker
 // divides memory per slot (what it asks for must fit in that: WhyNeverGpus), else what it asks.
 int64_t MemoryFor(const spec::ResourceSpec& need, const WorkerOffer& worker) {
-  if (TakesShare(need, worker) && worker.memory_mb_per_slot > 0) {
-    return SlotsFor(need, worker) * worker.memory_mb_per_slot;
-  }
-  return need.gpu_memory_mb;
+  if (!TakesShare(need, worker)) return need.gpu_memory_mb;
+  return gpu_slots::MemoryForShare(SlotsFor(need, worker), worker.memory_mb_per_slot,
+                                   need.gpu_memory_mb);
 }
 
 const GpuUse& UseOf(const std::vector<GpuUse>& use, size_t gpu) {
@@ -94,7 +97,7 @@ std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const W
     // larger shares.
     int best = -1;
     for (size_t i = 0; i < worker.gpus.size(); ++i) {
-      if (!GpuQualifies(worker.gpus[i], need) ||
+      if (!GpuUsable(worker, i, need) ||
           !Fits(claim, worker.gpus[i], UseOf(use, i), slots_per_gpu)) {
         continue;
       }
@@ -107,8 +110,7 @@ std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const W
   }
   std::vector<int> picked;
   for (size_t i = 0; i < worker.gpus.size() && static_cast<int>(picked.size()) < wanted; ++i) {
-    if (GpuQualifies(worker.gpus[i], need) &&
-        Fits(claim, worker.gpus[i], UseOf(use, i), slots_per_gpu)) {
+    if (GpuUsable(worker, i, need) && Fits(claim, worker.gpus[i], UseOf(use, i), slots_per_gpu)) {
       picked.push_back(static_cast<int>(i));
     }
   }
@@ -161,6 +163,11 @@ std::string WhyNoGpuRoom(const spec::ResourceSpec& need, const WorkerOffer& work
     if (gpus.size() == 8) {
       gpus.push_back("...");
       break;
+    }
+    if (auto fault = worker.gpu_faults.find(static_cast<int>(i));
+        fault != worker.gpu_faults.end()) {
+      gpus.push_back(std::to_string(i) + " is unhealthy (" + fault->second + ")");
+      continue;
     }
     const GpuUse& u = UseOf(use, i);
     std::string text =

@@ -35,6 +35,9 @@ struct WorkerOffer {
   // and a slot gives memory_mb_per_slot of its memory (0: not divided). 0: whole GPUs.
   int slots_per_gpu = 0;
   int64_t memory_mb_per_slot = 0;
+  // GPUs its telemetry reports unhealthy (index into gpus -> why, "Xid 79: GPU has fallen off
+  // the bus"): no new task is placed on them. Not a "never": the worker may come back healthy.
+  std::map<int, std::string> gpu_faults;
 };
 
 // What every task of a job needs, and where it may not run.
@@ -85,7 +88,8 @@ bool TakesShare(const spec::ResourceSpec& need, const WorkerOffer& worker);
 // worker.gpus; missing entries are free): none on a worker without GPUs; a share on one GPU,
 // the fullest that still has room (a partly used GPU fills up before an empty one is opened);
 // otherwise max(1, resources.gpus) free GPUs that each meet the memory and compute minimums --
-// a task is pinned to its own GPU(s). nullopt: there is not room enough now.
+// a task is pinned to its own GPU(s). Unhealthy GPUs (gpu_faults) are never picked. nullopt:
+// there is not room enough now.
 std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const WorkerOffer& worker,
                                          const std::vector<GpuUse>& use);
 // What a task with `need` holds on `gpus` (as PickGpus chose them) of this worker.
@@ -99,7 +103,8 @@ void RemoveClaim(const GpuClaim& claim, std::vector<GpuUse>* use);
 double FreeShare(const WorkerOffer& worker, const std::vector<GpuUse>& use, int gpu);
 double GpusHeld(const GpuClaim& claim, const WorkerOffer& worker);
 // Why a task that could run on this worker has no GPU room there now, e.g. "GPU 0 of w3 has 0.5
-// free, the task needs 0.75" ("" when PickGpus would place it).
+// free, the task needs 0.75", "GPU 1 of w3 is unhealthy (Xid 79: ...)" ("" when PickGpus would
+// place it).
 std::string WhyNoGpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
                          const std::vector<GpuUse>& use);
 // The GPU part of WhyNever: not enough qualifying GPUs, or a share whose slots can never give

@@ -196,9 +196,16 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   LocalFarm farm("dash-farm");
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("render-a"));
-  // The second reports two (simulated) GPUs, for the workers page to show.
+  // The second reports two (simulated) GPUs, for the workers page to show, with telemetry read
+  // through a fake NVML (tests/worker/fake_nvml.cpp) described in a file.
+  const std::string nvml_state = farm.dir() + "/fake-nvml.json";
+  WriteFile(nvml_state,
+            R"({"gpus": [{"util": 42, "mem_used_mb": 6144, "mem_total_mb": 24576, "temp": 58},)"
+            R"( {"util": 7, "mem_used_mb": 512, "mem_total_mb": 24576, "temp": 41}]})");
+  ::setenv("TESSERA_FAKE_NVML", nvml_state.c_str(), 1);
   const std::string gpu_config = farm.dir() + "/render-b.yaml";
-  WriteFile(gpu_config, "worker:\n  simulate_gpus: 2\n");
+  WriteFile(gpu_config, std::string("worker:\n  simulate_gpus: 2\ngpu_telemetry:\n") +
+                            "  interval_ms: 200\n  nvml_library: " + TSR_FAKE_NVML + "\n");
   ASSERT_TRUE(farm.StartWorkerWith("render-b", {"--config", gpu_config}));
   ASSERT_TRUE(farm.WaitForWorkers(2, 30s)) << farm.SchedulerLog();
 
@@ -305,6 +312,13 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   EXPECT_NE(workers.find("render-b"), std::string::npos) << workers;
   EXPECT_EQ(Count(".health.ok"), 2) << "both workers were heard from just now";
   EXPECT_NE(workers.find("Simulated GPU 1"), std::string::npos) << workers;
+  // Each GPU's reading and its utilisation and memory chart.
+  EXPECT_TRUE(browser_->WaitFor(
+      "document.querySelectorAll('.gpu-telemetry svg.sparkline path').length >= 4", 15s))
+      << Dom();
+  const std::string gpu_figures = Text(".gpu-telemetry[data-gpu='0']");
+  EXPECT_NE(gpu_figures.find("GPU 0 · 42% · 6 GB / 24 GB · 58 °C"), std::string::npos)
+      << gpu_figures;
   Snapshot("workers");
 
   // ---- farm ----

@@ -73,6 +73,20 @@ int main(int argc, char** argv) {
   Write(proto, "register-long-name", Body(bad));
 
   Write(proto, "heartbeat", Body(Heartbeat{{{41, 2}, {42, 1}}, false, {{40, 1}}}));
+  Heartbeat beat;
+  beat.running = {{41, 2}};
+  beat.delivering = {{40, 1}};
+  GpuSample reading;
+  reading.index = 1;
+  reading.utilization_pct = 87;
+  reading.memory_used_mb = 40000;
+  reading.memory_total_mb = 81559;
+  reading.temperature_c = 71;
+  reading.power_w = 612.25;
+  reading.last_xid = 79;
+  reading.fault = "Xid 79: GPU has fallen off the bus";
+  beat.gpu_samples = {reading, GpuSample{}};
+  Write(proto, "heartbeat-gpu-samples", Body(beat));
   Write(proto, "progress", Body(Progress{41, 2, 0.5, "frame 3"}));
   Write(proto, "progress-invalid-utf8", Body(Progress{41, 2, 0.5, "frame \xed\xa0\x80"}));
   FrameResult fr{41, 2, 3, 64, 32, 4, 1.25, "cuda:0", {"R", "G", "B", "A"}, {0, 0, 64, 32, 0, 16}};

@@ -193,5 +193,30 @@ TEST(GpuRoomTest, GivingAClaimBackRestoresExactlyWhatItTook) {
   EXPECT_EQ(use[0].slots_used, 0);
 }
 
+TEST(GpuRoomTest, AnUnhealthyGpuTakesNoNewTaskAndWhySaysWhy) {
+  WorkerOffer w = SharingWorker(2, 4);
+  std::vector<GpuUse> use(2);
+  EXPECT_EQ(Place(Share(0.25), w, &use), 0);
+  // GPU 0 holds a quarter: a partly used GPU fills first -- until its telemetry faults it.
+  w.gpu_faults[0] = "Xid 79: GPU has fallen off the bus";
+  EXPECT_EQ(Place(Share(0.25), w, &use), 1) << "the faulted GPU is passed over";
+  EXPECT_EQ(PickGpus(Whole(), w, use), std::nullopt) << "GPU 1 holds a share, GPU 0 is faulted";
+  EXPECT_EQ(WhyNoGpuRoom(Whole(), w, use),
+            "GPUs of w1: 0 is unhealthy (Xid 79: GPU has fallen off the bus), 1 has 0.75 free; "
+            "the task needs a whole GPU");
+  w.gpu_faults[1] = "2 uncorrected ECC error(s)";
+  EXPECT_EQ(PickGpus(Share(0.25), w, use), std::nullopt) << "no healthy GPU is left";
+  // A fault is "not now", never "never": the job still waits for the worker.
+  EXPECT_EQ(WhyNeverGpus(Share(0.25), w), "");
+
+  WorkerOffer one = SharingWorker(1, 0);
+  one.gpu_faults[0] = "GPU 0 is lost: GPU is lost";
+  std::vector<GpuUse> free(1);
+  EXPECT_EQ(WhyNoGpuRoom(Whole(), one, free),
+            "GPU 0 of w1 is unhealthy (GPU 0 is lost: GPU is lost), the task needs a whole GPU");
+  one.gpu_faults.clear();
+  EXPECT_EQ(PickGpus(Whole(), one, free), std::vector<int>{0}) << "healthy again";
+}
+
 }  // namespace
 }  // namespace tessera::policy

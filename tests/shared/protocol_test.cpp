@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "shared/chunked_transfer.h"
 #include "shared/utf8.h"
 
@@ -296,6 +298,65 @@ TEST(ProtocolTest, ListsBeyondTheirLimitAreRefused) {
   beat.running.assign(kMaxTaskRefs + 1, TaskRef{1, 1});
   EXPECT_EQ(RoundTrip(MessageType::kHeartbeat, beat).status().message(),
             "HEARTBEAT body: running: at most 4096 entries (got 4097)");
+}
+
+TEST(ProtocolTest, GpuReadingsTravelInHeartbeatsAndImpossibleFiguresBecomeUnknown) {
+  Heartbeat beat;
+  GpuSample s;
+  s.index = 1;
+  s.utilization_pct = 87;
+  s.memory_used_mb = 40000;
+  s.memory_total_mb = 81559;
+  s.temperature_c = 71;
+  s.power_w = 612.25;
+  s.sm_clock_mhz = 1980;
+  s.memory_clock_mhz = 2619;
+  s.ecc_uncorrected = 0;
+  s.last_xid = 13;
+  s.fault = "Xid 79: GPU has fallen off the bus";
+  beat.gpu_samples = {s};
+  auto read = RoundTrip(MessageType::kHeartbeat, beat);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->gpu_samples.size(), 1u);
+  const GpuSample& r = read->gpu_samples[0];
+  EXPECT_EQ(r.index, 1);
+  EXPECT_EQ(r.utilization_pct, 87);
+  EXPECT_EQ(r.memory_used_mb, 40000);
+  EXPECT_EQ(r.memory_total_mb, 81559);
+  EXPECT_EQ(r.temperature_c, 71);
+  EXPECT_DOUBLE_EQ(r.power_w, 612.25);
+  EXPECT_EQ(r.sm_clock_mhz, 1980);
+  EXPECT_EQ(r.memory_clock_mhz, 2619);
+  EXPECT_EQ(r.ecc_uncorrected, 0);
+  EXPECT_EQ(r.last_xid, 13);
+  EXPECT_EQ(r.fault, s.fault);
+
+  // A hostile or broken worker: figures no GPU has read as "not known", the fault is made valid
+  // text, and too many samples or an index out of range refuse the heartbeat.
+  s.utilization_pct = 250;
+  s.temperature_c = -40;
+  s.power_w = std::nan("");
+  s.memory_used_mb = int64_t{1} << 40;
+  s.last_xid = -3;
+  s.fault = std::string(kMaxTextBytes + 10, 'x') + "\xff";
+  beat.gpu_samples = {s};
+  read = RoundTrip(MessageType::kHeartbeat, beat);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->gpu_samples[0].utilization_pct, -1);
+  EXPECT_EQ(read->gpu_samples[0].temperature_c, -1);
+  EXPECT_EQ(read->gpu_samples[0].power_w, -1);
+  EXPECT_EQ(read->gpu_samples[0].memory_used_mb, -1);
+  EXPECT_EQ(read->gpu_samples[0].last_xid, 0);
+  EXPECT_LE(read->gpu_samples[0].fault.size(), kMaxTextBytes);
+  EXPECT_TRUE(utf8::IsValid(read->gpu_samples[0].fault));
+  beat.gpu_samples.assign(kMaxListEntries + 1, GpuSample{});
+  EXPECT_EQ(RoundTrip(MessageType::kHeartbeat, beat).status().message(),
+            "HEARTBEAT body: gpu_samples: at most 64 entries (got 65)");
+  s = GpuSample{};
+  s.index = 64;
+  beat.gpu_samples = {s};
+  EXPECT_EQ(RoundTrip(MessageType::kHeartbeat, beat).status().message(),
+            "HEARTBEAT body: gpu_samples: index 64 is out of range");
 }
 
 TEST(ProtocolTest, ARejectMayOnlyMeanNotNow) {

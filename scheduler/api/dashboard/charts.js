@@ -155,3 +155,32 @@ export function barChart({title, bars, format = formatAmount, legend = '', note 
          `aria-label="${esc(title)}">${parts.join('')}</svg>` +
          (note ? `<p class="chart-foot">${note}</p>` : '') + '</figure>';
 }
+
+// A small chart of percentages (0..100) over time, for a table cell: one line per series, no
+// axes; the points' gaps (null) break a line. series: [{label, color, values}].
+export function sparkline({times, series, title = ''}) {
+  const w = 120;
+  const h = 28;
+  const t0 = times.length ? times[0] : 0;
+  const span = times.length > 1 ? times[times.length - 1] - t0 : 1;
+  const x = (t) => (times.length > 1 ? ((t - t0) / span) * w : w);
+  const y = (v) => h - 1 - (Math.min(100, Math.max(0, v)) / 100) * (h - 2);
+  const paths = series.map((s) => {
+    let d = '';
+    let pen = false;
+    times.forEach((t, k) => {
+      const v = s.values[k];
+      if (v == null || !Number.isFinite(v)) {
+        pen = false;
+        return;
+      }
+      d += `${pen ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
+      pen = true;
+    });
+    return d ? `<path d="${d}" fill="none" stroke="${s.color}" stroke-width="1.5" ` +
+                   `stroke-linejoin="round"><title>${esc(s.label)}</title></path>` : '';
+  });
+  return `<svg class="sparkline" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" ` +
+         `aria-label="${esc(title)}"><rect class="spark-bg" width="${w}" height="${h}"/>` +
+         `${paths.join('')}</svg>`;
+}

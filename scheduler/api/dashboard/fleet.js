@@ -1,7 +1,7 @@
 // The workers (#/workers) and the farm at a glance (#/farm).
 
 import {api, optional} from './api.js';
-import {barChart, timeChart} from './charts.js';
+import {barChart, sparkline, timeChart} from './charts.js';
 import {ago, at, badge, clockTime, duration, emptyState, esc, gpuTime, megabytes, money, plural,
         stateCounts, verdict, when} from './ui.js';
 
@@ -11,6 +11,10 @@ const kLateS = 60;
 
 function health(worker, now) {
   if (worker.state === 'offline') return {cls: 'down', text: 'offline'};
+  // A faulted GPU (its telemetry: an Xid, ECC errors, lost) or a full disk takes work away.
+  if (worker.health === 'unhealthy') {
+    return {cls: 'down', text: `unhealthy: ${worker.health_reason || 'see its GPUs'}`};
+  }
   const age = (now - Date.parse(worker.last_seen)) / 1000;
   if (age <= kHealthyS) return {cls: 'ok', text: 'healthy'};
   if (age <= kLateS) return {cls: 'late', text: 'late heartbeat'};
@@ -51,6 +55,41 @@ function cost(worker) {
   if (!worker.price_per_hour && !worker.cost) return `<span class="muted">–</span>${group}`;
   const price = worker.price_per_hour ? `${money(worker.price_per_hour)} / h` : '– / h';
   return `<div>${money(worker.cost)}</div><div class="sub">${price}</div>${group}`;
+}
+
+const kUtilColor = '#5b8def';
+const kMemoryColor = '#c678dd';
+
+// Each GPU's latest reading (NVML, gpu_telemetry on the worker) and a chart of its utilisation
+// and memory over the last minutes; a faulted GPU says why. Nothing for a worker without
+// telemetry.
+function telemetry(worker) {
+  const use = (worker.gpu_use || []).filter((g) => g.telemetry || g.fault);
+  if (!use.length) return '';
+  return use.map((g) => {
+    const t = g.telemetry || {};
+    const figures = [
+      t.utilization_pct != null ? `${t.utilization_pct}%` : '',
+      t.memory_used_mb != null ? `${megabytes(t.memory_used_mb)} / ${megabytes(t.memory_total_mb)}`
+                               : '',
+      t.temperature_c != null ? `${t.temperature_c} °C` : '',
+      t.power_w != null ? `${Math.round(t.power_w)} W` : '',
+    ].filter(Boolean).join(' · ');
+    const h = g.history || {t: [], utilization_pct: [], memory_used_mb: []};
+    const total = t.memory_total_mb || 0;
+    const memoryPct = h.memory_used_mb.map((m) => (m == null || !total ? null : 100 * m / total));
+    const chart = h.t.length > 1
+        ? sparkline({times: h.t, title: `GPU ${g.index} utilisation and memory`,
+                     series: [{label: 'utilisation %', color: kUtilColor,
+                               values: h.utilization_pct},
+                              {label: 'memory %', color: kMemoryColor, values: memoryPct}]})
+        : '';
+    const fault = g.fault ? `<div class="gpu-fault" title="No new tasks on this GPU">` +
+                                `${esc(g.fault)}</div>` : '';
+    return `<div class="gpu-telemetry${g.fault ? ' faulted' : ''}" data-gpu="${esc(g.index)}">` +
+           `<span class="sub">GPU ${esc(g.index)} · ${esc(figures || 'no reading')}</span>` +
+           `${chart}${fault}</div>`;
+  }).join('');
 }
 
 // 0.25, 0.5, 1: a share of a GPU as people write it.
@@ -94,7 +133,7 @@ function workerRow(w, now, {costs}) {
          (labels.length ? `<div class="labels">${labels.map((l) => `<span class="tag">` +
                                                                    `${esc(l)}</span>`).join('')}` +
                               '</div>' : '') +
-         `</td><td>${badge(w.state)}</td><td>${gpus(w)}</td>` +
+         `</td><td>${badge(w.state)}</td><td>${gpus(w)}${telemetry(w)}</td>` +
          `<td class="nowrap"><div>${plural(w.cpu_cores, 'core')} · ${megabytes(w.ram_mb)}</div>` +
          (w.cpu_model ? `<div class="sub">${esc(w.cpu_model)}</div>` : '') + '</td>' +
          `<td>${tasks}</td><td class="nowrap">${cloud(w)}</td>` +
