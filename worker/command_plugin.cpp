@@ -362,6 +362,11 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
       return Status::Internal(spec.name + " exited with code " + std::to_string(r.exit_code) +
                               " but reported errors: " + errors);
     }
+    // `outputs: none` (the command renderer's default): the exit code was the whole answer.
+    if (auto outputs = assign.settings.find("outputs");
+        outputs != assign.settings.end() && outputs->second == "none") {
+      return Status::Ok();
+    }
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
     for (int frame = first; frame <= last; ++frame) {
       TSR_ASSIGN_OR_RETURN(std::string path, plugin::OutputPath(spec, ctx, frame));

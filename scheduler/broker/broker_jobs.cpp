@@ -297,7 +297,7 @@ Status Broker::LoadJob(int64_t job_id) {
   for (const auto& [frame, reason] : flags) info.flagged_frames.insert(frame);
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
-  if (job.produces_frames() && !plugin::TakesTesseraScene(job.renderer)) {
+  if (job.renderer != spec::kRendererNoop && !plugin::TakesTesseraScene(job.renderer)) {
     // Resolved from the job file once, when it was submitted (empty when it did not resolve:
     // its tasks then fail on the worker with a message naming the setting).
     info.settings = std::move(job.settings);

@@ -86,7 +86,14 @@ struct JobRecord {
   std::map<std::string, std::string> settings;
   std::string scene_name;
 
-  bool produces_frames() const { return renderer != spec::kRendererNoop; }
+  // Whether its tasks send frame results: not noop tasks (they only report done), nor those of
+  // a plugin whose `outputs` setting is none (a command run for its side effects; jobs stored
+  // before the setting existed have none and keep returning images).
+  bool produces_frames() const {
+    auto outputs = settings.find("outputs");
+    return renderer != spec::kRendererNoop &&
+           (outputs == settings.end() || outputs->second != "none");
+  }
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
   }

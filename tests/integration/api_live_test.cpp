@@ -215,7 +215,7 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
   // A renderer's own output reaches the log of the attempt that failed.
   const int64_t failing = farm.Submit(
       "name: chatty\nrenderer: command\nframes: 1\nmax_retries: 0\n"
-      "settings: {program: echo, argv: ['hello-from-the-renderer']}\n",
+      "settings: {program: echo, outputs: images, argv: ['hello-from-the-renderer']}\n",
       "", &error);
   ASSERT_GT(failing, 0) << error;
   ASSERT_EQ(farm.WaitForJob(failing, 30s).value("state", ""), "failed");

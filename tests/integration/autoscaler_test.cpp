@@ -43,12 +43,12 @@ class AutoscalerTest : public ::testing::Test {
   int64_t SubmitSleeps(const std::string& name, int tasks, double seconds,
                        const std::string& extra = "") {
     std::string error;
-    const int64_t id = farm_->Submit("name: " + name + "\nrenderer: command\nframes: 1-" +
-                                         std::to_string(tasks) + "\noutput: {formats: [png]}\n" +
-                                         extra + "settings: {program: " + task_script_ +
-                                         ", argv: ['" + std::to_string(seconds) +
-                                         "', '{output_dir}', '{frame_start}', '{frame_end}']}\n",
-                                     "", &error);
+    const int64_t id = farm_->Submit(
+        "name: " + name + "\nrenderer: command\nframes: 1-" + std::to_string(tasks) +
+            "\noutput: {formats: [png]}\n" + extra + "settings: {program: " + task_script_ +
+            ", outputs: images" + ", argv: ['" + std::to_string(seconds) +
+            "', '{output_dir}', '{frame_start}', '{frame_end}']}\n",
+        "", &error);
     EXPECT_GT(id, 0) << error;
     return id;
   }

@@ -514,7 +514,7 @@ TEST(FleetTest, CommandRendererSeesTheTasksGpus) {
   const int64_t id = farm.Submit(
       "name: env\nrenderer: command\nframes: 1\nmax_retries: 0\nresources: {gpus: 2}\n"
       "output: {pattern: 'env.####', formats: [png]}\nsettings: {program: " +
-          script + ", argv: ['{output_dir}']}\n",
+          script + ", outputs: images, argv: ['{output_dir}']}\n",
       "", &error);
   ASSERT_GT(id, 0) << error;
   const nlohmann::json job = farm.WaitForJob(id, 60s);

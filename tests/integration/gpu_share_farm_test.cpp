@@ -55,7 +55,7 @@ class GpuShareFarm {
         farm_.Submit("name: " + name + "\nrenderer: command\nframes: " + frames +
                          "\nmax_retries: 0\nresources: " + resources + "\noutput: {pattern: '" +
                          name + ".####', formats: [png]}\nsettings: {program: " + script_ +
-                         ", argv: ['{output_dir}', '{frame_start}']}\n",
+                         ", outputs: images, argv: ['{output_dir}', '{frame_start}']}\n",
                      "", &error);
     EXPECT_GT(id, 0) << error;
     return id;

@@ -159,7 +159,7 @@ TEST(GpuTelemetryFarmTest, FiguresReachMetricsAndTheApiAndAnXidTakesTheGpuOutOfS
   const int64_t job = farm.Submit(
       "name: after-xid\nrenderer: command\nframes: 1-3\nmax_retries: 0\nresources: {gpus: 1}\n"
       "output: {pattern: 'x.####', formats: [png]}\nsettings: {program: " +
-          script + ", argv: ['{output_dir}', '{frame_start}']}\n",
+          script + ", outputs: images, argv: ['{output_dir}', '{frame_start}']}\n",
       "", &error);
   ASSERT_GT(job, 0) << error;
   auto running = [&] {

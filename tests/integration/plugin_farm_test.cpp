@@ -339,10 +339,10 @@ TEST(PluginFarmTest, FailingRendererFailsTheTaskAndTheWorkerKeepsRunning) {
   ASSERT_TRUE(farm.StartWorker("w1"));
   ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
   std::string error;
-  // Exits 0 without writing an image; no retries.
+  // Promises images, exits 0 without writing one; no retries.
   int64_t id = farm.Submit(
       "name: noimage\nrenderer: command\nframes: 1\nmax_retries: 0\n"
-      "settings: {program: 'true'}\n",
+      "settings: {program: 'true', outputs: images}\n",
       "", &error);
   ASSERT_GT(id, 0) << error;
   nlohmann::json job = farm.WaitForJob(id, 30s);
@@ -359,6 +359,53 @@ TEST(PluginFarmTest, FailingRendererFailsTheTaskAndTheWorkerKeepsRunning) {
   job = farm.WaitForJob(id, 30s);
   EXPECT_EQ(job["state"], "failed") << job.dump();
   EXPECT_TRUE(farm.worker("w1").running()) << "the worker survives its renderers' failures";
+}
+
+// A command job without outputs (the default): its tasks succeed on their exit code and return
+// no frames; the job is done with nothing to assemble. What the program did is what counts.
+TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
+  LocalFarm farm("cmd-no-outputs");
+  const std::string marks = farm.dir() + "/marks";
+  ASSERT_TRUE(std::filesystem::create_directories(marks));
+  const std::string script = farm.dir() + "/mark.sh";
+  WriteFile(script,
+            "#!/bin/sh\ni=$2\nwhile [ \"$i\" -le \"$3\" ]; do : > \"$1/$i\"; "
+            "i=$((i + 1)); done\n");
+  ::chmod(script.c_str(), 0755);
+  farm.set_command_programs({script, "false"});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: sim\nrenderer: command\nframes: 1-6\nchunk_size: 2\n"
+      "settings: {program: " +
+          script + ", argv: ['" + marks + "', '{frame_start}', '{frame_end}']}\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  const nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  const nlohmann::json tasks = Tasks(farm, id);
+  ASSERT_EQ(tasks.size(), 3u);
+  for (const nlohmann::json& t : tasks) EXPECT_EQ(t["state"], "done") << t.dump();
+  for (int f = 1; f <= 6; ++f) {
+    EXPECT_TRUE(std::filesystem::exists(marks + "/" + std::to_string(f))) << "frame " << f;
+  }
+  // A failing exit code still fails the task, with the code.
+  const int64_t failing = farm.Submit(
+      "name: bad\nrenderer: command\nframes: 1\nmax_retries: 0\nsettings: {program: 'false'}\n", "",
+      &error);
+  ASSERT_GT(failing, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(failing, 60s)["state"], "failed");
+  EXPECT_NE(Tasks(farm, failing)[0]["message"].dump().find("failed with exit code 1"),
+            std::string::npos)
+      << Tasks(farm, failing).dump();
+  // Anything but none or images is refused at submit, naming the setting.
+  EXPECT_EQ(farm.Submit("name: x\nrenderer: command\nframes: 1\n"
+                        "settings: {program: 'false', outputs: files}\n",
+                        "", &error),
+            -1);
+  EXPECT_NE(error.find("settings.outputs"), std::string::npos) << error;
 }
 
 // A plugin job's settings and scene name are resolved from its job file once, at submit, and
@@ -380,7 +427,7 @@ TEST(PluginFarmTest, SettingsReachTheWorkerAfterARestartWithoutTheJobFileParsed)
   const int64_t id = farm.Submit(
       "name: copy\nrenderer: command\nframes: 1-2\nmax_retries: 0\n"
       "output: {pattern: 'copy.####', formats: [png]}\nsettings: {program: " +
-          script + ", argv: ['{output_dir}', '{frame_start}', '{frame_end}']}\n",
+          script + ", outputs: images, argv: ['{output_dir}', '{frame_start}', '{frame_end}']}\n",
       "", &error);
   ASSERT_GT(id, 0) << error;
   // No worker yet: the job waits. The scheduler stops, and the job file it stored is damaged.

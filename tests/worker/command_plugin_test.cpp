@@ -197,6 +197,41 @@ TEST_F(PluginHostTest, FailingExitCodeAndMissingImageAndMissingProgram) {
       << run.status.message();
 }
 
+TEST_F(PluginHostTest, WithoutOutputsSuccessIsTheExitCodeAndNothingIsReadBack) {
+  // A task of three frames that writes a file per frame somewhere of its own, and no image.
+  const std::string script =
+      Script("sim.sh",
+             "i=$2\nwhile [ \"$i\" -le \"$3\" ]; do echo \"$i\" > \"$1/cache.$i\"; "
+             "i=$((i + 1)); done\n");
+  programs_.push_back(script);
+  protocol::Assign a = Command({dir_, "{frame_start}", "{frame_end}"}, script);
+  a.frame_start = 1;
+  a.frame_end = 3;
+  a.settings["outputs"] = "none";
+  RunOutcome run = Execute("command", a);
+  ASSERT_TRUE(run.status.ok()) << run.status.message();
+  EXPECT_TRUE(run.frames.empty()) << "nothing read back";
+  for (int f = 1; f <= 3; ++f) EXPECT_TRUE(fs::exists(dir_ + "/cache." + std::to_string(f)));
+
+  // The exit code and the error pattern still fail it; "images" still wants its images.
+  a = Command({"-c", "exit 3"}, "sh");
+  a.settings["outputs"] = "none";
+  run = Execute("command", a);
+  EXPECT_NE(run.status.message().find("failed with exit code 3"), std::string::npos)
+      << run.status.message();
+  a = Command({"ERROR: the cache is corrupt"}, "echo");
+  a.settings["outputs"] = "none";
+  run = Execute("command", a);
+  EXPECT_NE(run.status.message().find("reported errors: ERROR: the cache is corrupt"),
+            std::string::npos)
+      << run.status.message();
+  a = Command({}, "true");
+  a.settings["outputs"] = "images";
+  run = Execute("command", a);
+  EXPECT_NE(run.status.message().find("wrote no image for frame 1"), std::string::npos)
+      << run.status.message();
+}
+
 TEST_F(PluginHostTest, OnlyProgramsOnTheAllowListRun) {
   const std::string marker = dir_ + "/pwned";
   programs_ = {"echo", "python3"};
