@@ -336,6 +336,9 @@ struct Assign {
   // The job's resources.gpu_memory_mb: the memory the task may use on each of its GPUs (MiB);
   // 0: no limit. A renderer that needs more fails the task before it allocates.
   int64_t gpu_memory_mb = 0;
+  // The job's resources.cpu_cores: the CPU threads the task's render may use (its share of a
+  // worker running several tasks at once); 0: the worker's own share per slot.
+  int cpu_cores = 0;
   // The job's assets: path (relative to the scene's folder) -> SHA-256 of the blob. The worker
   // fetches those its cache lacks (kBlobRequest) before the render starts.
   std::map<std::string, std::string> assets;
@@ -530,7 +533,8 @@ TSR_MESSAGE_FIELDS(FramePart, x0, y0, x1, y1, sample_begin, sample_end)
 TSR_MESSAGE_FIELDS(SharedOutput, dir, pattern, formats, exr_float)
 TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, scene_yaml, renderer,
                    gpus, part, scene_name, settings, timeout_s, resume_frame, assets, output,
-                   resume_checkpoint, acks, resume_samples, checkpoint_interval_s, gpu_memory_mb)
+                   resume_checkpoint, acks, resume_samples, checkpoint_interval_s, gpu_memory_mb,
+                   cpu_cores)
 TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
 TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
                    backend, channel_names, part, encoding)

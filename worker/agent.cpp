@@ -137,10 +137,14 @@ StatusOr<AgentOptions> MakeAgentOptions(const WorkerConfig& config, const Hardwa
   }
   // Auto slots: one task per GPU (per GPU slot when shared), each pinned to its GPU; one task
   // using every core without.
-  if (o.slots == 0) {
+  if (config.slots_per_core) {
+    // One task per core: short CPU tasks (commands, light renders) packed on a big node.
+    o.slots = std::clamp(o.hardware.cpu_cores, 1, kMaxSlots);
+  } else if (o.slots == 0) {
     const int per_gpu = std::max(1, o.slots_per_gpu);
     o.slots = std::clamp(static_cast<int>(o.hardware.gpus.size()) * per_gpu, 1, kMaxSlots);
   }
+  o.render.slots = o.slots;
   return o;
 }
 

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
                  "folder for task files, the result spool and the key pair (absolute path)");
   app.add_option("--name", flags.name, "worker name (default: the hostname)");
   app.add_option("--backend", flags.backend, "render backend: auto, cpu or cuda");
+  app.add_option("--slots", flags.slots,
+                 "tasks rendered at once: 1..64, or cores (one per CPU core)");
   app.add_option("--threads", flags.threads, "CPU render threads, 0 = all")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error or off");

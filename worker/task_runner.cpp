@@ -242,10 +242,18 @@ std::string TaskRunner::DataDir() const {
       .string();
 }
 
+int RenderThreadsFor(int task_cpu_cores, int worker_threads, int slots, int hardware) {
+  hardware = std::max(1, hardware);
+  if (task_cpu_cores > 0) {
+    return std::min(task_cpu_cores, worker_threads > 0 ? worker_threads : hardware);
+  }
+  if (worker_threads > 0) return worker_threads;
+  return std::max(1, hardware / std::max(1, slots));
+}
+
 int TaskRunner::RenderThreads() const {
-  return settings_.cpu_threads > 0
-             ? settings_.cpu_threads
-             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return RenderThreadsFor(assign_.cpu_cores, settings_.cpu_threads, settings_.slots,
+                          static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::string TaskRunner::PinnedGpus() const {

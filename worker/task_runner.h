@@ -49,10 +49,17 @@ std::optional<OutboxTag> DecodeOutboxTag(const zmq::message_t& frame);
 // from (not an asset path: those are never empty).
 inline constexpr const char* kCheckpointBlob = "";
 
+// CPU threads one render may use: the task's resources.cpu_cores when it declares them (at most
+// worker.threads when that is set), else worker.threads, else its slot's share of the
+// `hardware` threads -- tasks running at once never oversubscribe the cores. At least 1.
+int RenderThreadsFor(int task_cpu_cores, int worker_threads, int slots, int hardware);
+
 struct RenderSettings {
   // Where C++ plugins render (TsrRenderRequest::device): "auto", "cpu" or "cuda" (worker.backend).
   std::string device = "auto";
+  // worker.threads (0: every hardware thread), shared by the `slots` tasks rendering at once.
   int cpu_threads = 0;
+  int slots = 1;
   // C++ renderer plugins: the path tracer and those loaded from worker.native_plugins.
   std::shared_ptr<const NativePluginList> native = BuiltinNativePlugins();
   // External renderers this worker found, where task folders go, and the program search path.
@@ -106,7 +113,7 @@ class TaskRunner {
   Status RenderAll(zmq::socket_t& out, int* frames_done);
   // Where task folders go: settings.data_dir, else a folder of this process under the temp dir.
   std::string DataDir() const;
-  // CPU threads a render may use: worker.threads, else every core (always at least 1).
+  // CPU threads a render may use (RenderThreadsFor).
   int RenderThreads() const;
   // ", GPU 1" / ", GPUs 0,1" for a task pinned to GPUs (what the task log says it runs on); empty
   // for a CPU task.

@@ -77,6 +77,22 @@ Status ReadList(const YAML::Node& node, const std::string& field, size_t max_ite
   return yaml::Convert(node, field, out);
 }
 
+// worker.slots: a number, or `cores` for one slot per CPU core.
+Status ReadSlots(const YAML::Node& node, WorkerConfig* c) {
+  if (!node.IsDefined() || node.IsNull()) return Status::Ok();
+  if (node.IsScalar() && node.Scalar() == "cores") {
+    c->slots_per_core = true;
+    return Status::Ok();
+  }
+  Status s = yaml::Convert(node, "worker.slots", &c->slots);
+  if (!s.ok()) {
+    return Status::InvalidArgument(
+        "worker.slots: expected a number of tasks (0..64) or 'cores', got " +
+        (node.IsScalar() ? "'" + node.Scalar() + "'" : yaml::KindName(node)));
+  }
+  return Status::Ok();
+}
+
 // CURVE settings: keys and tokens are checked now, and a link that would leave this machine
 // unencrypted is refused.
 Status CheckSecurity(WorkerConfig* c) {
@@ -150,7 +166,6 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
     r.Optional("name", &c.name)
         .Optional("backend", &c.backend)
         .Optional("threads", &c.threads)
-        .Optional("slots", &c.slots)
         .Optional("gpu_sharing", &c.gpu_sharing)
         .Optional("slots_per_gpu", &c.slots_per_gpu)
         .Optional("memory_mb_per_slot", &c.memory_mb_per_slot)
@@ -163,6 +178,7 @@ StatusOr<WorkerConfig> ParseWorkerConfig(const YAML::Node& root, const std::stri
         .Optional("cache_mb", &c.cache_mb)
         .Optional("simulate_gpus", &c.simulate_gpus)
         .Optional("run_as", &c.run_as);
+    r.Fail(ReadSlots(r.Child("slots"), &c));
     r.Fail(ReadList(r.Child("command_programs"), "worker.command_programs", kMaxCommandPrograms,
                     &c.command_programs));
     r.Fail(ReadList(r.Child("input_roots"), "worker.input_roots", kMaxInputRoots, &c.input_roots));
@@ -351,6 +367,7 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     if (!flags.name.empty()) root["worker"]["name"] = flags.name;
     if (!flags.backend.empty()) root["worker"]["backend"] = flags.backend;
     if (flags.threads >= 0) root["worker"]["threads"] = flags.threads;
+    if (!flags.slots.empty()) root["worker"]["slots"] = flags.slots;
     if (!flags.pools.empty()) root["worker"]["pools"] = flags.pools;
     if (!flags.tags.empty()) root["worker"]["tags"] = flags.tags;
     if (!flags.command_programs.empty()) {

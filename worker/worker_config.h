@@ -15,7 +15,12 @@
 //     threads: 0                      # CPU render threads; 0 = all hardware threads
 //     slots: 0                        # tasks rendered at once, 1..64; 0 = one per GPU (each
 //                                     #   task pinned to its own GPU), or 1 without GPUs;
-//                                     #   with gpu_sharing: shared, slots_per_gpu per GPU
+//                                     #   with gpu_sharing: shared, slots_per_gpu per GPU;
+//                                     #   cores = one per CPU core. Tasks running at once
+//                                     #   share the cores and RAM: a job's resources.cpu_cores
+//                                     #   and ram_mb are held per task (a task declaring 4
+//                                     #   cores takes 4 of them), and each render gets its
+//                                     #   cpu_cores as threads, else the threads / slots
 //     gpu_sharing: whole              # whole: one task per GPU | shared: tasks asking for a
 //                                     #   resources.gpu_share share each GPU (vGPU-like)
 //     slots_per_gpu: 0                # shared only, and required there: slots each GPU is
@@ -99,6 +104,7 @@ struct WorkerConfig {
   std::string backend = "auto";  // "auto", "cpu" or "cuda"
   int threads = 0;
   int slots = 0;  // 0: one per GPU (slots_per_gpu per GPU when shared), 1 without GPUs
+  bool slots_per_core = false;        // slots: cores -- one per CPU core (at most kMaxSlots)
   std::string gpu_sharing = "whole";  // "whole" or "shared"
   int slots_per_gpu = 0;              // shared: 2..32
   int64_t memory_mb_per_slot = 0;     // shared: GPU memory per slot, 0 = not divided
@@ -150,6 +156,7 @@ struct ConfigFlags {
   std::string name;
   std::string backend;
   int threads = -1;
+  std::string slots;  // a number or "cores"
   std::string log_level;
   std::vector<std::string> pools;             // non-empty: replaces worker.pools
   std::vector<std::string> tags;              // non-empty: replaces worker.tags

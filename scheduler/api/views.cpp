@@ -112,6 +112,12 @@ nlohmann::json WorkerView(const store::WorkerRecord& w, const nlohmann::json& gp
           {"cpu_model", w.cpu_model},
           {"cloud", w.cloud},
           {"current_tasks", w.current_tasks},
+          // Connected workers only: the tasks it runs at once, how many run (or still stop),
+          // and the cores and RAM those tasks declared.
+          {"slots", member("slots", nullptr)},
+          {"slots_used", member("slots_used", nullptr)},
+          {"cpu_cores_used", member("cpu_cores_used", nullptr)},
+          {"ram_mb_used", member("ram_mb_used", nullptr)},
           {"slots_per_gpu", member("slots_per_gpu", 0)},
           {"memory_mb_per_slot", member("memory_mb_per_slot", 0)},
           {"gpu_use", member("gpus", nlohmann::json::array())},

@@ -506,7 +506,7 @@ void Broker::OnRegister(const std::string& identity, const protocol::Envelope& e
   conn.slots = std::clamp(reg->slots, 1, 64);
   conn.offer.slots_per_gpu = reg->slots_per_gpu;
   conn.offer.memory_mb_per_slot = reg->memory_mb_per_slot;
-  conn.gpu_claims.Reset(reg->gpus.size());
+  conn.claims.Reset(reg->gpus.size());
   conn.draining = reg->draining;
   conn.acks_in_assign = std::find(reg->features.begin(), reg->features.end(),
                                   protocol::kFeatureAcksInAssign) != reg->features.end();

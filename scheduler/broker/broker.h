@@ -178,7 +178,7 @@ class Broker {
   StatusOr<nlohmann::json> WorkerPlugins();
   // Each connected worker's GPU sharing, what its GPUs hold and what their telemetry says, by
   // worker name: {"NAME": {"slots_per_gpu", "memory_mb_per_slot", "health": "ok"|"unhealthy",
-  // "health_reason", "gpus": [GpuClaims::View + GpuBoard::View + "name"]}}. `history`: with
+  // "health_reason", "gpus": [RoomClaims::View + GpuBoard::View + "name"]}}. `history`: with
   // each GPU's recent readings (the dashboard's charts; /metrics needs only the latest).
   StatusOr<nlohmann::json> WorkerGpuUse(bool history = true);
   // Why a task is (or is not) running: {"task_id", "state", "reason", "details": [...]}.

@@ -39,9 +39,8 @@ void Broker::Reattach(const std::string& identity, WorkerConn& worker, const pro
   leases_.queue().erase(LeaseTable::KeyOf(task, job));
   leases_.Reattached(task.task_id);
   // Which GPUs it renders on is not reported; book the ones the policy would pick.
-  std::vector<int> gpus =
-      policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())
-          .value_or(std::vector<int>{});
+  std::vector<int> gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.claims.gpus())
+                              .value_or(std::vector<int>{});
   AddLease(task, identity, worker, ref.attempt, gpus);
   spdlog::info("job {} task {} attempt {} re-attached to worker {}", task.job_id, task.task_id,
                ref.attempt, worker.offer.name);
@@ -60,9 +59,9 @@ std::set<QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker, std::
     const int64_t job_id = std::get<1>(*it);
     const JobInfo& job = leases_.jobs()[job_id];
     if (policy::CouldEverRun(job.needs, worker.offer) &&
-        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
-      if (auto picked =
-              policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use())) {
+        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_) &&
+        policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu()).empty()) {
+      if (auto picked = policy::PickGpus(job.needs.resources, worker.offer, worker.claims.gpus())) {
         candidates.push_back({job_id, job.project, job.user, job.running, job.dispatched});
         heads.push_back(it);
         picked_gpus.push_back(std::move(*picked));
@@ -183,6 +182,7 @@ bool Broker::StartLease(LiveTask& task, const std::string& identity, WorkerConn&
   assign.timeout_s = job.task_timeout_s;
   assign.checkpoint_interval_s = job.checkpoint_interval_s;
   assign.gpu_memory_mb = job.needs.resources.gpu_memory_mb;
+  assign.cpu_cores = job.needs.resources.cpu_cores;
   if (task.resume_frame > 0 || !task.checkpoint_hash.empty()) {
     // A handed-back (or lost, checkpointed) task resumes where its last copy stopped (the worker
     // fetches the checkpoint).
@@ -234,10 +234,11 @@ void Broker::StartBackups() {
     if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) continue;
     for (auto& [identity, worker] : workers_) {
       if (worker.free_slots() <= 0 || task.LeaseOn(identity) ||
-          !policy::CouldEverRun(job.needs, worker.offer)) {
+          !policy::CouldEverRun(job.needs, worker.offer) ||
+          !policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu()).empty()) {
         continue;
       }
-      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.gpu_claims.use());
+      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.claims.gpus());
       if (!gpus) continue;
       spdlog::info(
           "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "

@@ -110,7 +110,7 @@ StatusOr<nlohmann::json> Broker::WorkerGpuUse(bool history) {
   return OnBrokerThread<nlohmann::json>([this, history]() -> StatusOr<nlohmann::json> {
     nlohmann::json workers = nlohmann::json::object();
     for (const auto& [identity, worker] : workers_) {
-      nlohmann::json gpus = worker.gpu_claims.View(worker.offer);
+      nlohmann::json gpus = worker.claims.View(worker.offer);
       for (size_t i = 0; i < gpus.size(); ++i) {
         gpus[i].update(worker.gpu_board.View(i, history));
         if (i < worker.offer.gpus.size()) gpus[i]["name"] = worker.offer.gpus[i].name;
@@ -120,7 +120,11 @@ StatusOr<nlohmann::json> Broker::WorkerGpuUse(bool history) {
       if (!worker.disk_full.empty()) {
         reason += (reason.empty() ? "" : "; ") + ("disk full: " + worker.disk_full);
       }
-      workers[worker.offer.name] = {{"slots_per_gpu", worker.offer.slots_per_gpu},
+      workers[worker.offer.name] = {{"slots", worker.slots},
+                                    {"slots_used", worker.tasks.size() + worker.stopping.size()},
+                                    {"cpu_cores_used", worker.claims.cpu().cores},
+                                    {"ram_mb_used", worker.claims.cpu().ram_mb},
+                                    {"slots_per_gpu", worker.offer.slots_per_gpu},
                                     {"memory_mb_per_slot", worker.offer.memory_mb_per_slot},
                                     {"health", reason.empty() ? "ok" : "unhealthy"},
                                     {"health_reason", reason},
@@ -187,13 +191,16 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       reason = "no workers are connected";
     } else {
       int eligible = 0, free = 0;
-      std::string no_room;  // the first eligible worker's lack of GPU room
+      std::string no_room;  // the first eligible worker's lack of CPU or GPU room
       for (const auto& [identity, worker] : workers_) {
         const std::string never = policy::WhyNever(job.needs, worker.offer);
-        const std::string room =
-            never.empty()
-                ? policy::WhyNoGpuRoom(job.needs.resources, worker.offer, worker.gpu_claims.use())
-                : "";
+        std::string room;
+        if (never.empty()) {
+          room = policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu());
+          if (room.empty()) {
+            room = policy::WhyNoGpuRoom(job.needs.resources, worker.offer, worker.claims.gpus());
+          }
+        }
         const bool now = never.empty() && worker.free_slots() > 0 && room.empty();
         eligible += never.empty();
         free += now;

@@ -477,8 +477,8 @@ void Broker::ReleaseLease(LiveTask& task, const std::string& identity) {
 
 void Broker::ChargeLease(const LiveTask& task, const Lease& lease, const WorkerConn& worker) {
   // A share of a GPU counts its part.
-  const double gpus = worker.gpu_claims.GpusHeld(task.task_id, lease.attempt, worker.offer,
-                                                 static_cast<double>(lease.gpus.size()));
+  const double gpus = worker.claims.GpusHeld(task.task_id, lease.attempt, worker.offer,
+                                             static_cast<double>(lease.gpus.size()));
   if (gpus == 0 && worker.price.per_hour <= 0) return;  // nothing to count: no write
   const double seconds = std::chrono::duration<double>(now_ - lease.leased_at).count();
   // Its share of the worker: its GPUs of the worker's, or one slot of a worker without GPUs.

@@ -104,7 +104,7 @@ std::vector<std::pair<int64_t, double>> WorkerRegistry::Meter(Clock::time_point 
 void WorkerRegistry::Book(WorkerConn& worker, int64_t task_id, int attempt,
                           const spec::ResourceSpec& need, const std::vector<int>& gpus) {
   worker.tasks.insert(task_id);
-  worker.gpu_claims.Take(task_id, attempt, need, worker.offer, gpus);
+  worker.claims.Take(task_id, attempt, need, worker.offer, gpus);
 }
 
 void WorkerRegistry::Release(WorkerConn& worker, int64_t task_id, int attempt,
@@ -114,7 +114,7 @@ void WorkerRegistry::Release(WorkerConn& worker, int64_t task_id, int attempt,
   // A stopping lease keeps its GPU room until the worker confirms it has stopped.
   auto stopping = worker.stopping.find(task_id);
   if (stopping == worker.stopping.end() || stopping->second != attempt) {
-    worker.gpu_claims.Release(task_id, attempt);
+    worker.claims.Release(task_id, attempt);
   }
 }
 
@@ -130,7 +130,7 @@ void WorkerRegistry::FreeStopped(WorkerConn& worker,
                     [&](const protocol::TaskRef& r) { return r.task_id == task_id; })) {
       ++it;
     } else {
-      worker.gpu_claims.Release(it->first, it->second);
+      worker.claims.Release(it->first, it->second);
       it = worker.stopping.erase(it);
     }
   }
@@ -140,7 +140,7 @@ void WorkerRegistry::ForgetLeases() {
   for (auto& [identity, worker] : workers_) {
     worker.tasks.clear();
     worker.stopping.clear();
-    worker.gpu_claims.Reset(worker.offer.gpus.size());
+    worker.claims.Reset(worker.offer.gpus.size());
     worker.pending_acks.clear();
   }
 }

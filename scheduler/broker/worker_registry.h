@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "scheduler/broker/gpu_board.h"
-#include "scheduler/broker/gpu_claims.h"
+#include "scheduler/broker/room_claims.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/store/store.h"
 #include "shared/protocol.h"
@@ -38,7 +38,7 @@ struct WorkerPrice {
 struct WorkerConn {
   policy::WorkerOffer offer;  // id, name, pools, tags, hardware
   int slots = 1;
-  GpuClaims gpu_claims;     // what its leases (and stopping renders) hold of its GPUs
+  RoomClaims claims;        // what its leases (and stopping renders) hold of its GPUs
   GpuBoard gpu_board;       // what its GPU telemetry says; faults are copied into offer
   std::set<int64_t> tasks;  // current leases
   // Cancelled leases whose render may still be stopping (task -> attempt). They keep their

@@ -96,6 +96,12 @@ std::string CloudSummary(const json& cloud) {
   return out.empty() ? "-" : out;
 }
 
+// "3/8": the slots in use of a connected worker ("-" for one not connected).
+std::string SlotsText(const json& worker) {
+  if (!Member(worker, "slots").is_number()) return "-";
+  return Str(worker, "slots_used") + "/" + Str(worker, "slots");
+}
+
 std::string IdList(const json& ids) {
   if (!ids.is_array() || ids.empty()) return "-";
   std::string out;
@@ -305,8 +311,8 @@ int RunWorkers(const ClientOptions& options) {
     std::cout << "No workers.\n";
     return kExitOk;
   }
-  Table table(
-      {"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "TASKS", "COST", "LAST SEEN"});
+  Table table({"ID", "NAME", "STATE", "CORES", "RAM", "GPUS", "CLOUD", "SLOTS", "TASKS", "COST",
+               "LAST SEEN"});
   for (const json& w : workers) {
     const std::string state = Str(w, "state") +
                               (Member(w, "disabled") == true ? " (disabled)" : "") +
@@ -318,7 +324,8 @@ int RunWorkers(const ClientOptions& options) {
     }
     table.AddRow({Str(w, "id"), Str(w, "name"), state, Str(w, "cpu_cores"),
                   FormatMegabytes(Int(w, "ram_mb")), GpuSummary(Member(w, "gpus")),
-                  CloudSummary(Member(w, "cloud")), IdList(Member(w, "current_tasks")), cost,
+                  CloudSummary(Member(w, "cloud")), SlotsText(w),
+                  IdList(Member(w, "current_tasks")), cost,
                   FormatTimestamp(Member(w, "last_seen"))});
   }
   table.Print(std::cout);

@@ -126,7 +126,7 @@ StatusOr<std::string> FindBinary(const std::string& name) {
 }
 
 // Fails fast with a clear message instead of letting the scheduler die on bind().
-Status CheckPortFree(int port) {
+Status CheckPortFree(int port, const char* flag) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
   int one = 1;
@@ -142,7 +142,8 @@ Status CheckPortFree(int port) {
   if (err == EADDRINUSE) {
     return Status::FailedPrecondition("port " + std::to_string(port) +
                                       " on 127.0.0.1 is already in use (is another farm or "
-                                      "scheduler running?); pick another with --port");
+                                      "scheduler running?); pick another with " +
+                                      std::string(flag));
   }
   return Status::FailedPrecondition("cannot use port " + std::to_string(port) + ": " +
                                     std::strerror(err));
@@ -292,10 +293,12 @@ int LocalFarm::Run() {
   if (threads <= 0) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / n);
   }
-  if (options_.port != 0) {
-    Status port = CheckPortFree(options_.port);
-    if (!port.ok()) {
-      std::cerr << "error: --port: " << port.message() << "\n";
+  for (const auto& [port, flag] :
+       {std::pair{options_.port, "--port"}, std::pair{options_.broker_port, "--broker-port"}}) {
+    if (port == 0) continue;
+    Status free = CheckPortFree(port, flag);
+    if (!free.ok()) {
+      std::cerr << "error: " << flag << ": " << free.message() << "\n";
       return 1;
     }
   }
@@ -337,14 +340,14 @@ int LocalFarm::Run() {
 
   const auto deadline = Clock::now() + kStartupTimeout;
   const std::string scheduler_log = (data_dir_ / "logs" / "scheduler.log").string();
-  StatusOr<pid_t> pid =
-      Spawn(*scheduler_bin,
-            {"--config", config_path.string(), "--data", data_dir_.string(), "--api",
-             "127.0.0.1:" + std::to_string(options_.port), "--broker", "tcp://127.0.0.1:0",
-             // A farm on this machine only: workers connect over loopback without CURVE keys,
-             // and the API (on 127.0.0.1) takes no tokens.
-             "--security", "insecure", "--auth", "none"},
-            scheduler_log);
+  StatusOr<pid_t> pid = Spawn(*scheduler_bin,
+                              {"--config", config_path.string(), "--data", data_dir_.string(),
+                               "--api", "127.0.0.1:" + std::to_string(options_.port), "--broker",
+                               "tcp://127.0.0.1:" + std::to_string(options_.broker_port),
+                               // A farm on this machine only: workers connect over loopback without
+                               // CURVE keys, and the API (on 127.0.0.1) takes no tokens.
+                               "--security", "insecure", "--auth", "none"},
+                              scheduler_log);
   if (!pid.ok()) {
     std::cerr << "error: cannot start tessera-scheduler: " << pid.status().message() << "\n";
     return 1;
@@ -390,6 +393,8 @@ int LocalFarm::Run() {
 
   std::cout << "Tessera farm ready: API " << api_url << "  (scheduler + " << n << " workers, data "
             << data_dir_.string() << ")" << std::endl;
+  std::cout << "Workers' port: " << broker << "  (more workers: tessera-worker --scheduler "
+            << broker << ")" << std::endl;
   std::cout << "Local insecure mode: workers connect over loopback without CURVE encryption and "
                "the API takes no tokens; run tessera-scheduler with its defaults "
                "(broker.security: curve, api.auth: token) for a networked farm"
@@ -419,8 +424,15 @@ int RunUp(const UpOptions& options) {
     std::cerr << "error: --workers: must be in [1, 256], got " << options.workers << "\n";
     return 2;
   }
-  if (options.port < 0 || options.port > 65535) {
-    std::cerr << "error: --port: must be in [0, 65535], got " << options.port << "\n";
+  for (const auto& [port, flag] :
+       {std::pair{options.port, "--port"}, std::pair{options.broker_port, "--broker-port"}}) {
+    if (port < 0 || port > 65535) {
+      std::cerr << "error: " << flag << ": must be in [0, 65535], got " << port << "\n";
+      return 2;
+    }
+  }
+  if (options.port != 0 && options.port == options.broker_port) {
+    std::cerr << "error: --broker-port: " << options.port << " is also the API's --port\n";
     return 2;
   }
   std::error_code ec;

@@ -13,6 +13,9 @@ struct UpOptions {
   int workers = 2;
   std::string data_dir = "./tessera-data";
   int port = 8470;  // the HTTP API port on 127.0.0.1; 0 lets the scheduler pick one
+  // The workers' port (ZeroMQ) on 127.0.0.1, for more workers started by hand
+  // (tessera-worker --scheduler tcp://127.0.0.1:PORT); 0 lets the scheduler pick one.
+  int broker_port = 0;
   int threads = 0;  // render threads per worker; 0 = cores / workers, at least 1
 };
 

@@ -271,6 +271,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   up_cmd
+      ->add_option("--broker-port", up.broker_port,
+                   "Workers' port on 127.0.0.1 (default: any free one; the farm prints it)")
+      ->check(CLI::Range(0, 65535));
+  up_cmd
       ->add_option("--threads", up.threads,
                    "Render threads per worker (default: cores / workers, at least 1)")
       ->check(CLI::Range(1, 4096));

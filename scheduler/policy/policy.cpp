@@ -44,6 +44,22 @@ std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNeverGpus(need, worker);
 }
 
+std::string WhyNoCpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+                         const CpuUse& use) {
+  if (need.cpu_cores > 0 && use.cores + need.cpu_cores > worker.cpu_cores) {
+    return worker.name + " has " + std::to_string(std::max(0, worker.cpu_cores - use.cores)) +
+           " of " + std::to_string(worker.cpu_cores) + " CPU cores free, the task needs " +
+           std::to_string(need.cpu_cores);
+  }
+  if (need.ram_mb > 0 && use.ram_mb + need.ram_mb > worker.ram_mb) {
+    return worker.name + " has " +
+           std::to_string(std::max<int64_t>(0, worker.ram_mb - use.ram_mb)) + " of " +
+           std::to_string(worker.ram_mb) + " MB of RAM free, the task needs " +
+           std::to_string(need.ram_mb);
+  }
+  return "";
+}
+
 bool LimitsAllow(const std::vector<std::string>& names, const std::map<std::string, int>& max,
                  const std::map<std::string, int>& in_use) {
   for (const std::string& name : names) {

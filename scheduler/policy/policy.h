@@ -58,6 +58,19 @@ inline bool CouldEverRun(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNever(job, worker).empty();
 }
 
+// ---- CPU room (policy.cpp) -------------------------------------------------------------------
+// The tasks a worker runs at once (its slots) share its cores and RAM: a task that declares
+// resources.cpu_cores or ram_mb holds that much while it runs, and the sums never exceed what
+// the worker has. A task that declares neither holds only its slot.
+struct CpuUse {
+  int cores = 0;
+  int64_t ram_mb = 0;
+};
+// Why a task that could run on this worker has no core or RAM room there now, e.g. "w3 has 2
+// of 8 CPU cores free, the task needs 4" ("" when it fits).
+std::string WhyNoCpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+                         const CpuUse& use);
+
 // ---- GPU room (gpu_room.cpp) -----------------------------------------------------------------
 // A GPU's room is counted in integer slots: a shared GPU has slots_per_gpu of them, a GPU of a
 // worker that does not share has one. A task with resources.gpu_share on a sharing worker takes

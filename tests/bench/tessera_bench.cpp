@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddSplitCommand(app);
   tessera::bench::AddAbuseCommand(app);
   tessera::bench::AddCheckpointCommand(app);
+  tessera::bench::AddCommandsCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -196,11 +196,18 @@ TEST_F(CliE2eTest, UpFailsFastWhenThePortIsTaken) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::string port = std::to_string(ntohs(addr.sin_port));
   RunResult r = Tessera({"up", "--port", port, "--data", dir_ + "/data"}, seconds(20));
-  close(fd);
   ASSERT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("port " + port), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  // The workers' port too, named by its flag.
+  RunResult broker = Tessera(
+      {"up", "--port", std::to_string(FreePort()), "--broker-port", port, "--data", dir_ + "/data"},
+      seconds(20));
+  close(fd);
+  ASSERT_FALSE(broker.timed_out);
+  EXPECT_NE(broker.exit_code, 0);
+  EXPECT_NE(broker.err.find("error: --broker-port: port " + port), std::string::npos) << broker.err;
 }
 
 // ---- (3) a whole local farm --------------------------------------------------------------------
@@ -215,15 +222,20 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   TSR_REQUIRE(fs::exists(kBinDir + "/tessera-scheduler") && fs::exists(kBinDir + "/tessera-worker"),
               "tessera-scheduler / tessera-worker are not built in " << kBinDir);
   const std::string port = std::to_string(FreePort());
+  const std::string broker_port = std::to_string(FreePort());
   const std::string server = "http://127.0.0.1:" + port;
   const std::string data = dir_ + "/data";
-  BackgroundProcess up(
-      {kTessera, "up", "--workers", "2", "--data", data, "--port", port, "--threads", "1"},
-      dir_ + "/up.stderr");
+  BackgroundProcess up({kTessera, "up", "--workers", "2", "--data", data, "--port", port,
+                        "--broker-port", broker_port, "--threads", "1"},
+                       dir_ + "/up.stderr");
   std::optional<std::string> ready = up.ReadLine(seconds(60));
   ASSERT_TRUE(ready.has_value()) << "no ready line; see " << dir_ << "/up.stderr";
   EXPECT_EQ(*ready, "Tessera farm ready: API " + server + "  (scheduler + 2 workers, data " +
                         fs::weakly_canonical(data).string() + ")");
+  std::optional<std::string> workers_port = up.ReadLine(seconds(5));
+  ASSERT_TRUE(workers_port.has_value());
+  EXPECT_EQ(workers_port->rfind("Workers' port: tcp://127.0.0.1:" + broker_port + " ", 0), 0u)
+      << *workers_port;
   std::vector<pid_t> children = up.Children();
   EXPECT_EQ(children.size(), 3u) << "expected a scheduler and 2 workers";
 

@@ -142,6 +142,51 @@ TEST(PolicyFarmTest, MultiGpuWorkerRunsOneTaskPerGpu) {
   EXPECT_EQ(farm.WaitForJob(id, 10s)["state"], "done");
 }
 
+TEST(PolicyFarmTest, TasksRunningAtOnceShareTheWorkersCores) {
+  LocalFarm farm("cpu-room");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  FakeWorker node(farm.broker_endpoint(), "node", {"default"}, {}, {}, /*slots=*/8);
+  node.registration().cpu_cores = 8;
+  node.registration().ram_mb = 32000;
+  node.Register();
+  ASSERT_TRUE(farm.WaitForWorkers(1, 10s));
+  const int64_t heavy = SubmitNoop(farm, "name: heavy\nframes: 1-3\nresources: {cpu_cores: 4}\n");
+  auto first = node.NextAssign(5s);
+  ASSERT_TRUE(first.has_value()) << farm.SchedulerLog();
+  EXPECT_EQ(first->cpu_cores, 4) << "the render is told its cores";
+  node.running = {{first->task_id, first->attempt}};
+  auto second = node.NextAssign(5s);
+  ASSERT_TRUE(second.has_value());
+  node.running.push_back({second->task_id, second->attempt});
+  EXPECT_FALSE(node.NextAssign(1s).has_value())
+      << "eight slots, but two tasks of 4 cores fill its 8 cores: the third waits";
+  int64_t waiting = 0;
+  for (const nlohmann::json& t : Tasks(farm, heavy)) {
+    if (t["state"] == "queued") waiting = t["id"];
+  }
+  ASSERT_GT(waiting, 0);
+  EXPECT_NE(Why(farm, waiting).find("node has 0 of 8 CPU cores free, the task needs 4"),
+            std::string::npos)
+      << Why(farm, waiting);
+  // A task declaring no cores takes only a slot: it runs beside them.
+  const int64_t light = SubmitNoop(farm, "name: light\nframes: 1\n");
+  auto beside = node.NextAssign(5s);
+  ASSERT_TRUE(beside.has_value());
+  EXPECT_EQ(beside->job_id, light);
+  node.running.push_back({beside->task_id, beside->attempt});
+  // Finishing a 4-core task frees its cores for the third.
+  node.Done(*first);
+  node.running.erase(node.running.begin());
+  auto third = node.NextAssign(5s);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->task_id, waiting);
+  node.Done(*second);
+  node.Done(*beside);
+  node.Done(*third);
+  EXPECT_EQ(farm.WaitForJob(heavy, 10s)["state"], "done");
+  EXPECT_EQ(farm.WaitForJob(light, 10s)["state"], "done");
+}
+
 TEST(PolicyFarmTest, ProjectCapLimitsItsRunningTasks) {
   // Slow heartbeats: a fake worker's beat sent just before it reads a fresh assignment must not
   // make the lease look lost while the test polls the other worker.

@@ -20,13 +20,13 @@ WorkerConn Conn(int64_t id, const std::string& name, int slots = 2, int gpus = 0
   conn.offer.name = name;
   conn.slots = slots;
   conn.offer.gpus.resize(gpus);
-  conn.gpu_claims.Reset(gpus);
+  conn.claims.Reset(gpus);
   return conn;
 }
 
 // Whether a lease holds any of GPU `index`.
 bool Held(const WorkerConn& worker, size_t index) {
-  const policy::GpuUse& use = worker.gpu_claims.use().at(index);
+  const policy::GpuUse& use = worker.claims.gpus().at(index);
   return use.whole || use.slots_used > 0;
 }
 

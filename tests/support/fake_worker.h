@@ -36,6 +36,9 @@ class FakeWorker {
     Register();
   }
 
+  // What it registers with (change it, then Register() again to offer other hardware).
+  protocol::Register& registration() { return reg_; }
+
   // (Re-)registers, reporting the tasks in `running` as still being rendered.
   void Register() {
     reg_.running = running;

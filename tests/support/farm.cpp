@@ -38,7 +38,7 @@ bool LocalFarm::StartScheduler(bool reuse_ports) {
   }
   scheduler_ =
       Process::Start({Bin("tessera-scheduler"), "--config", dir_ + "/scheduler.yaml", "--data",
-                      dir_ + "/data", "--api", api, "--broker", broker, "--log-level", "debug"},
+                      dir_ + "/data", "--api", api, "--broker", broker, "--log-level", log_level_},
                      dir_ + "/scheduler.log");
   bool ready =
       WaitFor([&] { return fs::exists(dir_ + "/data/scheduler.json") || !scheduler_.running(); },

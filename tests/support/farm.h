@@ -76,6 +76,10 @@ class LocalFarm {
   bool WaitForWorkers(size_t n, std::chrono::seconds timeout);
 
   const std::string& dir() const { return dir_; }
+  Process& scheduler() { return scheduler_; }
+  // The daemons' log level (before they start): debug for tests, info for benchmarks, which
+  // measure the farm as it runs in production.
+  void set_log_level(std::string level) { log_level_ = std::move(level); }
   const std::string& broker_endpoint() const { return broker_endpoint_; }
   std::string SchedulerLog() const;
 
@@ -89,6 +93,7 @@ class LocalFarm {
   std::string ca_file_;
   std::string broker_endpoint_;
   std::string broker_bind_ = "tcp://127.0.0.1:0";
+  std::string log_level_ = "debug";
   Process scheduler_;
   std::map<std::string, Process> workers_;
   std::vector<std::string> command_programs_ = {"echo", "false", "true", "sleep"};

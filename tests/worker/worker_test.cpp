@@ -289,6 +289,29 @@ TEST(WorkerConfig, AutoSlotsAreOnePerGpuTheWorkerRendersOn) {
   EXPECT_EQ(MakeAgentOptions(WorkerConfig{}, cpu_only)->slots, 1);
 }
 
+TEST(WorkerConfig, CoresSlotsAreOnePerCoreAndRendersShareTheThreads) {
+  StatusOr<WorkerConfig> c = ParseText("worker: {slots: cores}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->slots_per_core);
+  HardwareInfo box;
+  box.backends = {"cpu"};
+  box.cpu_cores = 12;
+  EXPECT_EQ(MakeAgentOptions(*c, box)->slots, 12);
+  box.cpu_cores = 256;
+  EXPECT_EQ(MakeAgentOptions(*c, box)->slots, kMaxSlots);
+  EXPECT_EQ(ParseText("worker: {slots: lots}\n").status().message(),
+            "worker.slots: expected a number of tasks (0..64) or 'cores', got 'lots'");
+  EXPECT_THAT(ParseText("worker: {slots: 65}\n").status().message(), HasSubstr("worker.slots"));
+  EXPECT_THAT(ParseText("worker: {slots: [1]}\n").status().message(), HasSubstr("worker.slots"));
+  // Threads per render: the task's cpu_cores, else worker.threads, else the slot's share.
+  EXPECT_EQ(RenderThreadsFor(/*task_cpu_cores=*/4, /*worker_threads=*/0, /*slots=*/8, 16), 4);
+  EXPECT_EQ(RenderThreadsFor(4, 2, 8, 16), 2) << "worker.threads caps a task's cores";
+  EXPECT_EQ(RenderThreadsFor(0, 3, 8, 16), 3);
+  EXPECT_EQ(RenderThreadsFor(0, 0, 8, 16), 2);
+  EXPECT_EQ(RenderThreadsFor(0, 0, 8, 2), 1) << "never fewer than one";
+  EXPECT_EQ(RenderThreadsFor(0, 0, 1, 16), 16);
+}
+
 TEST(WorkerConfig, GpuSharingIsCheckedNamingTheField) {
   auto message = [](const std::string& text) { return ParseText(text).status().message(); };
   StatusOr<WorkerConfig> c = ParseText("");

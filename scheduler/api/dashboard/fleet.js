@@ -119,6 +119,12 @@ function running(w) {
   return rows.join('') + rest.map((t) => tag(t)).join(' ');
 }
 
+// "3 / 8 slots" above a connected worker's running tasks (nothing for one not connected).
+function slots(w) {
+  if (w.slots == null) return '';
+  return `<div class="sub slots">${esc(w.slots_used ?? 0)} / ${plural(w.slots, 'slot')}</div>`;
+}
+
 function workerRow(w, now, {costs}) {
   const h = health(w, now);
   const tasks = running(w);
@@ -136,7 +142,7 @@ function workerRow(w, now, {costs}) {
          `</td><td>${badge(w.state)}</td><td>${gpus(w)}${telemetry(w)}</td>` +
          `<td class="nowrap"><div>${plural(w.cpu_cores, 'core')} · ${megabytes(w.ram_mb)}</div>` +
          (w.cpu_model ? `<div class="sub">${esc(w.cpu_model)}</div>` : '') + '</td>' +
-         `<td>${tasks}</td><td class="nowrap">${cloud(w)}</td>` +
+         `<td>${slots(w)}${tasks}</td><td class="nowrap">${cloud(w)}</td>` +
          (costs ? `<td class="num nowrap">${cost(w)}</td>` : '') +
          `<td class="nowrap"><span class="seen ${h.cls}" title="${esc(w.last_seen)}">` +
          `${esc(ago(w.last_seen, now))}</span></td></tr>`;

@@ -1,6 +1,7 @@
 #pragma once
-// The GPU room one connected worker's leases hold: per GPU the slots and memory in use (what the
-// policy places against), and per lease -- keyed by (task_id, attempt), the fencing token -- the
+// The room one connected worker's leases hold: per GPU the slots and memory in use, and the CPU
+// cores and RAM the tasks it runs at once have declared (what the policy places against), and
+// per lease -- keyed by (task_id, attempt), the fencing token -- the
 // claim it took, so ending a lease gives back exactly what it took, even while another attempt
 // of the same task holds room here too. Owned by the broker thread (one per WorkerConn).
 
@@ -14,7 +15,7 @@
 
 namespace tessera::broker {
 
-class GpuClaims {
+class RoomClaims {
  public:
   // Nothing held, on a worker with `gpu_count` GPUs.
   void Reset(size_t gpu_count);
@@ -26,7 +27,9 @@ class GpuClaims {
   void Release(int64_t task_id, int attempt);
 
   // Per GPU, what the leases hold now: what policy::PickGpus places against.
-  const std::vector<policy::GpuUse>& use() const { return use_; }
+  const std::vector<policy::GpuUse>& gpus() const { return use_; }
+  // The cores and RAM the leases hold now: what policy::WhyNoCpuRoom places against.
+  const policy::CpuUse& cpu() const { return cpu_; }
   // How much of a GPU the lease holds (a share counts its part): its GPU-seconds per second.
   // `fallback` when it holds nothing here.
   double GpusHeld(int64_t task_id, int attempt, const policy::WorkerOffer& worker,
@@ -36,8 +39,13 @@ class GpuClaims {
   nlohmann::json View(const policy::WorkerOffer& worker) const;
 
  private:
+  struct Claim {
+    policy::GpuClaim gpus;
+    policy::CpuUse cpu;
+  };
   std::vector<policy::GpuUse> use_;
-  std::map<std::pair<int64_t, int>, policy::GpuClaim> claims_;
+  policy::CpuUse cpu_;
+  std::map<std::pair<int64_t, int>, Claim> claims_;
 };
 
 }  // namespace tessera::broker
