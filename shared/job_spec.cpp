@@ -468,8 +468,24 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
           r.Fail(yaml::CheckListSize(kv.second, field, plugin::kMaxListWords));
           if (r.ok()) r.Fail(yaml::Convert(kv.second, field, &words));
           job.settings[name] = nlohmann::json(words).dump();
+        } else if (kv.second.IsMap()) {
+          // NAME: value pairs (a plugin's env setting), checked against the plugin later.
+          r.Fail(yaml::CheckListSize(kv.second, field, plugin::kMaxEnvVars));
+          nlohmann::json vars = nlohmann::json::object();
+          for (const auto& var : kv.second) {
+            if (!r.ok()) break;
+            const std::string key = var.first.IsScalar() ? var.first.Scalar() : "?";
+            if (!var.first.IsScalar() || !var.second.IsScalar()) {
+              r.Fail(Status::InvalidArgument(field + "." + key + ": expected a value, got " +
+                                             yaml::KindName(var.second)));
+            } else {
+              vars[key] = var.second.Scalar();
+            }
+          }
+          job.settings[name] = vars.dump();
         } else {
-          r.Fail(Status::InvalidArgument(field + ": expected a value or a list of words, got " +
+          r.Fail(Status::InvalidArgument(field +
+                                         ": expected a value, a list of words or a map, got " +
                                          yaml::KindName(kv.second)));
         }
       }

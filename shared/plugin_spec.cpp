@@ -29,13 +29,13 @@ StatusOr<SettingType> ParseType(const std::string& s, const std::string& field) 
       {"bool", SettingType::kBool},   {"int", SettingType::kInt},
       {"float", SettingType::kFloat}, {"string", SettingType::kString},
       {"enum", SettingType::kEnum},   {"path", SettingType::kPath},
-      {"list", SettingType::kList}};
+      {"list", SettingType::kList},   {"env", SettingType::kEnv}};
   for (const auto& [name, type] : kTypes) {
     if (s == name) return type;
   }
   return Status::InvalidArgument(field + ": '" + s +
                                  "' is not a setting type (bool, int, float, string, enum, "
-                                 "path, list)");
+                                 "path, list, env)");
 }
 
 // What every value and every word of a list must be: UTF-8, no control characters (NUL among
@@ -57,8 +57,10 @@ StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
   auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(field + ": expected " + what + ", got '" + value + "'");
   };
-  // A list's text is JSON: its words are checked one by one below.
-  if (s.type != SettingType::kList) TSR_RETURN_IF_ERROR(CheckText(value, field));
+  // A list's or an env's text is JSON: its parts are checked one by one below.
+  if (s.type != SettingType::kList && s.type != SettingType::kEnv) {
+    TSR_RETURN_IF_ERROR(CheckText(value, field));
+  }
   switch (s.type) {
     case SettingType::kBool:
       if (value == "true" || value == "false") return value;
@@ -121,6 +123,27 @@ StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
         TSR_RETURN_IF_ERROR(CheckText(words[i], field + "[" + std::to_string(i) + "]"));
       }
       return nlohmann::json(words).dump();
+    }
+    case SettingType::kEnv: {
+      auto vars = EnvValue(value);
+      if (!vars.ok()) return Status::InvalidArgument(field + ": expected a map of NAME: value");
+      if (vars->size() > kMaxEnvVars) {
+        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxEnvVars) +
+                                       " variables, got " + std::to_string(vars->size()));
+      }
+      size_t bytes = 0;
+      for (const auto& [name, text] : *vars) {
+        const std::string why = WhyNotAnEnvName(name);
+        if (!why.empty()) return Status::InvalidArgument(field + "." + name + ": " + why);
+        TSR_RETURN_IF_ERROR(CheckText(text, field + "." + name));
+        bytes += name.size() + text.size();
+      }
+      if (bytes > kMaxEnvBytes) {
+        return Status::InvalidArgument(field + ": " + std::to_string(bytes) +
+                                       " bytes of names and values, more than the limit of " +
+                                       std::to_string(kMaxEnvBytes));
+      }
+      return nlohmann::json(*vars).dump();
     }
   }
   return bad("a value");
@@ -197,6 +220,8 @@ const char* SettingTypeName(SettingType type) {
       return "path";
     case SettingType::kList:
       return "list";
+    case SettingType::kEnv:
+      return "env";
   }
   return "?";
 }
@@ -217,6 +242,31 @@ StatusOr<std::vector<std::string>> ListValue(const std::string& json_text) {
     out.push_back(w.get<std::string>());
   }
   return out;
+}
+
+StatusOr<std::map<std::string, std::string>> EnvValue(const std::string& json_text) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  if (!j.is_object()) return Status::InvalidArgument("expected a map of NAME: value");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : j.items()) {
+    if (!value.is_string()) return Status::InvalidArgument("expected a map of NAME: value");
+    out[name] = value.get<std::string>();
+  }
+  return out;
+}
+
+std::string WhyNotAnEnvName(const std::string& name) {
+  const bool well_formed =
+      !name.empty() && name.size() <= 128 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+      std::all_of(name.begin(), name.end(),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  if (!well_formed) return "not a variable name (letters, digits and _, not starting with a digit)";
+  if (name.rfind("LD_", 0) == 0) return "the dynamic loader's variables may not be set";
+  if (name.rfind("TESSERA_", 0) == 0) return "Tessera's own variables may not be set";
+  for (const char* own : {"HOME", "USER", "LOGNAME", "PATH", "CUDA_VISIBLE_DEVICES"}) {
+    if (name == own) return "set by the worker for every task";
+  }
+  return "";
 }
 
 StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string& description,
@@ -442,8 +492,10 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   Vars vars;
   Settings all;
   for (const SettingSpec& s : p.settings) {
-    all[s.name] =
-        s.type == SettingType::kList ? "[]" : (s.type == SettingType::kBool ? "true" : "1");
+    all[s.name] = s.type == SettingType::kList   ? "[]"
+                  : s.type == SettingType::kEnv  ? "{}"
+                  : s.type == SettingType::kBool ? "true"
+                                                 : "1";
   }
   vars.plugin = &p;
   vars.settings = &all;

@@ -47,8 +47,14 @@ inline constexpr size_t kMaxArgs = 256;         // argv items (and words of a gr
 inline constexpr size_t kMaxSettings = 128;     // settings a plugin declares
 inline constexpr size_t kMaxPatterns = 32;      // error patterns
 inline constexpr size_t kMaxRegexBytes = 1024;  // one pattern
+inline constexpr size_t kMaxEnvVars = 64;       // variables of one env setting
+inline constexpr size_t kMaxEnvBytes = 32768;   // names and values of one env setting together
 
-enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList };
+// Setting types. env: a map of environment variables the renderer's process gets (names
+// [A-Za-z_][A-Za-z0-9_]*, values without control characters -- no newline; never the dynamic
+// loader's LD_*, Tessera's TESSERA_* or what the worker sets itself: HOME, USER, LOGNAME, PATH,
+// CUDA_VISIBLE_DEVICES).
+enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList, kEnv };
 const char* SettingTypeName(SettingType type);
 
 struct SettingSpec {
@@ -166,5 +172,9 @@ StatusOr<std::string> OutputPath(const PluginSpec& plugin, const RunContext& ctx
 
 // Parses "2-5" style values; the settings' list type is a JSON array of strings.
 StatusOr<std::vector<std::string>> ListValue(const std::string& json_text);
+// The env type's value: a JSON object of strings.
+StatusOr<std::map<std::string, std::string>> EnvValue(const std::string& json_text);
+// Why `name` may not be set through an env setting ("" when it may).
+std::string WhyNotAnEnvName(const std::string& name);
 
 }  // namespace tessera::plugin

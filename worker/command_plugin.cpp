@@ -296,6 +296,14 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
   subprocess::RunOptions run_options;
   run_options.run_as = options.run_as;
   run_options.scrub_environment = true;
+  // The job's env settings (ResolveSettings checked them again: no name the worker sets, no
+  // LD_*), then what the worker sets, which always wins.
+  for (const plugin::SettingSpec& s : spec.settings) {
+    auto value = settings.find(s.name);
+    if (s.type != plugin::SettingType::kEnv || value == settings.end()) continue;
+    TSR_ASSIGN_OR_RETURN(auto vars, plugin::EnvValue(value->second));
+    for (auto& [name, text] : vars) run_options.set_env[name] = std::move(text);
+  }
   run_options.set_env["HOME"] = task_dir;
   // The renderer sees only the task's GPUs (in order, renumbered from 0 by CUDA), and a task
   // without a GPU sees none, so it cannot take one another task was given.

@@ -51,6 +51,19 @@ void HttpApi::JobRoutes() {
                       options_.output_root,
                       options_.shared_roots,
                       auth_.enabled()};
+    // ?dry_run=true: every check a submission passes, and what it would create; nothing stored.
+    if (req.HasParam("dry_run")) {
+      const std::string dry = req.Param("dry_run");
+      if (dry != "true" && dry != "false") {
+        return ReplyError(res, Status::InvalidArgument("dry_run: expected true or false, got '" +
+                                                       dry.substr(0, 16) + "'"));
+      }
+      if (dry == "true") {
+        StatusOr<CheckedJob> checked = CheckSubmission(ctx, req.body, c, /*dry_run=*/true);
+        if (!checked.ok()) return ReplyError(res, checked.status());
+        return Reply(res, 200, {{"dry_run", true}, {"job", DryRunView(checked->job)}});
+      }
+    }
     // A retried submission (Idempotency-Key) gets the job its first try created.
     StatusOr<std::optional<store::IdempotentRequest>> key = IdempotencyKeyOf(req, c);
     if (!key.ok()) return ReplyError(res, key.status());

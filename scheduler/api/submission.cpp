@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -159,12 +160,13 @@ StatusOr<std::string> SharedDirFor(const std::vector<std::string>& shared_roots,
       (shared_roots.empty() ? std::string(" (none are configured)") : std::string()));
 }
 
-StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller,
-                                     const store::IdempotentRequest* request) {
-  std::string job_yaml;
-  TSR_ASSIGN_OR_RETURN(spec::JobSpec job, ParseSubmission(body, &job_yaml));
+StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller, bool dry_run) {
+  CheckedJob checked;
+  TSR_ASSIGN_OR_RETURN(checked.job, ParseSubmission(body, &checked.job_yaml));
+  spec::JobSpec& job = checked.job;
   for (const auto& [path, hash] : job.assets) {
+    if (dry_run) break;  // uploaded only when the job is submitted for real
     if (ctx.blobs != nullptr) ctx.blobs->Touch(hash);
     if (ctx.blobs == nullptr || !ctx.blobs->Size(hash).ok()) {
       return Status::InvalidArgument("assets[" + path + "]: blob " + hash +
@@ -193,8 +195,35 @@ StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string
     TSR_ASSIGN_OR_RETURN(job.output.shared_dir,
                          SharedDirFor(ctx.shared_roots, job.output.shared_dir));
   }
+  return checked;
+}
+
+nlohmann::json DryRunView(const spec::JobSpec& job) {
+  const size_t chunks = spec::ExpandFrames(job).size();
+  const size_t parts = std::max<size_t>(1, job.parts.size());
+  return {{"name", job.name},
+          {"renderer", job.renderer},
+          {"user", job.user},
+          {"frames",
+           {{"start", job.frame_start}, {"end", job.frame_end}, {"count", job.frame_count()}}},
+          {"chunk_size", job.chunk_size},
+          {"parts_per_frame", parts},
+          {"tasks", chunks * parts},
+          {"depends_on", job.depends_on},
+          {"frame_depends_on", job.frame_depends_on},
+          {"assets", job.assets.size()},
+          {"output", job.output.shared_dir.empty()
+                         ? nlohmann::json{{"directory", job.output.directory}}
+                         : nlohmann::json{{"shared_dir", job.output.shared_dir}}}};
+}
+
+StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller,
+                                     const store::IdempotentRequest* request) {
+  TSR_ASSIGN_OR_RETURN(CheckedJob checked, CheckSubmission(ctx, body, caller));
+  const spec::JobSpec& job = checked.job;
   return ctx.store.CreateJob(
-      job, job_yaml,
+      job, checked.job_yaml,
       [&](int64_t id) -> StatusOr<std::string> {
         const bool shared = !job.output.shared_dir.empty();
         std::string dir;

@@ -5,6 +5,7 @@
 // and each refusal names the field.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,20 @@ struct SubmitContext {
 // Parses the body {"job_yaml", "scene_yaml", "user", "assets"} into a validated job spec
 // carrying its scene text; `job_yaml` gets the job file as sent.
 StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml);
+
+// Checks `body` as `caller` sends it, everything but its output folder (which needs the job's
+// id): the job as it would be stored, and its file. With `dry_run`, assets are not required to
+// be uploaded yet.
+struct CheckedJob {
+  spec::JobSpec job;
+  std::string job_yaml;
+};
+StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller, bool dry_run = false);
+// What a checked job would create (POST /api/v1/jobs?dry_run=true): {"name", "renderer", "user",
+// "frames": {"start", "end", "count"}, "chunk_size", "parts_per_frame", "tasks", "depends_on",
+// "frame_depends_on", "assets", "output"}.
+nlohmann::json DryRunView(const spec::JobSpec& job);
 
 // Checks `body` as `caller` sends it and stores the job with its tasks.
 // With `request` (its Idempotency-Key), the key is stored with the job, in its transaction.

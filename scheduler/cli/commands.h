@@ -40,7 +40,9 @@ struct ClientOptions {
 std::optional<json> Call(const ClientOptions& options,
                          const std::function<StatusOr<json>(ApiClient&)>& call, int* rc);
 
-int RunSubmit(const ClientOptions& options, const std::string& job_file);
+// With dry_run: checked locally and by the scheduler (POST /api/v1/jobs?dry_run=true), assets
+// hashed but not uploaded; prints what would be created, and nothing is stored.
+int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run = false);
 // Jobs newest first; empty filters (and limit 0) leave the server's defaults.
 struct JobQuery {
   std::string state, user, project;

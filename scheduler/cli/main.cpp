@@ -106,6 +106,10 @@ int Main(int argc, char** argv) {
   CLI::App* submit =
       AddClientCommand(app, "submit", "Validate a job file and submit it", &options, true);
   submit->add_option("FILE", job_file, "Job YAML file")->required();
+  bool dry_run = false;
+  submit->add_flag("--dry-run", dry_run,
+                   "Check the job here and on the scheduler, print what it would create, store "
+                   "nothing");
 
   CLI::App* jobs = AddClientCommand(app, "jobs", "List jobs, newest first", &options, true);
   jobs->add_option("--user", job_query.user, "Only jobs this user submitted");
@@ -338,7 +342,7 @@ int Main(int argc, char** argv) {
     return seconds;
   };
 
-  if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file);
+  if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file, dry_run);
   if (jobs->parsed()) return tessera::cli::RunJobs(options, job_query);
   if (status->parsed() && job_id == 0) return tessera::cli::RunFarmStatus(options);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);

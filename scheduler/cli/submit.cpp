@@ -17,6 +17,7 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
+#include "scheduler/cli/format.h"
 #include "shared/job_spec.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
@@ -156,9 +157,42 @@ std::string DefaultUser(const ClientOptions& options, ApiClient& client) {
   return name;
 }
 
+// What the scheduler says the job would create, e.g.
+//   job 'spheres' (pathtracer, user ana): frames 1-240 (240), chunk 1, 4 part(s) per frame
+//   -> 960 task(s); depends on jobs [12]; output shots/sh010. Nothing was stored.
+int PrintDryRun(ApiClient& client, const json& body, bool as_json) {
+  StatusOr<json> reply = client.Post("/api/v1/jobs?dry_run=true", body, "");
+  if (!reply.ok()) return ReportError(client.server_url(), reply.status());
+  const json& job = Member(*reply, "job");
+  if (as_json) {
+    std::cout << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& frames = Member(job, "frames");
+  std::cout << "job '" << Str(job, "name") << "' (" << Str(job, "renderer")
+            << (Str(job, "user", "").empty() ? "" : ", user " + Str(job, "user")) << "): frames "
+            << Str(frames, "start") << "-" << Str(frames, "end") << " (" << Str(frames, "count")
+            << "), chunk " << Str(job, "chunk_size") << ", " << Str(job, "parts_per_frame")
+            << " part(s) per frame -> " << Str(job, "tasks") << " task(s)\n";
+  for (const char* key : {"depends_on", "frame_depends_on"}) {
+    const json& ids = Member(job, key);
+    if (ids.is_array() && !ids.empty()) std::cout << "  " << key << ": " << ids.dump() << "\n";
+  }
+  if (Int(job, "assets") > 0) {
+    std::cout << "  assets: " << Str(job, "assets") << " file(s), uploaded when submitted\n";
+  }
+  const json& output = Member(job, "output");
+  std::string where =
+      output.contains("shared_dir") ? Str(output, "shared_dir") : Str(output, "directory", "");
+  if (where.empty()) where = Str(job, "name") + "-<job id> (the default)";
+  std::cout << "  output: " << where
+            << "\nValid; nothing was stored (submit without --dry-run to create it).\n";
+  return kExitOk;
+}
+
 }  // namespace
 
-int RunSubmit(const ClientOptions& options, const std::string& job_file) {
+int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run) {
   StatusOr<std::string> job_text = ReadTextFile(job_file);
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
   LearnNativePlugins(options, *job_text);
@@ -228,7 +262,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
       if (!fs::is_regular_file(path, ec)) {
         return LocalError(job_file, "asset '" + file + "': no such file " + path.string());
       }
-      StatusOr<std::string> hash = UploadAsset(client, path);
+      StatusOr<std::string> hash = dry_run ? Sha256File(path.string()) : UploadAsset(client, path);
       if (!hash.ok()) {
         if (hash.status().code() == StatusCode::kUnavailable) {
           return ReportError(client.server_url(), hash.status());
@@ -241,6 +275,7 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file) {
   }
   // Fair share counts jobs per user; a job file may name its user itself.
   if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
+  if (dry_run) return PrintDryRun(client, body, options.json);
   // One key for this submission: if an answer is lost (the connection drops after the job was
   // stored), the re-sent request gets that job back instead of creating a second one.
   const std::string key = NewIdempotencyKey();

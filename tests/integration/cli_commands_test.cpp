@@ -214,5 +214,33 @@ TEST_F(CliCommandsTest, SubmitDefaultsTheUserToTheTokensUser) {
   EXPECT_TRUE(Contains(r.err, "this token submits as 'ana', not 'bob'")) << r.err;
 }
 
+TEST_F(CliCommandsTest, SubmitDryRunChecksOnTheSchedulerAndStoresNothing) {
+  WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(64, 48, 4));
+  const std::string file = farm_.dir() + "/preview.yaml";
+  WriteFile(file, "name: preview\nscene: scene.yaml\nframes: 1-10\nchunk_size: 3\n");
+  e2e::RunResult r = Run({"submit", "--dry-run", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "job 'preview' (pathtracer") && Contains(r.out, "frames 1-10 (10)") &&
+              Contains(r.out, "chunk 3, 1 part(s) per frame -> 4 task(s)") &&
+              Contains(r.out, "nothing was stored"))
+      << r.out;
+  e2e::RunResult as_json = Run({"submit", "--dry-run", "--json", file});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  const nlohmann::json reply = nlohmann::json::parse(as_json.out, nullptr, false);
+  ASSERT_TRUE(reply.is_object()) << as_json.out;
+  EXPECT_EQ(reply["dry_run"], true);
+  EXPECT_EQ(reply["job"]["tasks"], 4);
+  // What only the scheduler knows is checked too: its named limits, the jobs one depends on.
+  WriteFile(file, "name: preview\nscene: scene.yaml\nframes: 1-10\nlimits: [nuke]\n");
+  r = Run({"submit", "--dry-run", file});
+  EXPECT_EQ(r.exit_code, 2) << r.out;  // invalid input, as for a real submission
+  EXPECT_TRUE(Contains(r.err, "limits[0]: no limit named 'nuke'")) << r.err;
+  int status = 0;
+  farm_.Post("/api/v1/jobs?dry_run=maybe", {{"job_yaml", "name: x\nrenderer: noop\nframes: 1\n"}},
+             &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(farm_.Get("/api/v1/jobs")["jobs"].size(), 0u) << "a dry run stores nothing";
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -406,6 +406,18 @@ TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
                         "", &error),
             -1);
   EXPECT_NE(error.find("settings.outputs"), std::string::npos) << error;
+  // So are environment variables the worker owns, and values with a newline; nothing is stored.
+  EXPECT_EQ(farm.Submit("name: x\nrenderer: command\nframes: 1\n"
+                        "settings: {program: 'false', env: {LD_PRELOAD: /tmp/x.so}}\n",
+                        "", &error),
+            -1);
+  EXPECT_NE(error.find("settings.env.LD_PRELOAD"), std::string::npos) << error;
+  EXPECT_EQ(farm.Submit("name: x\nrenderer: command\nframes: 1\n"
+                        "settings: {program: 'false', env: {A: \"1\\n2\"}}\n",
+                        "", &error),
+            -1);
+  EXPECT_NE(error.find("settings.env.A: control characters"), std::string::npos) << error;
+  EXPECT_EQ(farm.Get("/api/v1/jobs")["jobs"].size(), 2u);
 }
 
 // A plugin job's settings and scene name are resolved from its job file once, at submit, and

@@ -330,6 +330,42 @@ TEST(PluginSpecTest, JobSpecTakesPluginRenderersAndSettings) {
             std::string::npos);
 }
 
+TEST(PluginSpecTest, EnvSettingsAreCheckedNamingTheVariable) {
+  auto parse = [](const std::string& env) {
+    return spec::ParseJobYaml(
+        "name: a\nrenderer: command\nframes: 1\nsettings:\n  program: sim\n"
+        "  env: " +
+        env + "\n");
+  };
+  auto error = [&](const std::string& env) {
+    StatusOr<spec::JobSpec> j = parse(env);
+    return j.ok() ? std::string("ok") : j.status().message();
+  };
+  StatusOr<spec::JobSpec> job = parse("{SIM_QUALITY: high, OMP_NUM_THREADS: 4}");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(nlohmann::json::parse(job->settings.at("env")),
+            (nlohmann::json{{"SIM_QUALITY", "high"}, {"OMP_NUM_THREADS", "4"}}));
+  EXPECT_EQ(error("{A: \"one\\ntwo\"}"), "settings.env.A: control characters");
+  EXPECT_EQ(error("{LD_PRELOAD: /tmp/x.so}"),
+            "settings.env.LD_PRELOAD: the dynamic loader's variables may not be set");
+  EXPECT_EQ(error("{PATH: /tmp}"), "settings.env.PATH: set by the worker for every task");
+  EXPECT_EQ(error("{TESSERA_TOKEN: x}"),
+            "settings.env.TESSERA_TOKEN: Tessera's own variables may not be set");
+  EXPECT_EQ(error("{'1A': x}"),
+            "settings.env.1A: not a variable name (letters, digits and _, not starting with a "
+            "digit)");
+  EXPECT_EQ(error("{'A=B': x}").rfind("settings.env.A=B: not a variable name", 0), 0u);
+  EXPECT_EQ(error("{A: [x]}"), "settings.env.A: expected a value, got a list");
+  std::string many = "{";
+  for (int i = 0; i < 65; ++i) many += (i ? ", V" : "V") + std::to_string(i) + ": x";
+  EXPECT_NE(error(many + "}").find("settings.env"), std::string::npos) << error(many + "}");
+  const std::string big(4000, 'x');
+  std::string heavy = "{";
+  for (int i = 0; i < 9; ++i) heavy += (i ? ", V" : "V") + std::to_string(i) + ": " + big;
+  EXPECT_NE(error(heavy + "}").find("more than the limit of 32768"), std::string::npos);
+  EXPECT_EQ(error("[A=B]"), "settings.env: expected a map of NAME: value");
+}
+
 // The built-in path tracer is a renderer spec like the plugins: what the farm asks of a renderer
 // (splits, exact parts, checkpoints, the scene it takes) it reads there, not from the name.
 TEST(PluginSpecTest, ThePathTracerIsDescribedByItsSpec) {

@@ -197,6 +197,29 @@ TEST_F(PluginHostTest, FailingExitCodeAndMissingImageAndMissingProgram) {
       << run.status.message();
 }
 
+TEST_F(PluginHostTest, EnvSettingsReachTheProgramButNeverTheWorkersOwnVariables) {
+  const std::string script = Script("env.sh", "echo \"$SIM_QUALITY|$HOME|$PATH\" > \"$1/seen\"\n");
+  programs_.push_back(script);
+  protocol::Assign a = Command({dir_}, script);
+  a.settings["outputs"] = "none";
+  a.settings["env"] = R"({"SIM_QUALITY": "high"})";
+  RunOutcome run = Execute("command", a);
+  ASSERT_TRUE(run.status.ok()) << run.status.message();
+  std::ifstream in(dir_ + "/seen");
+  std::string seen;
+  std::getline(in, seen);
+  EXPECT_EQ(seen.substr(0, seen.find('|')), "high") << seen;
+  EXPECT_NE(seen.find("|/"), std::string::npos) << "HOME is the task folder: " << seen;
+  // An assignment naming a variable the worker owns (as a scheduler that did not check might
+  // send) fails the task before anything runs, naming it.
+  fs::remove(dir_ + "/seen");
+  a.settings["env"] = R"({"SIM_QUALITY": "high", "LD_PRELOAD": "/tmp/evil.so"})";
+  run = Execute("command", a);
+  EXPECT_EQ(run.status.message(),
+            "settings.env.LD_PRELOAD: the dynamic loader's variables may not be set");
+  EXPECT_FALSE(fs::exists(dir_ + "/seen"));
+}
+
 TEST_F(PluginHostTest, WithoutOutputsSuccessIsTheExitCodeAndNothingIsReadBack) {
   // A task of three frames that writes a file per frame somewhere of its own, and no image.
   const std::string script =
