@@ -160,13 +160,12 @@ StatusOr<std::string> SharedDirFor(const std::vector<std::string>& shared_roots,
       (shared_roots.empty() ? std::string(" (none are configured)") : std::string()));
 }
 
-StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller, bool dry_run) {
-  CheckedJob checked;
-  TSR_ASSIGN_OR_RETURN(checked.job, ParseSubmission(body, &checked.job_yaml));
-  spec::JobSpec& job = checked.job;
-  for (const auto& [path, hash] : job.assets) {
-    if (dry_run) break;  // uploaded only when the job is submitted for real
+namespace {
+
+// Every asset a job names is a stored blob (touched, so the blob store keeps it).
+Status CheckAssetsStored(const SubmitContext& ctx,
+                         const std::map<std::string, std::string>& assets) {
+  for (const auto& [path, hash] : assets) {
     if (ctx.blobs != nullptr) ctx.blobs->Touch(hash);
     if (ctx.blobs == nullptr || !ctx.blobs->Size(hash).ok()) {
       return Status::InvalidArgument("assets[" + path + "]: blob " + hash +
@@ -174,6 +173,18 @@ StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string
                                      ")");
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller, bool dry_run) {
+  CheckedJob checked;
+  TSR_ASSIGN_OR_RETURN(checked.job, ParseSubmission(body, &checked.job_yaml));
+  spec::JobSpec& job = checked.job;
+  // A dry run's assets are uploaded only when the job is submitted for real.
+  if (!dry_run) TSR_RETURN_IF_ERROR(CheckAssetsStored(ctx, job.assets));
   // A submitter submits as itself; operators may submit on behalf of anyone.
   if (ctx.auth_enabled) {
     if (!caller.may(security::Role::kOperator) && !job.user.empty() && job.user != caller.user) {

@@ -59,9 +59,8 @@ std::set<QueueKey>::iterator Broker::NextTaskFor(const WorkerConn& worker, std::
     const int64_t job_id = std::get<1>(*it);
     const JobInfo& job = leases_.jobs()[job_id];
     if (policy::CouldEverRun(job.needs, worker.offer) &&
-        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_) &&
-        policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu()).empty()) {
-      if (auto picked = policy::PickGpus(job.needs.resources, worker.offer, worker.claims.gpus())) {
+        policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
+      if (auto picked = worker.claims.Pick(job.needs.resources, worker.offer)) {
         candidates.push_back({job_id, job.project, job.user, job.running, job.dispatched});
         heads.push_back(it);
         picked_gpus.push_back(std::move(*picked));
@@ -234,11 +233,10 @@ void Broker::StartBackups() {
     if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) continue;
     for (auto& [identity, worker] : workers_) {
       if (worker.free_slots() <= 0 || task.LeaseOn(identity) ||
-          !policy::CouldEverRun(job.needs, worker.offer) ||
-          !policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu()).empty()) {
+          !policy::CouldEverRun(job.needs, worker.offer)) {
         continue;
       }
-      auto gpus = policy::PickGpus(job.needs.resources, worker.offer, worker.claims.gpus());
+      auto gpus = worker.claims.Pick(job.needs.resources, worker.offer);
       if (!gpus) continue;
       spdlog::info(
           "job {} task {} has run {:.1f} s (the job's tasks take {:.1f} s on average): "

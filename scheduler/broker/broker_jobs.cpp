@@ -121,7 +121,7 @@ StatusOr<nlohmann::json> Broker::WorkerGpuUse(bool history) {
         reason += (reason.empty() ? "" : "; ") + ("disk full: " + worker.disk_full);
       }
       workers[worker.offer.name] = {{"slots", worker.slots},
-                                    {"slots_used", worker.tasks.size() + worker.stopping.size()},
+                                    {"slots_used", worker.used_slots()},
                                     {"cpu_cores_used", worker.claims.cpu().cores},
                                     {"ram_mb_used", worker.claims.cpu().ram_mb},
                                     {"slots_per_gpu", worker.offer.slots_per_gpu},
@@ -194,13 +194,8 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       std::string no_room;  // the first eligible worker's lack of CPU or GPU room
       for (const auto& [identity, worker] : workers_) {
         const std::string never = policy::WhyNever(job.needs, worker.offer);
-        std::string room;
-        if (never.empty()) {
-          room = policy::WhyNoCpuRoom(job.needs.resources, worker.offer, worker.claims.cpu());
-          if (room.empty()) {
-            room = policy::WhyNoGpuRoom(job.needs.resources, worker.offer, worker.claims.gpus());
-          }
-        }
+        const std::string room =
+            never.empty() ? worker.claims.WhyNoRoom(job.needs.resources, worker.offer) : "";
         const bool now = never.empty() && worker.free_slots() > 0 && room.empty();
         eligible += never.empty();
         free += now;

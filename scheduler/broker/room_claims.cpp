@@ -31,6 +31,18 @@ void RoomClaims::Release(int64_t task_id, int attempt) {
   claims_.erase(it);
 }
 
+std::optional<std::vector<int>> RoomClaims::Pick(const spec::ResourceSpec& need,
+                                                 const policy::WorkerOffer& worker) const {
+  if (!policy::WhyNoCpuRoom(need, worker, cpu_).empty()) return std::nullopt;
+  return policy::PickGpus(need, worker, use_);
+}
+
+std::string RoomClaims::WhyNoRoom(const spec::ResourceSpec& need,
+                                  const policy::WorkerOffer& worker) const {
+  std::string why = policy::WhyNoCpuRoom(need, worker, cpu_);
+  return why.empty() ? policy::WhyNoGpuRoom(need, worker, use_) : why;
+}
+
 double RoomClaims::GpusHeld(int64_t task_id, int attempt, const policy::WorkerOffer& worker,
                             double fallback) const {
   auto it = claims_.find({task_id, attempt});

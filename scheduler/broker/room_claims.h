@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +27,14 @@ class RoomClaims {
             const policy::WorkerOffer& worker, const std::vector<int>& gpus);
   // Gives back what the lease took (nothing if it holds nothing here).
   void Release(int64_t task_id, int attempt);
+
+  // The GPUs a task with `need` takes here now (none on a worker without GPUs), or nullopt when
+  // the worker's cores and RAM (policy::WhyNoCpuRoom) or its GPUs (policy::PickGpus) have no
+  // room for it.
+  std::optional<std::vector<int>> Pick(const spec::ResourceSpec& need,
+                                       const policy::WorkerOffer& worker) const;
+  // Why Pick finds no room: the cores or RAM first, then the GPUs ("" when it would place it).
+  std::string WhyNoRoom(const spec::ResourceSpec& need, const policy::WorkerOffer& worker) const;
 
   // Per GPU, what the leases hold now: what policy::PickGpus places against.
   const std::vector<policy::GpuUse>& gpus() const { return use_; }

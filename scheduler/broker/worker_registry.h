@@ -38,7 +38,7 @@ struct WorkerPrice {
 struct WorkerConn {
   policy::WorkerOffer offer;  // id, name, pools, tags, hardware
   int slots = 1;
-  RoomClaims claims;        // what its leases (and stopping renders) hold of its GPUs
+  RoomClaims claims;        // what its leases (and stopping renders) hold: cores, RAM, GPUs
   GpuBoard gpu_board;       // what its GPU telemetry says; faults are copied into offer
   std::set<int64_t> tasks;  // current leases
   // Cancelled leases whose render may still be stopping (task -> attempt). They keep their
@@ -56,10 +56,10 @@ struct WorkerConn {
   // wait here for its next assignment, and go alone at the end of the pass if none comes.
   bool acks_in_assign = false;
   std::vector<protocol::TaskRef> pending_acks;
+  // Its leases and the renders still stopping, each holding a slot.
+  int used_slots() const { return static_cast<int>(tasks.size() + stopping.size()); }
   int free_slots() const {
-    return draining || disabled || !disk_full.empty()
-               ? 0
-               : slots - static_cast<int>(tasks.size() + stopping.size());
+    return draining || disabled || !disk_full.empty() ? 0 : slots - used_slots();
   }
   std::chrono::steady_clock::time_point last_heard;
   store::WorkerState stored_state = store::WorkerState::kIdle;  // as last written

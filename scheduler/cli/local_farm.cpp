@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -123,6 +124,11 @@ StatusOr<std::string> FindBinary(const std::string& name) {
   return Status::NotFound("cannot find " + name + " next to this tessera (" +
                           (ec ? std::string("?") : self.parent_path().string()) +
                           ") or on PATH; build it or install it");
+}
+
+// The ports `tessera up` binds, each with the flag that sets it (0: the scheduler picks one).
+std::array<std::pair<int, const char*>, 2> PortsOf(const UpOptions& options) {
+  return {{{options.port, "--port"}, {options.broker_port, "--broker-port"}}};
 }
 
 // Fails fast with a clear message instead of letting the scheduler die on bind().
@@ -293,8 +299,7 @@ int LocalFarm::Run() {
   if (threads <= 0) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / n);
   }
-  for (const auto& [port, flag] :
-       {std::pair{options_.port, "--port"}, std::pair{options_.broker_port, "--broker-port"}}) {
+  for (const auto& [port, flag] : PortsOf(options_)) {
     if (port == 0) continue;
     Status free = CheckPortFree(port, flag);
     if (!free.ok()) {
@@ -424,8 +429,7 @@ int RunUp(const UpOptions& options) {
     std::cerr << "error: --workers: must be in [1, 256], got " << options.workers << "\n";
     return 2;
   }
-  for (const auto& [port, flag] :
-       {std::pair{options.port, "--port"}, std::pair{options.broker_port, "--broker-port"}}) {
+  for (const auto& [port, flag] : PortsOf(options)) {
     if (port < 0 || port > 65535) {
       std::cerr << "error: " << flag << ": must be in [0, 65535], got " << port << "\n";
       return 2;
