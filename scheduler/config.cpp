@@ -8,11 +8,12 @@
 namespace tessera::scheduler {
 
 StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root,
-                       config::LoadLayered(path,
-                                           {"storage", "api", "broker", "assembler", "limits",
-                                            "projects", "autoscaler", "cost", "log"},
-                                           environ_vars));
+  TSR_ASSIGN_OR_RETURN(
+      YAML::Node root,
+      config::LoadLayered(path,
+                          {"storage", "api", "broker", "assembler", "limits", "projects",
+                           "autoscaler", "cost", "notifications", "log"},
+                          environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
   yaml::MapReader storage(top.Child("storage"), "storage");
@@ -88,6 +89,7 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
     }
   }
   TSR_ASSIGN_OR_RETURN(c.autoscaler, autoscaler::ParseAutoscalerConfig(top.Child("autoscaler")));
+  TSR_ASSIGN_OR_RETURN(c.notifications, events::ParseNotifications(top.Child("notifications")));
   yaml::MapReader cost(top.Child("cost"), "cost");
   cost.Optional("default_price_per_hour", &c.default_price_per_hour);
   const YAML::Node prices = cost.Child("instance_prices");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "scheduler/autoscaler/config.h"
+#include "scheduler/events/webhooks.h"
 #include "scheduler/policy/policy.h"
 #include "shared/status.h"
 
@@ -67,6 +68,8 @@ struct SchedulerConfig {
   // autoscaler's nodes cost their group's price), and for every other worker
   std::map<std::string, double> instance_prices;
   double default_price_per_hour = 0;
+  // notifications: webhook receivers of the farm's events (events/webhooks.h)
+  std::vector<events::WebhookReceiver> notifications;
   // log:
   std::string log_level = "info";
 };

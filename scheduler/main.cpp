@@ -276,6 +276,13 @@ int main(int argc, char** argv) {
   aopts.blobs = &blob_store;
   aopts.data_dir = data;
   aopts.min_free_bytes = min_free_bytes;
+  // Webhooks: their own threads, reading the store's events (a receiver never holds the broker).
+  events::WebhookNotifier notifier(**store, cfg.notifications);
+  notifier.Start();
+  if (!cfg.notifications.empty()) {
+    spdlog::info("webhooks: {} receiver(s)", cfg.notifications.size());
+    aopts.webhooks = &notifier;
+  }
   api::HttpApi http(**store, broker, api_auth, aopts);
   StatusOr<int> port = http.Start();
   if (!port.ok()) return Fail(port.status());
@@ -289,6 +296,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
   http.Stop();
+  notifier.Stop();
   scaler.reset();  // before the broker: a tick asks the broker, and local nodes drain through it
   broker.Stop();
   fs::remove(fs::path(data) / "scheduler.json", ec);

@@ -18,10 +18,6 @@ namespace {
 constexpr const char* kGpuShareRange =
     "resources.gpu_share: must be a fraction in (0, 1], e.g. 0.25";
 
-bool IsNameChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-}
-
 StatusOr<int> ParseFrameNumber(const std::string& s, const std::string& what) {
   if (s.empty()) return Status::InvalidArgument("frames: " + what + " frame is empty");
   size_t i = (s[0] == '-') ? 1 : 0;
@@ -153,6 +149,10 @@ Status SetAssets(const nlohmann::json& assets, JobSpec* job) {
     job->assets[path] = hash.get<std::string>();
   }
   return Status::Ok();
+}
+
+bool IsNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
 }
 
 bool JobSpec::takes_tessera_scene() const { return plugin::TakesTesseraScene(renderer); }

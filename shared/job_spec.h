@@ -253,6 +253,10 @@ Status SplitPluginFrames(JobSpec* job);
 
 // ---- checks and plugin lookups (job_spec.cpp) ---------------------------------------------
 
+// Whether c may appear in a name (job, step, project, user, label): a letter, digit, '.', '_'
+// or '-'.
+bool IsNameChar(char c);
+
 // Checks a relative output directory or pattern cannot escape the output root.
 Status ValidateRelativePath(const std::string& path, const std::string& field);
 

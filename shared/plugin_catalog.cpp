@@ -66,7 +66,7 @@ NativeRegistry& Natives() {
 
 Status RegisterNativePlugin(PluginSpec spec) {
   if (FindBuiltinPlugin(spec.name) != nullptr || spec.name == PathTracerSpec().name ||
-      spec.name == spec::kRendererNoop) {
+      spec.name == spec::kRendererNoop || spec.name == spec::kRendererSteps) {
     return Status::AlreadyExists("plugin " + spec.name + ": a built-in renderer has that name");
   }
   spec.native = true;

@@ -7,6 +7,9 @@ namespace tessera::spec {
 
 inline constexpr const char* kRendererPathTracer = "pathtracer";
 inline constexpr const char* kRendererNoop = "noop";
+// Not a renderer a job file may name: what the store records for a job with steps (each step
+// has its own renderer; shared/job_steps.h).
+inline constexpr const char* kRendererSteps = "steps";
 // The renderer of a job that names none. What each renderer can do is its PluginSpec
 // (shared/plugin_catalog.h FindRenderer), never a comparison with these names.
 inline constexpr const char* kDefaultRenderer = kRendererPathTracer;

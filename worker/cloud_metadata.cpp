@@ -9,6 +9,8 @@
 #include <optional>
 #include <utility>
 
+#include "shared/http_url.h"
+
 namespace tessera::worker {
 namespace {
 
@@ -103,30 +105,6 @@ std::string LastSegment(const std::string& text) {
 
 // "http://host:port/a/b" -> origin "http://host:port", path "/a/b". False unless http(s) with a
 // host.
-bool SplitUrl(const std::string& url, std::string* origin, std::string* path) {
-  size_t scheme_end = 0;
-  if (url.rfind("http://", 0) == 0) {
-    scheme_end = 7;
-  } else if (url.rfind("https://", 0) == 0) {
-    scheme_end = 8;
-  } else {
-    return false;
-  }
-  const size_t slash = url.find('/', scheme_end);
-  const std::string host = url.substr(scheme_end, slash - scheme_end);
-  if (host.empty() || host.find_first_of(" \t?#@") != std::string::npos) return false;
-  *origin = url.substr(0, slash);
-  *path = slash == std::string::npos ? "/" : url.substr(slash);
-  return true;
-}
-
-Status CheckUrl(const std::string& field, const std::string& url) {
-  std::string origin, path;
-  if (url.empty() || SplitUrl(url, &origin, &path)) return Status::Ok();
-  return Status::InvalidArgument(
-      field + ": expected http://HOST[:PORT]/PATH or https://..., got '" + url + "'");
-}
-
 std::string Describe(httplib::Error error) {
   switch (error) {
     case httplib::Error::Connection:
@@ -150,7 +128,7 @@ struct Reply {
 Reply Send(const std::string& method, const std::string& url, const httplib::Headers& headers) {
   Reply reply;
   std::string origin, path;
-  if (!SplitUrl(url, &origin, &path)) {
+  if (!http_url::Split(url, &origin, &path)) {
     reply.error = "not an http(s) URL: " + url;
     return reply;
   }
@@ -268,8 +246,8 @@ Status ValidateCloudConfig(const CloudConfig& config) {
     return Status::InvalidArgument("cloud.provider: '" + config.provider +
                                    "' is not one of none, aws, gcp, alibaba, tencent");
   }
-  TSR_RETURN_IF_ERROR(CheckUrl("cloud.metadata_url", config.metadata_url));
-  TSR_RETURN_IF_ERROR(CheckUrl("cloud.spot_notice_url", config.spot_notice_url));
+  TSR_RETURN_IF_ERROR(http_url::Check("cloud.metadata_url", config.metadata_url));
+  TSR_RETURN_IF_ERROR(http_url::Check("cloud.spot_notice_url", config.spot_notice_url));
   if (config.poll_interval_ms < kMinPollMs || config.poll_interval_ms > kMaxPollMs) {
     return Status::InvalidArgument(
         "cloud.poll_interval_ms: " + std::to_string(config.poll_interval_ms) + " is not in " +

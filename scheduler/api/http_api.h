@@ -64,6 +64,7 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
+#include "scheduler/events/webhooks.h"
 #include "scheduler/http/router.h"
 #include "scheduler/http/server.h"
 #include "scheduler/security/api_auth.h"
@@ -103,6 +104,8 @@ struct ApiOptions {
   // Empty or 0: no floor.
   std::string data_dir;
   uint64_t min_free_bytes = 0;
+  // Webhook deliveries on /metrics (none: the farm has no receivers).
+  const events::WebhookNotifier* webhooks = nullptr;
 };
 
 // One authenticated endpoint: what the OpenAPI document must describe.

@@ -162,7 +162,8 @@ void GpuTelemetrySamples(Exposition& out, const nlohmann::json& workers) {
 }  // namespace
 
 std::string RenderMetrics(store::Store& store, broker::Broker& broker,
-                          const http::ServerCounters& api, const events::FarmAlerts* alerts) {
+                          const http::ServerCounters& api, const events::FarmAlerts* alerts,
+                          const events::WebhookNotifier* webhooks) {
   using store::JobState, store::TaskState, store::WorkerState;
   Exposition out;
   out.Family("tessera_build_info", "gauge", "Tessera scheduler build; the value is always 1.");
@@ -179,6 +180,28 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   out.Family("tessera_alert_active", "gauge", "1 for each farm-level alert active now.");
   for (const events::FarmAlert& alert : active) {
     out.Sample("tessera_alert_active", 1, {{"kind", alert.kind}, {"key", alert.key}});
+  }
+
+  if (webhooks != nullptr) {
+    const auto counts = webhooks->counts();
+    out.Family("tessera_webhook_deliveries_total", "counter",
+               "Events a webhook receiver acknowledged (2xx).");
+    for (const auto& [receiver, c] : counts) {
+      out.Sample("tessera_webhook_deliveries_total", static_cast<double>(c.delivered),
+                 {{"receiver", receiver}});
+    }
+    out.Family("tessera_webhook_failed_attempts_total", "counter",
+               "Deliveries that failed (receiver down, slow or not 2xx) and were retried.");
+    for (const auto& [receiver, c] : counts) {
+      out.Sample("tessera_webhook_failed_attempts_total", static_cast<double>(c.failed_attempts),
+                 {{"receiver", receiver}});
+    }
+    out.Family("tessera_webhook_last_event_id", "gauge",
+               "The id of the last event a receiver acknowledged.");
+    for (const auto& [receiver, c] : counts) {
+      out.Sample("tessera_webhook_last_event_id", static_cast<double>(c.last_event_id),
+                 {{"receiver", receiver}});
+    }
   }
 
   const broker::Broker::Counters counters = broker.counters();

@@ -36,6 +36,10 @@
 //   tessera_api_requests_rejected_total    counter  malformed, too large, or not UTF-8
 //   tessera_alerts_active               gauge    farm-level alerts active (events/farm_alerts.h)
 //   tessera_alert_active{kind,key}      gauge    1 for each active alert
+//   tessera_webhook_deliveries_total{receiver}        counter  events a receiver acknowledged
+//   tessera_webhook_failed_attempts_total{receiver}   counter  deliveries retried (down, slow,
+//                                                              not 2xx)
+//   tessera_webhook_last_event_id{receiver}           gauge    its last acknowledged event
 //
 // A store read that fails leaves its families out (and says why in a comment line): the scrape
 // still succeeds, and the missing series are what an alert sees.
@@ -46,12 +50,14 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/farm_alerts.h"
+#include "scheduler/events/webhooks.h"
 #include "scheduler/http/server.h"
 #include "scheduler/store/store.h"
 
 namespace tessera::api {
 
 std::string RenderMetrics(store::Store& store, broker::Broker& broker,
-                          const http::ServerCounters& api, const events::FarmAlerts* alerts);
+                          const http::ServerCounters& api, const events::FarmAlerts* alerts,
+                          const events::WebhookNotifier* webhooks = nullptr);
 
 }  // namespace tessera::api

@@ -53,7 +53,7 @@ void HttpApi::FarmRoutes() {
 
   // Prometheus scrapes with a viewer token (authorization: credentials_file in its config).
   Handle("GET", "/metrics", Role::kViewer, [this](Req, Res res, const Caller&) {
-    res.SetContent(RenderMetrics(store_, broker_, counters(), options_.alerts),
+    res.SetContent(RenderMetrics(store_, broker_, counters(), options_.alerts, options_.webhooks),
                    "text/plain; version=0.0.4; charset=utf-8");
   });
 }

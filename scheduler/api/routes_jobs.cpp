@@ -61,7 +61,7 @@ void HttpApi::JobRoutes() {
       if (dry == "true") {
         StatusOr<CheckedJob> checked = CheckSubmission(ctx, req.body, c, /*dry_run=*/true);
         if (!checked.ok()) return ReplyError(res, checked.status());
-        return Reply(res, 200, {{"dry_run", true}, {"job", DryRunView(checked->job)}});
+        return Reply(res, 200, {{"dry_run", true}, {"job", DryRunView(*checked)}});
       }
     }
     // A retried submission (Idempotency-Key) gets the job its first try created.
@@ -134,6 +134,8 @@ void HttpApi::JobRoutes() {
     }
     filter.user = req.Param("user");
     filter.project = req.Param("project");
+    // A job with steps is listed once; its steps with ?steps=true (or under the job).
+    filter.steps = req.Param("steps") == "true";
     auto jobs = store_.ListJobs(filter);
     if (!jobs.ok()) return ReplyError(res, jobs.status());
     json out = json::array();
@@ -176,6 +178,12 @@ void HttpApi::JobRoutes() {
            std::optional<json> forecast =
                options_.autoscaler ? options_.autoscaler->ForecastFor(id) : std::nullopt;
            view["forecast_finish"] = forecast ? (*forecast)["finish"] : json(nullptr);
+           if (job->has_steps()) {
+             auto steps = store_.PipelineSteps(id);
+             if (!steps.ok()) return ReplyError(res, steps.status());
+             view["steps"] = json::array();
+             for (const auto& step : *steps) view["steps"].push_back(JobView(step));
+           }
            Reply(res, 200, {{"job", std::move(view)}});
          }));
   Handle("GET", R"(/api/v1/jobs/([^/]+)/tasks)", Role::kViewer,

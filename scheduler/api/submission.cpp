@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 
 #include "scheduler/blobs/blob_store.h"
 #include "shared/plugin_catalog.h"
@@ -59,35 +61,68 @@ Status CheckFolderIsFree(store::Store& store, const std::string& dir, const spec
 
 }  // namespace
 
-StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml) {
+namespace {
+
+// The POST /api/v1/jobs body, its fields checked for type.
+struct SubmissionBody {
+  std::string job_yaml;
+  std::optional<std::string> scene_yaml, user;
+  json assets, step_scenes;
+};
+
+StatusOr<SubmissionBody> ParseBody(const std::string& body) {
   json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object()) {
     return Status::InvalidArgument(
         "body: expected a JSON object {\"job_yaml\": ..., "
         "\"scene_yaml\": ..., \"user\": ...} (valid JSON, text in UTF-8)");
   }
+  SubmissionBody out;
   for (const auto& [key, value] : req.items()) {
-    if (key != "job_yaml" && key != "scene_yaml" && key != "user" && key != "assets") {
-      return Status::InvalidArgument("body." + key +
-                                     ": unknown field (job_yaml, scene_yaml, user, assets)");
+    if (key != "job_yaml" && key != "scene_yaml" && key != "user" && key != "assets" &&
+        key != "step_scenes") {
+      return Status::InvalidArgument(
+          "body." + key + ": unknown field (job_yaml, scene_yaml, user, assets, step_scenes)");
     }
-    if (key != "assets" && !value.is_string()) {
+    if (key == "step_scenes") {
+      if (!value.is_object() || value.size() > spec::kMaxSteps) {
+        return Status::InvalidArgument("body.step_scenes: expected an object of at most " +
+                                       std::to_string(spec::kMaxSteps) +
+                                       " step names to scene texts");
+      }
+      for (const auto& [step, text] : value.items()) {
+        if (!text.is_string()) {
+          return Status::InvalidArgument("body.step_scenes." + step.substr(0, 128) +
+                                         ": expected a string");
+        }
+      }
+      out.step_scenes = value;
+    } else if (key != "assets" && !value.is_string()) {
       return Status::InvalidArgument("body." + key + ": expected a string");
     }
   }
   if (!req.contains("job_yaml")) return Status::InvalidArgument("body.job_yaml: required");
-  *job_yaml = req["job_yaml"].get<std::string>();
-  TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(*job_yaml));
-  // The job file's own `user:` wins over the submitting client's account name.
-  if (job.user.empty() && req.contains("user")) job.user = req["user"].get<std::string>();
-  if (req.contains("scene_yaml")) {
-    job.scene_yaml = req["scene_yaml"].get<std::string>();
+  out.job_yaml = req["job_yaml"].get<std::string>();
+  if (req.contains("scene_yaml")) out.scene_yaml = req["scene_yaml"].get<std::string>();
+  if (req.contains("user")) out.user = req["user"].get<std::string>();
+  if (req.contains("assets")) out.assets = req["assets"];
+  return out;
+}
+
+// Completes a parsed job with what travelled beside its file (its scene's text, the assets'
+// hashes) and checks the lot: every file it needs was uploaded, its frames split. With
+// `only_needed`, the job keeps just the assets it names (a step of a job shares the job's map).
+Status CompleteJob(spec::JobSpec& job, const std::optional<std::string>& scene_yaml,
+                   const json& assets, bool only_needed) {
+  if (scene_yaml) {
+    job.scene_yaml = *scene_yaml;
   } else if (job.scene_yaml.empty() && job.produces_frames() && !job.scene_path.empty()) {
     return Status::InvalidArgument("scene: the scheduler cannot read the path '" + job.scene_path +
                                    "'; send the scene's text as scene_yaml (tessera submit does)");
   }
   TSR_RETURN_IF_ERROR(spec::ValidateJob(job));
-  if (req.contains("assets")) TSR_RETURN_IF_ERROR(spec::SetAssets(req["assets"], &job));
+  if (!assets.is_null()) TSR_RETURN_IF_ERROR(spec::SetAssets(assets, &job));
+  std::set<std::string> needed;
   // Every file the job needs must travel with it.
   for (size_t i = 0; i < job.asset_files.size(); ++i) {
     if (!job.assets.count(job.asset_files[i])) {
@@ -95,6 +130,7 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
                                      "' was not uploaded (tessera submit uploads the files a "
                                      "job lists)");
     }
+    needed.insert(job.asset_files[i]);
   }
   if (auto plugin = plugin::FindPlugin(job.renderer);
       plugin && plugin::IsBinaryScene(*plugin, job.scene_path)) {
@@ -104,6 +140,7 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
                                      "' is a binary scene; it travels as the asset '" + name +
                                      "', which was not uploaded (tessera submit does)");
     }
+    needed.insert(name);
   }
   if (job.takes_tessera_scene()) {
     StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(job.scene_yaml);
@@ -115,13 +152,74 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
             "' it names is not among the job's assets (tessera submit uploads the files a scene "
             "names; or give an absolute path on shared storage)");
       }
+      needed.insert(file);
     }
     TSR_RETURN_IF_ERROR(spec::SplitFrames(&job, scene->width, scene->height, scene->samples,
                                           spec::ResultChannels(*scene)));
   } else {
     TSR_RETURN_IF_ERROR(spec::SplitPluginFrames(&job));
   }
+  if (only_needed) std::erase_if(job.assets, [&](const auto& a) { return !needed.count(a.first); });
+  return Status::Ok();
+}
+
+Status WithStep(const Status& s, const std::string& step) {
+  return s.ok() ? s : Status(s.code(), "step " + step + ": " + s.message());
+}
+
+}  // namespace
+
+namespace {
+
+StatusOr<spec::JobSpec> ParseJob(const SubmissionBody& req) {
+  TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(req.job_yaml));
+  // The job file's own `user:` wins over the submitting client's account name.
+  if (job.user.empty() && req.user) job.user = *req.user;
+  TSR_RETURN_IF_ERROR(CompleteJob(job, req.scene_yaml, req.assets, /*only_needed=*/false));
   return job;
+}
+
+StatusOr<spec::PipelineSpec> ParsePipeline(const SubmissionBody& req) {
+  TSR_ASSIGN_OR_RETURN(spec::PipelineSpec pipeline, spec::ParsePipelineYaml(req.job_yaml));
+  if (pipeline.user.empty() && req.user) pipeline.user = *req.user;
+  if (req.scene_yaml && !req.scene_yaml->empty()) {
+    return Status::InvalidArgument(
+        "body.scene_yaml: a job with steps sends each step's scene in step_scenes");
+  }
+  if (req.step_scenes.is_object()) {
+    for (const auto& [name, text] : req.step_scenes.items()) {
+      if (pipeline.step_index(name) < 0) {
+        return Status::InvalidArgument("body.step_scenes." + name.substr(0, 128) +
+                                       ": the job has no step of that name");
+      }
+    }
+  }
+  int64_t tasks = 0;
+  for (spec::StepSpec& step : pipeline.steps) {
+    step.job.user = pipeline.user;
+    std::optional<std::string> scene;
+    if (req.step_scenes.is_object() && req.step_scenes.contains(step.name)) {
+      scene = req.step_scenes[step.name].get<std::string>();
+    }
+    TSR_RETURN_IF_ERROR(
+        WithStep(CompleteJob(step.job, scene, req.assets, /*only_needed=*/true), step.name));
+    tasks += static_cast<int64_t>(spec::ExpandFrames(step.job).size() *
+                                  std::max<size_t>(1, step.job.parts.size()));
+  }
+  if (tasks > spec::kMaxTasksPerJob) {
+    return Status::InvalidArgument("steps: " + std::to_string(tasks) +
+                                   " tasks over all steps; a job may have at most " +
+                                   std::to_string(spec::kMaxTasksPerJob));
+  }
+  return pipeline;
+}
+
+}  // namespace
+
+StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml) {
+  TSR_ASSIGN_OR_RETURN(SubmissionBody req, ParseBody(body));
+  *job_yaml = req.job_yaml;
+  return ParseJob(req);
 }
 
 StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,
@@ -178,22 +276,25 @@ Status CheckAssetsStored(const SubmitContext& ctx,
 
 }  // namespace
 
-StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller, bool dry_run) {
-  CheckedJob checked;
-  TSR_ASSIGN_OR_RETURN(checked.job, ParseSubmission(body, &checked.job_yaml));
-  spec::JobSpec& job = checked.job;
-  // A dry run's assets are uploaded only when the job is submitted for real.
-  if (!dry_run) TSR_RETURN_IF_ERROR(CheckAssetsStored(ctx, job.assets));
-  // A submitter submits as itself; operators may submit on behalf of anyone.
+namespace {
+
+// Who the job is submitted as: a submitter submits as itself; operators may submit on behalf of
+// anyone.
+Status CheckSubmitter(const SubmitContext& ctx, const security::Caller& caller, std::string* user) {
   if (ctx.auth_enabled) {
-    if (!caller.may(security::Role::kOperator) && !job.user.empty() && job.user != caller.user) {
+    if (!caller.may(security::Role::kOperator) && !user->empty() && *user != caller.user) {
       return Status::PermissionDenied("user: this token submits as '" + caller.user + "', not '" +
-                                      job.user + "'");
+                                      *user + "'");
     }
-    if (!caller.may(security::Role::kOperator) || job.user.empty()) job.user = caller.user;
+    if (!caller.may(security::Role::kOperator) || user->empty()) *user = caller.user;
   }
-  TSR_RETURN_IF_ERROR(utf8::Check(job.user, "user"));
+  return utf8::Check(*user, "user");
+}
+
+// What the farm must have for the job: its limits, the jobs it depends on, its shared folder's
+// root; and, unless a dry run, its assets uploaded.
+Status CheckFarmHas(const SubmitContext& ctx, spec::JobSpec& job, bool dry_run) {
+  if (!dry_run) TSR_RETURN_IF_ERROR(CheckAssetsStored(ctx, job.assets));
   for (size_t i = 0; i < job.limits.size(); ++i) {
     if (!ctx.limits.count(job.limits[i])) {
       return Status::InvalidArgument("limits[" + std::to_string(i) + "]: no limit named '" +
@@ -206,47 +307,127 @@ StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string
     TSR_ASSIGN_OR_RETURN(job.output.shared_dir,
                          SharedDirFor(ctx.shared_roots, job.output.shared_dir));
   }
+  return Status::Ok();
+}
+
+nlohmann::json OutputView(const spec::OutputSpec& output) {
+  return output.shared_dir.empty() ? nlohmann::json{{"directory", output.directory}}
+                                   : nlohmann::json{{"shared_dir", output.shared_dir}};
+}
+
+int64_t TaskCount(const spec::JobSpec& job) {
+  return static_cast<int64_t>(spec::ExpandFrames(job).size() *
+                              std::max<size_t>(1, job.parts.size()));
+}
+
+// The folder a job (or step) writes to: on shared storage, or under `root`; a folder another
+// job writes to is refused unless the spec allows it.
+StatusOr<std::string> FolderFor(const std::vector<std::string>& shared_roots,
+                                const std::string& root, const spec::JobSpec& job,
+                                const std::string& relative, const std::string& shared,
+                                store::Store& store, int64_t id) {
+  std::string dir;
+  if (!shared.empty()) {
+    TSR_ASSIGN_OR_RETURN(dir, SharedDirFor(shared_roots, shared));
+  } else {
+    TSR_ASSIGN_OR_RETURN(dir, OutputDirFor(root, relative, job.name, id));
+  }
+  TSR_RETURN_IF_ERROR(CheckFolderIsFree(store, dir, job,
+                                        shared.empty() ? "output.directory" : "output.shared_dir"));
+  return dir;
+}
+
+}  // namespace
+
+StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller, bool dry_run) {
+  CheckedJob checked;
+  TSR_ASSIGN_OR_RETURN(SubmissionBody req, ParseBody(body));
+  checked.job_yaml = req.job_yaml;
+  if (spec::HasSteps(req.job_yaml)) {
+    TSR_ASSIGN_OR_RETURN(checked.pipeline, ParsePipeline(req));
+    spec::PipelineSpec& pipeline = *checked.pipeline;
+    TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &pipeline.user));
+    for (spec::StepSpec& step : pipeline.steps) {
+      step.job.user = pipeline.user;
+      TSR_RETURN_IF_ERROR(WithStep(CheckFarmHas(ctx, step.job, dry_run), step.name));
+    }
+    return checked;
+  }
+  TSR_ASSIGN_OR_RETURN(checked.job, ParseJob(req));
+  TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &checked.job.user));
+  TSR_RETURN_IF_ERROR(CheckFarmHas(ctx, checked.job, dry_run));
   return checked;
 }
 
 nlohmann::json DryRunView(const spec::JobSpec& job) {
-  const size_t chunks = spec::ExpandFrames(job).size();
-  const size_t parts = std::max<size_t>(1, job.parts.size());
   return {{"name", job.name},
           {"renderer", job.renderer},
           {"user", job.user},
           {"frames",
            {{"start", job.frame_start}, {"end", job.frame_end}, {"count", job.frame_count()}}},
           {"chunk_size", job.chunk_size},
-          {"parts_per_frame", parts},
-          {"tasks", chunks * parts},
+          {"parts_per_frame", std::max<size_t>(1, job.parts.size())},
+          {"tasks", TaskCount(job)},
           {"depends_on", job.depends_on},
           {"frame_depends_on", job.frame_depends_on},
           {"assets", job.assets.size()},
-          {"output", job.output.shared_dir.empty()
-                         ? nlohmann::json{{"directory", job.output.directory}}
-                         : nlohmann::json{{"shared_dir", job.output.shared_dir}}}};
+          {"output", OutputView(job.output)}};
+}
+
+nlohmann::json DryRunView(const CheckedJob& checked) {
+  if (!checked.pipeline) return DryRunView(checked.job);
+  const spec::PipelineSpec& pipeline = *checked.pipeline;
+  nlohmann::json steps = nlohmann::json::array();
+  int64_t tasks = 0;
+  for (const spec::StepSpec& step : pipeline.steps) {
+    nlohmann::json view = DryRunView(step.job);
+    view.erase("user");
+    view["name"] = step.name;
+    view["step_depends_on"] = step.depends_on;
+    tasks += TaskCount(step.job);
+    steps.push_back(std::move(view));
+  }
+  return {{"name", pipeline.name},     {"renderer", spec::kRendererSteps},
+          {"user", pipeline.user},     {"tasks", tasks},
+          {"steps", std::move(steps)}, {"output", OutputView(pipeline.output)}};
 }
 
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller,
                                      const store::IdempotentRequest* request) {
   TSR_ASSIGN_OR_RETURN(CheckedJob checked, CheckSubmission(ctx, body, caller));
+  if (checked.pipeline) {
+    const spec::PipelineSpec& pipeline = *checked.pipeline;
+    // The job's folder; each step's is a folder named after it inside (unless it has its own).
+    spec::JobSpec job_folder;
+    job_folder.name = pipeline.name;
+    job_folder.user = pipeline.user;
+    job_folder.output = pipeline.output;
+    return ctx.store.CreatePipeline(
+        pipeline, checked.job_yaml,
+        [&](int64_t id) {
+          return FolderFor(ctx.shared_roots, ctx.output_root, job_folder, pipeline.output.directory,
+                           pipeline.output.shared_dir, ctx.store, id);
+        },
+        [&](size_t i, int64_t id, const std::string& job_dir) -> StatusOr<std::string> {
+          const spec::StepSpec& step = pipeline.steps[i];
+          if (step.own_output) {
+            return FolderFor(ctx.shared_roots, ctx.output_root, step.job, step.job.output.directory,
+                             step.job.output.shared_dir, ctx.store, id);
+          }
+          const bool shared = !pipeline.output.shared_dir.empty();
+          return FolderFor(ctx.shared_roots, job_dir, step.job, step.name,
+                           shared ? job_dir + "/" + step.name : "", ctx.store, id);
+        },
+        request);
+  }
   const spec::JobSpec& job = checked.job;
   return ctx.store.CreateJob(
       job, checked.job_yaml,
-      [&](int64_t id) -> StatusOr<std::string> {
-        const bool shared = !job.output.shared_dir.empty();
-        std::string dir;
-        if (shared) {
-          dir = job.output.shared_dir;
-        } else {
-          TSR_ASSIGN_OR_RETURN(dir,
-                               OutputDirFor(ctx.output_root, job.output.directory, job.name, id));
-        }
-        TSR_RETURN_IF_ERROR(CheckFolderIsFree(ctx.store, dir, job,
-                                              shared ? "output.shared_dir" : "output.directory"));
-        return dir;
+      [&](int64_t id) {
+        return FolderFor(ctx.shared_roots, ctx.output_root, job, job.output.directory,
+                         job.output.shared_dir, ctx.store, id);
       },
       request);
 }

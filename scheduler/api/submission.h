@@ -6,12 +6,14 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/job_spec.h"
+#include "shared/job_steps.h"
 #include "shared/status.h"
 
 namespace tessera::blobs {
@@ -29,7 +31,10 @@ struct SubmitContext {
   bool auth_enabled = true;
 };
 
-// Parses the body {"job_yaml", "scene_yaml", "user", "assets"} into a validated job spec
+// The body: {"job_yaml", "scene_yaml", "user", "assets", "step_scenes"}; a job file with
+// `steps:` (shared/job_steps.h) takes each step's scene text from step_scenes (step name ->
+// text), and its steps share the assets map (each keeps the files it names).
+// Parses the body of a job without steps into a validated job spec
 // carrying its scene text; `job_yaml` gets the job file as sent.
 StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml);
 
@@ -37,15 +42,19 @@ StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* jo
 // id): the job as it would be stored, and its file. With `dry_run`, assets are not required to
 // be uploaded yet.
 struct CheckedJob {
-  spec::JobSpec job;
+  spec::JobSpec job;  // a job without steps
   std::string job_yaml;
+  std::optional<spec::PipelineSpec> pipeline;  // a job with steps (then `job` is unused)
 };
 StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller, bool dry_run = false);
 // What a checked job would create (POST /api/v1/jobs?dry_run=true): {"name", "renderer", "user",
 // "frames": {"start", "end", "count"}, "chunk_size", "parts_per_frame", "tasks", "depends_on",
 // "frame_depends_on", "assets", "output"}.
+// A job with steps: {"name", "renderer": "steps", "user", "tasks", "output", "steps": [the view
+// above of each step, named after it, with "step_depends_on": [{"step", "per_frame"}]]}.
 nlohmann::json DryRunView(const spec::JobSpec& job);
+nlohmann::json DryRunView(const CheckedJob& checked);
 
 // Checks `body` as `caller` sends it and stores the job with its tasks.
 // With `request` (its Idempotency-Key), the key is stored with the job, in its transaction.

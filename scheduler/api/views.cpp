@@ -69,7 +69,10 @@ nlohmann::json JobView(const store::JobRecord& j) {
           {"interruptible", j.interruptible},
           {"deadline", OptTime(j.deadline_ms)},
           {"gpu_seconds", j.gpu_seconds},
-          {"cost", j.cost}};
+          {"cost", j.cost},
+          {"pipeline_id", j.pipeline_id ? nlohmann::json(*j.pipeline_id) : nlohmann::json(nullptr)},
+          {"step", j.pipeline_id ? nlohmann::json(j.step) : nlohmann::json(nullptr)},
+          {"step_depends_on", j.step_depends_on}};
 }
 
 nlohmann::json TaskView(const store::TaskRecord& t) {

@@ -164,7 +164,10 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     started.set_value(recovered);
     return;
   }
-  if (recovered.ok()) ResumeAssemblies();
+  if (recovered.ok()) {
+    ResumeAssemblies();
+    CancelStepsOfEndedSteps();
+  }
   started.set_value(endpoint);
   spdlog::info("broker listening on {} (heartbeat {} ms, liveness {}), {}", endpoint,
                options_.heartbeat_ms, options_.liveness,

@@ -421,6 +421,23 @@ class Broker {
   void Forget(int64_t task_id);
   // A job left memory (all its tasks finished): release the jobs that were waiting on it.
   void OnJobFinished(int64_t job_id);
+
+  // ---- jobs with steps (broker_steps.cpp) --------------------------------------------------
+  // Cancels a job (a job with steps: each unfinished step, then the job) and tells the workers
+  // running its tasks to stop; `reason` is recorded as its error. Returns the leases stopped.
+  StatusOr<int> CancelNow(int64_t job_id, const std::string& reason);
+  // A step ended failed or canceled: the unfinished steps depending on it are canceled (and
+  // theirs after them), the job's error says which step failed.
+  void CancelStepsAfter(const store::JobRecord& ended);
+  // At start-up: steps left waiting on a step that failed before a crash are canceled.
+  void CancelStepsOfEndedSteps();
+  // How `tessera why` names a job `job` depends on: "step render" (a step of the same job) or
+  // "job 12".
+  std::string DependencyName(const JobInfo& job, int64_t dep);
+  // The job itself, or a job with steps' steps (in their stored order).
+  StatusOr<std::vector<int64_t>> JobsOf(int64_t job_id);
+  // Applies an operation to the job, and to each of its steps when it has steps.
+  Status ForEachStep(int64_t job_id, const std::function<Status(int64_t)>& apply);
   void Enqueue(const LiveTask& task);
   // Frame-on-frame dependencies: whether the task still waits on an undone frame; the gate of a
   // depended-on job (built from the store on first use); a depended-on task finished.

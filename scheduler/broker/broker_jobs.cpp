@@ -22,38 +22,35 @@ void Broker::JobSubmitted(int64_t job_id) {
 }
 
 Status Broker::CancelJob(int64_t job_id) {
-  return OnBrokerThread<int>([this, job_id]() -> StatusOr<int> {
-           TSR_ASSIGN_OR_RETURN(std::vector<store::Lease> leases, store_.CancelJob(job_id));
-           for (auto& [id, task] : leases_.tasks()) {
-             if (task.job_id == job_id) CancelAllLeases(task, "the job was canceled");
-           }
-           leases_.DropQueued(job_id);
-           for (auto it = leases_.tasks().begin(); it != leases_.tasks().end();) {
-             if (it->second.job_id != job_id) {
-               ++it;
-               continue;
-             }
-             ClearResume(it->second);  // its checkpoint goes with it
-             it = leases_.tasks().erase(it);
-           }
-           leases_.jobs().erase(job_id);
-           MarkJobChanged(job_id);
-           spdlog::info("job {} canceled ({} running tasks told to stop)", job_id, leases.size());
-           return static_cast<int>(leases.size());
-         })
-      .status();
+  return OnBrokerThread<int>([this, job_id] { return CancelNow(job_id, ""); }).status();
+}
+
+// A job with steps: the operation is recorded on the job and applied to each unfinished step
+// (a finished step refuses it; that is no error here). A job without steps: just the job.
+Status Broker::ForEachStep(int64_t job_id, const std::function<Status(int64_t)>& apply) {
+  TSR_ASSIGN_OR_RETURN(std::vector<int64_t> ids, JobsOf(job_id));
+  if (ids.size() == 1 && ids[0] == job_id) return apply(job_id);
+  TSR_RETURN_IF_ERROR(apply(job_id));
+  for (int64_t id : ids) {
+    Status s = apply(id);
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  return Status::Ok();
 }
 
 Status Broker::SetJobPriority(int64_t job_id, int priority) {
   return OnBrokerThread<int>([this, job_id, priority]() -> StatusOr<int> {
-           TSR_RETURN_IF_ERROR(store_.SetJobPriority(job_id, priority));
-           auto it = leases_.jobs().find(job_id);
-           if (it != leases_.jobs().end()) {
-             leases_.DropQueued(job_id);
-             it->second.priority = priority;
-             EnqueueJob(job_id);
-           }
-           MarkJobChanged(job_id);
+           TSR_RETURN_IF_ERROR(ForEachStep(job_id, [&](int64_t id) -> Status {
+             TSR_RETURN_IF_ERROR(store_.SetJobPriority(id, priority));
+             auto it = leases_.jobs().find(id);
+             if (it != leases_.jobs().end()) {
+               leases_.DropQueued(id);
+               it->second.priority = priority;
+               EnqueueJob(id);
+             }
+             MarkJobChanged(id);
+             return Status::Ok();
+           }));
            spdlog::info("job {} priority set to {}", job_id, priority);
            return 0;
          })
@@ -62,17 +59,20 @@ Status Broker::SetJobPriority(int64_t job_id, int priority) {
 
 Status Broker::SetJobPaused(int64_t job_id, bool paused) {
   return OnBrokerThread<int>([this, job_id, paused]() -> StatusOr<int> {
-           TSR_RETURN_IF_ERROR(store_.SetJobPaused(job_id, paused));
-           auto it = leases_.jobs().find(job_id);
-           if (it != leases_.jobs().end()) {
-             it->second.paused = paused;
-             if (paused) {
-               leases_.DropQueued(job_id);
-             } else {
-               EnqueueJob(job_id);
+           TSR_RETURN_IF_ERROR(ForEachStep(job_id, [&](int64_t id) -> Status {
+             TSR_RETURN_IF_ERROR(store_.SetJobPaused(id, paused));
+             auto it = leases_.jobs().find(id);
+             if (it != leases_.jobs().end()) {
+               it->second.paused = paused;
+               if (paused) {
+                 leases_.DropQueued(id);
+               } else {
+                 EnqueueJob(id);
+               }
              }
-           }
-           MarkJobChanged(job_id);
+             MarkJobChanged(id);
+             return Status::Ok();
+           }));
            spdlog::info("job {} {}", job_id, paused ? "paused" : "resumed");
            return 0;
          })
@@ -81,11 +81,33 @@ Status Broker::SetJobPaused(int64_t job_id, bool paused) {
 
 StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
   return OnBrokerThread<int>([this, job_id, frames]() -> StatusOr<int> {
-    TSR_ASSIGN_OR_RETURN(int moved,
-                         frames ? store_.RerenderFrames(job_id, frames->first, frames->second)
-                                : store_.RetryFailedTasks(job_id));
-    if (moved > 0) LoadTasks(job_id);
-    MarkJobChanged(job_id);
+    TSR_ASSIGN_OR_RETURN(store::JobRecord job, store_.GetJob(job_id));
+    std::vector<store::JobRecord> steps{job};
+    if (job.has_steps()) {
+      if (job.state == store::JobState::kCanceled) {
+        return Status::FailedPrecondition("job " + std::to_string(job_id) + " is canceled");
+      }
+      TSR_ASSIGN_OR_RETURN(steps, store_.PipelineSteps(job_id));
+    }
+    int moved = 0;
+    // Steps in order: a step requeued after the one it needs waits for it again.
+    for (const store::JobRecord& step : steps) {
+      StatusOr<int> n =
+          frames ? store_.RerenderFrames(step.id, frames->first, frames->second)
+          // A retried job's steps that were canceled because a step failed run again too.
+          : step.pipeline_id && step.state == store::JobState::kCanceled
+              ? store_.ReviveStep(step.id)
+              : store_.RetryFailedTasks(step.id);
+      if (!n.ok() && (!job.has_steps() || n.status().code() != StatusCode::kFailedPrecondition)) {
+        return n.status();
+      }
+      if (n.ok() && *n > 0) {
+        moved += *n;
+        LoadTasks(step.id);
+      }
+      MarkJobChanged(step.id);
+    }
+    if (job.has_steps()) MarkJobChanged(job_id);
     spdlog::info("job {}: {} task(s) requeued by request", job_id, moved);
     return moved;
   });
@@ -160,16 +182,21 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
                   std::to_string(l.attempt);
       }
     } else if (!job.waiting_on.empty()) {
-      reason = "waiting for job(s) it depends on:";
+      reason = "waiting for";
       for (int64_t dep : job.waiting_on) {
         StatusOr<store::JobRecord> other = store_.GetJob(dep);
-        reason += " " + std::to_string(dep) + " (" +
+        reason += (dep == *job.waiting_on.begin() ? " " : ", ") + DependencyName(job, dep) + " (" +
                   (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
       }
     } else if (WaitsOnFrames(task, job)) {
-      reason = "waiting for frames " + std::to_string(task.frame_start) + "-" +
-               std::to_string(task.frame_end) + " of job(s) " +
-               nlohmann::json(job.frame_deps).dump() + " to be done";
+      reason = "waiting for " +
+               (task.frame_start == task.frame_end ? "frame " + std::to_string(task.frame_start)
+                                                   : "frames " + std::to_string(task.frame_start) +
+                                                         "-" + std::to_string(task.frame_end)) +
+               " of";
+      for (int64_t dep : job.frame_deps) {
+        reason += (dep == job.frame_deps.front() ? " " : ", ") + DependencyName(job, dep);
+      }
     } else if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
       reason = "a limit is at its maximum:";
       for (const std::string& name : job.needs.limits) {
@@ -336,6 +363,8 @@ Status Broker::LoadJob(int64_t job_id) {
     if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
   }
   info.frame_deps = job.frame_depends_on;
+  info.pipeline_id = job.pipeline_id;
+  info.step = job.step;
   auto& stored = leases_.jobs()[job_id] = std::move(info);
   HoldIfOutputsFull(job_id, stored);
   UpdateFeasibility(job_id, stored);
@@ -406,7 +435,12 @@ void Broker::Enqueue(const LiveTask& task) {
 
 void Broker::OnJobFinished(int64_t job_id) {
   StatusOr<store::JobRecord> job = store_.GetJob(job_id);
-  if (!job.ok() || job->state != store::JobState::kDone) return;  // dependents keep waiting
+  if (!job.ok()) return;
+  if (job->state != store::JobState::kDone) {
+    // The steps after a failed step cannot run; other dependents keep waiting.
+    if (job->terminal()) CancelStepsAfter(*job);
+    return;
+  }
   for (auto& [id, info] : leases_.jobs()) {
     if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
       spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);

@@ -63,6 +63,8 @@ struct JobInfo {
   int64_t unfinished = 0;                     // its tasks in tasks_
   std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
   std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
+  std::optional<int64_t> pipeline_id;         // a step: its job (shared/job_steps.h)
+  std::string step;                           // and its name
   std::optional<std::string> notice;          // as last written to the store
   std::set<int> flagged_frames;               // kept with bad pixels (store: frame_flags)
   int64_t tasks_done = 0;                     // since loaded, for the straggler baseline

@@ -283,6 +283,27 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
   if (Member(job, "error").is_string() && !Str(job, "error").empty()) {
     std::cout << "  error      " << Str(job, "error") << "\n";
   }
+  if (Member(job, "step").is_string()) {
+    std::cout << "  step       " << Str(job, "step") << " of job " << Str(job, "pipeline_id")
+              << "\n";
+  }
+  const json& steps = Member(job, "steps");
+  if (steps.is_array()) {
+    // A job with steps: a row per step (each a job of its own: tessera status STEP_ID).
+    std::cout << "\n";
+    Table table({"STEP", "ID", "STATE", "PROGRESS", "TASKS", "RENDERER", "AFTER"});
+    for (const json& step : steps) {
+      std::string after;
+      for (const json& dep : Member(step, "step_depends_on")) {
+        after += (after.empty() ? "" : ", ") + Str(dep, "step") +
+                 (Member(dep, "per_frame") == true ? " (per frame)" : "");
+      }
+      table.AddRow({Str(step, "step"), Str(step, "id"), Str(step, "state"),
+                    FormatPercent(Num(step, "progress")), TaskCounts(Member(step, "tasks")),
+                    Str(step, "renderer"), after.empty() ? "-" : after});
+    }
+    table.Print(std::cout);
+  }
   if (show_tasks) {
     std::cout << "\n";
     Table table({"ID", "INDEX", "FRAMES", "STATE", "ATTEMPT", "WORKER", "PROGRESS", "MESSAGE"});

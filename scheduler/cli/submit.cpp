@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/format.h"
 #include "shared/job_spec.h"
+#include "shared/job_steps.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 #include "shared/sha256.h"
@@ -76,6 +78,11 @@ auto Guarded(Fn fn) -> decltype(fn()) {
   } catch (const std::exception& e) {
     return Status::Internal(std::string("unexpected parser failure: ") + e.what());
   }
+}
+
+int LocalError(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return kExitUsage;
 }
 
 int LocalError(const std::string& where, const std::string& message) {
@@ -168,6 +175,25 @@ int PrintDryRun(ApiClient& client, const json& body, bool as_json) {
     std::cout << reply->dump(2) << "\n";
     return kExitOk;
   }
+  if (Member(job, "steps").is_array()) {
+    std::cout << "job '" << Str(job, "name") << "'"
+              << (Str(job, "user", "").empty() ? "" : " (user " + Str(job, "user") + ")") << ": "
+              << Member(job, "steps").size() << " step(s) -> " << Str(job, "tasks") << " task(s)\n";
+    for (const json& step : Member(job, "steps")) {
+      const json& frames = Member(step, "frames");
+      std::string after;
+      for (const json& dep : Member(step, "step_depends_on")) {
+        after += (after.empty() ? "" : ", ") + Str(dep, "step") +
+                 (Member(dep, "per_frame") == true ? " (per frame)" : "");
+      }
+      std::cout << "  step " << Str(step, "name") << " (" << Str(step, "renderer") << "): frames "
+                << Str(frames, "start") << "-" << Str(frames, "end") << ", chunk "
+                << Str(step, "chunk_size") << " -> " << Str(step, "tasks") << " task(s)"
+                << (after.empty() ? "" : "; after " + after) << "\n";
+    }
+    std::cout << "Valid; nothing was stored (submit without --dry-run to create it).\n";
+    return kExitOk;
+  }
   const json& frames = Member(job, "frames");
   std::cout << "job '" << Str(job, "name") << "' (" << Str(job, "renderer")
             << (Str(job, "user", "").empty() ? "" : ", user " + Str(job, "user")) << "): frames "
@@ -190,6 +216,74 @@ int PrintDryRun(ApiClient& client, const json& body, bool as_json) {
   return kExitOk;
 }
 
+// What travels with a job besides its file: its scene's text and the files it reads (paths
+// relative to scene_dir), read and checked here as the scheduler would.
+struct LocalFiles {
+  std::string scene_text;
+  std::set<std::string> asset_files;
+  fs::path scene_dir;
+};
+
+StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::JobSpec& job) {
+  LocalFiles local;
+  std::string& scene_text = local.scene_text;
+  // A binary scene (.blend) is uploaded like an asset, under its file name.
+  const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job.renderer);
+  const bool binary_scene = plugin && plugin::IsBinaryScene(*plugin, job.scene_path);
+  if (!job.scene_path.empty() && !binary_scene) {
+    fs::path scene_path = job.scene_path;
+    if (scene_path.is_relative()) scene_path = fs::path(job_file).parent_path() / scene_path;
+    StatusOr<std::string> read = ReadTextFile(scene_path);
+    if (!read.ok()) {
+      return Status::InvalidArgument(job_file + ": scene: cannot read '" + scene_path.string() +
+                                     "': " + read.status().message());
+    }
+    if (read->size() > spec::kMaxSceneBytes) {
+      return Status::InvalidArgument(scene_path.string() + ": larger than " +
+                                     std::to_string(spec::kMaxSceneBytes) + " bytes");
+    }
+    scene_text = std::move(read).value();
+    // Stored and shown as text: refused here with the offset, as the scheduler would.
+    if (Status s = utf8::Check(scene_text, "scene"); !s.ok()) {
+      return Status::InvalidArgument(scene_path.string() + ": " + s.message());
+    }
+    // A plugin's scene is the renderer's own text (.pov, .py): the renderer reads it.
+    if (!job.uses_plugin()) {
+      StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+      if (!scene.ok()) {
+        return Status::InvalidArgument(scene_path.string() + ": " + scene.status().message());
+      }
+    }
+  } else if (job.produces_frames() && !job.uses_plugin()) {
+    scene_text = job.scene_yaml;
+    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+    if (!scene.ok()) {
+      return Status::InvalidArgument(job_file + ": scene: " + scene.status().message());
+    }
+  }
+
+  // The files the renderer reads besides the scene: the job's own list, and for the path tracer
+  // the files its scene names. Paths are relative to the scene's folder.
+  std::set<std::string>& asset_files = local.asset_files;
+  asset_files.insert(job.asset_files.begin(), job.asset_files.end());
+  if (binary_scene) asset_files.insert(fs::path(job.scene_path).filename().string());
+  if (job.takes_tessera_scene() && !scene_text.empty()) {
+    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+    if (scene.ok()) {
+      for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);
+    }
+  }
+  fs::path& scene_dir = local.scene_dir;
+  scene_dir = fs::path(job_file).parent_path();
+  if (!job.scene_path.empty()) {
+    fs::path scene_path = job.scene_path;
+    if (scene_path.is_relative()) scene_path = scene_dir / scene_path;
+    scene_dir = scene_path.parent_path();
+  }
+
+  return local;
+}
+
 }  // namespace
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run) {
@@ -197,67 +291,52 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dr
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
   LearnNativePlugins(options, *job_text);
 
-  StatusOr<spec::JobSpec> job = Guarded([&] { return spec::ParseJobYaml(*job_text); });
-  if (!job.ok()) return LocalError(job_file, job.status().message());
-
-  std::string scene_text;
-  // A binary scene (.blend) is uploaded like an asset, under its file name.
-  const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job->renderer);
-  const bool binary_scene = plugin && plugin::IsBinaryScene(*plugin, job->scene_path);
-  if (!job->scene_path.empty() && !binary_scene) {
-    fs::path scene_path = job->scene_path;
-    if (scene_path.is_relative()) scene_path = fs::path(job_file).parent_path() / scene_path;
-    StatusOr<std::string> read = ReadTextFile(scene_path);
-    if (!read.ok()) {
-      return LocalError(
-          job_file, "scene: cannot read '" + scene_path.string() + "': " + read.status().message());
-    }
-    if (read->size() > spec::kMaxSceneBytes) {
-      return LocalError(scene_path.string(),
-                        "larger than " + std::to_string(spec::kMaxSceneBytes) + " bytes");
-    }
-    scene_text = std::move(read).value();
-    // Stored and shown as text: refused here with the offset, as the scheduler would.
-    if (Status s = utf8::Check(scene_text, "scene"); !s.ok()) {
-      return LocalError(scene_path.string(), s.message());
-    }
-    // A plugin's scene is the renderer's own text (.pov, .py): the renderer reads it.
-    if (!job->uses_plugin()) {
-      StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-      if (!scene.ok()) return LocalError(scene_path.string(), scene.status().message());
-    }
-  } else if (job->produces_frames() && !job->uses_plugin()) {
-    scene_text = job->scene_yaml;
-    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-    if (!scene.ok()) return LocalError(job_file, "scene: " + scene.status().message());
-  }
-
-  // The files the renderer reads besides the scene: the job's own list, and for the path tracer
-  // the files its scene names. Paths are relative to the scene's folder.
-  std::set<std::string> asset_files(job->asset_files.begin(), job->asset_files.end());
-  if (binary_scene) asset_files.insert(fs::path(job->scene_path).filename().string());
-  if (job->takes_tessera_scene() && !scene_text.empty()) {
-    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-    if (scene.ok()) {
-      for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);
-    }
-  }
-  fs::path scene_dir = fs::path(job_file).parent_path();
-  if (!job->scene_path.empty()) {
-    fs::path scene_path = job->scene_path;
-    if (scene_path.is_relative()) scene_path = scene_dir / scene_path;
-    scene_dir = scene_path.parent_path();
+  // A job without steps is one "step" with no name; a job with steps reads each step's files.
+  std::vector<std::pair<std::string, spec::JobSpec>> jobs;
+  if (spec::HasSteps(*job_text)) {
+    StatusOr<spec::PipelineSpec> pipeline =
+        Guarded([&] { return spec::ParsePipelineYaml(*job_text); });
+    if (!pipeline.ok()) return LocalError(job_file, pipeline.status().message());
+    for (spec::StepSpec& step : pipeline->steps) jobs.emplace_back(step.name, std::move(step.job));
+  } else {
+    StatusOr<spec::JobSpec> job = Guarded([&] { return spec::ParseJobYaml(*job_text); });
+    if (!job.ok()) return LocalError(job_file, job.status().message());
+    jobs.emplace_back("", std::move(job).value());
   }
 
   ApiClient client(options.connection);
-  json body = {{"job_yaml", *job_text}, {"scene_yaml", scene_text}};
-  if (!asset_files.empty()) {
-    json assets = json::object();
-    for (const std::string& file : asset_files) {
+  json body = {{"job_yaml", *job_text}};
+  // Every asset of every step, by its path relative to its scene's folder (steps share the map).
+  std::map<std::string, fs::path> asset_paths;
+  for (const auto& [step, job] : jobs) {
+    const std::string where = step.empty() ? job_file : job_file + ": step " + step;
+    StatusOr<LocalFiles> local = ReadLocalFiles(job_file, job);
+    if (!local.ok()) {
+      return LocalError(step.empty() ? local.status().message()
+                                     : "step " + step + ": " + local.status().message());
+    }
+    if (step.empty()) {
+      body["scene_yaml"] = local->scene_text;
+    } else if (!local->scene_text.empty()) {
+      body["step_scenes"][step] = local->scene_text;
+    }
+    for (const std::string& file : local->asset_files) {
       if (Status s = spec::ValidateAssetPath(file, "assets"); !s.ok()) {
-        return LocalError(job_file, s.message());
+        return LocalError(where, s.message());
       }
-      const fs::path path = scene_dir / file;
+      const fs::path path = local->scene_dir / file;
+      auto [it, added] = asset_paths.emplace(file, path);
+      std::error_code ec;
+      if (!added && !fs::equivalent(it->second, path, ec)) {
+        return LocalError(where, "asset '" + file + "' names " + path.string() +
+                                     ", another step's names " + it->second.string() +
+                                     "; the steps of a job share their assets' paths");
+      }
+    }
+  }
+  if (!asset_paths.empty()) {
+    json assets = json::object();
+    for (const auto& [file, path] : asset_paths) {
       std::error_code ec;
       if (!fs::is_regular_file(path, ec)) {
         return LocalError(job_file, "asset '" + file + "': no such file " + path.string());

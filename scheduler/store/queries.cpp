@@ -27,6 +27,7 @@ StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f) {
   if (!f.user.empty()) sql += " AND user_name = ?2";
   if (!f.project.empty()) sql += " AND project = ?3";
   if (f.before) sql += " AND id < ?4";
+  if (!f.steps) sql += " AND pipeline_id IS NULL";
   sql += " ORDER BY id DESC LIMIT ?5";
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(sql));
   if (f.state) s.Bind(1, JobStateName(*f.state));
@@ -132,7 +133,8 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
 StatusOr<FarmSummary> Store::Summary() {
   TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
   FarmSummary sum;
-  TSR_ASSIGN_OR_RETURN(Stmt j, r->Prepare("SELECT state, count(*) FROM jobs GROUP BY state"));
+  TSR_ASSIGN_OR_RETURN(Stmt j, r->Prepare("SELECT state, count(*) FROM jobs WHERE "
+                                          "pipeline_id IS NULL GROUP BY state"));
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, j.Step());
     if (!row) break;
@@ -141,7 +143,9 @@ StatusOr<FarmSummary> Store::Summary() {
   TSR_ASSIGN_OR_RETURN(Stmt t,
                        r->Prepare("SELECT total(tasks_total), total(tasks_queued), "
                                   "total(tasks_running), total(tasks_done), total(tasks_failed), "
-                                  "total(tasks_canceled) FROM jobs"));
+                                  "total(tasks_canceled) FROM jobs "
+                                  // A job with steps holds its steps' counts, not tasks of its own.
+                                  "WHERE renderer != 'steps'"));
   TSR_ASSIGN_OR_RETURN(bool trow, t.Step());
   if (trow) {
     sum.tasks = {static_cast<int64_t>(t.Double(0)), static_cast<int64_t>(t.Double(1)),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shared/job_spec.h"
+#include "shared/job_steps.h"
 #include "shared/protocol.h"
 
 namespace tessera::store {
@@ -85,6 +86,14 @@ struct JobRecord {
   // writes the scene under: resolved from the job file once, when it was submitted (schema 28).
   std::map<std::string, std::string> settings;
   std::string scene_name;
+  // Jobs with steps (shared/job_steps.h, schema 29). The job itself has renderer
+  // spec::kRendererSteps, no tasks, and its steps' task counters; each step is a job whose
+  // pipeline_id is the job's, with its step name and its dependencies on the job's other steps.
+  std::optional<int64_t> pipeline_id;
+  std::string step;
+  std::vector<spec::StepDependency> step_depends_on;
+
+  bool has_steps() const { return renderer == spec::kRendererSteps; }
 
   // Whether its tasks send frame results: not noop tasks (they only report done), nor those of
   // a plugin whose `outputs` setting is none (a command run for its side effects; jobs stored
@@ -97,6 +106,15 @@ struct JobRecord {
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;
   }
+};
+
+// A row of the events table: what happened, in order (ids only grow).
+struct EventRecord {
+  int64_t id = 0;
+  int64_t at_ms = 0;
+  std::optional<int64_t> job_id, task_id, worker_id;
+  std::string kind;
+  std::string message;
 };
 
 struct TaskRecord {

@@ -13,7 +13,8 @@ const char* const kJobColumns =
     "task_timeout_s, blocklist_after, depends_on, limits, progress_timeout_s, pools, tags, "
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
     "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets, "
-    "output_shared, checkpoint_interval_s, settings, scene_name";
+    "output_shared, checkpoint_interval_s, settings, scene_name, pipeline_id, step, "
+    "step_depends_on";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -59,6 +60,9 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.checkpoint_interval_s = static_cast<int>(s.Int(44));
   j.settings = nlohmann::json::parse(s.Text(45)).get<std::map<std::string, std::string>>();
   j.scene_name = s.Text(46);
+  j.pipeline_id = s.OptInt(47);
+  j.step = s.Text(48);
+  j.step_depends_on = nlohmann::json::parse(s.Text(49)).get<std::vector<spec::StepDependency>>();
   return j;
 }
 

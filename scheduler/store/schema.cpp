@@ -324,6 +324,69 @@ ALTER TABLE jobs ADD COLUMN checkpoint_interval_s INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE jobs ADD COLUMN scene_name TEXT NOT NULL DEFAULT '';
 )sql",
+    // 28 -> 29: jobs with steps (shared/job_steps.h). The job is a row with renderer 'steps' and
+    // no tasks of its own; each step is a job row pointing at it (pipeline_id) with its name and
+    // its dependencies on other steps ([{"step", "per_frame"}], shown to people; the broker works
+    // from depends_on / frame_depends_on, which hold the steps' job ids). The job's task counters
+    // are its steps' together, kept so by a trigger in the same transaction as every change of a
+    // step's counters, whichever statement makes it; a second trigger derives the job's state
+    // from them as Store::RefreshJobState does for a job with tasks, except that a job whose
+    // steps all ended, none failed and some canceled is canceled (not done).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN pipeline_id INTEGER;
+ALTER TABLE jobs ADD COLUMN step TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN step_depends_on TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX jobs_by_pipeline ON jobs(pipeline_id) WHERE pipeline_id IS NOT NULL;
+CREATE TRIGGER step_counts_to_job
+AFTER UPDATE OF tasks_queued, tasks_running, tasks_done, tasks_failed, tasks_canceled ON jobs
+WHEN NEW.pipeline_id IS NOT NULL
+BEGIN
+  UPDATE jobs SET
+    tasks_queued = tasks_queued + NEW.tasks_queued - OLD.tasks_queued,
+    tasks_running = tasks_running + NEW.tasks_running - OLD.tasks_running,
+    tasks_done = tasks_done + NEW.tasks_done - OLD.tasks_done,
+    tasks_failed = tasks_failed + NEW.tasks_failed - OLD.tasks_failed,
+    tasks_canceled = tasks_canceled + NEW.tasks_canceled - OLD.tasks_canceled
+  WHERE id = NEW.pipeline_id;
+END;
+CREATE TRIGGER job_state_from_steps
+AFTER UPDATE OF tasks_queued, tasks_running, tasks_done, tasks_failed, tasks_canceled ON jobs
+WHEN NEW.renderer = 'steps' AND NEW.state != 'canceled'
+BEGIN
+  UPDATE jobs SET
+    state = CASE
+      WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total THEN
+        CASE WHEN tasks_failed > 0 THEN 'failed' WHEN tasks_canceled > 0 THEN 'canceled'
+             ELSE 'done' END
+      WHEN tasks_running + tasks_done + tasks_failed > 0 THEN 'running'
+      ELSE 'queued' END,
+    started_at = CASE WHEN started_at IS NULL AND tasks_running > 0
+      THEN CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) ELSE started_at END,
+    finished_at = CASE WHEN tasks_done + tasks_failed + tasks_canceled = tasks_total
+      THEN COALESCE(finished_at, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+      ELSE NULL END
+  WHERE id = NEW.id;
+END;
+)sql",
+    // 29 -> 30: webhooks (scheduler/events/webhooks.h). A job's end is an event in the same
+    // transaction as the state change that ends it, whatever statement makes it (a task's last
+    // transition, a cancel, a job with steps following its steps): job_done, job_failed,
+    // job_canceled, with the job's error. Each webhook receiver keeps the id of the last event it
+    // acknowledged, so a restart resends only what was not delivered.
+    R"sql(
+CREATE TRIGGER job_end_events
+AFTER UPDATE OF state ON jobs
+WHEN NEW.state != OLD.state AND NEW.state IN ('done', 'failed', 'canceled')
+BEGIN
+  INSERT INTO events (at, job_id, kind, message) VALUES (
+    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER), NEW.id, 'job_' || NEW.state,
+    COALESCE(NEW.error, ''));
+END;
+CREATE TABLE webhook_cursors (
+  receiver       TEXT    PRIMARY KEY,
+  last_event_id  INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);

@@ -51,9 +51,11 @@
 
 namespace tessera::store {
 
+struct PluginFiles;  // rows.h
+
 class Store {
  public:
-  static constexpr int kSchemaVersion = 28;
+  static constexpr int kSchemaVersion = 30;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -92,8 +94,25 @@ class Store {
   StatusOr<JobRecord> CreateJob(const spec::JobSpec& spec, const std::string& job_yaml,
                                 const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
                                 const IdempotentRequest* request = nullptr);
+  // Stores a job with steps in one transaction: the job's row (renderer spec::kRendererSteps,
+  // its folder from `output_dir_for`), then every step as a job of its own in the spec's order
+  // (each after the steps it depends on, whose ids become its depends_on / frame_depends_on),
+  // its folder from `step_dir_for(step index, step job id, the job's folder)`.
+  using StepDirFn = std::function<StatusOr<std::string>(size_t, int64_t, const std::string&)>;
+  StatusOr<JobRecord> CreatePipeline(
+      const spec::PipelineSpec& pipeline, const std::string& job_yaml,
+      const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
+      const StepDirFn& step_dir_for, const IdempotentRequest* request = nullptr);
+  // The steps of a job with steps, in the order they were stored (each after those it needs).
+  StatusOr<std::vector<JobRecord>> PipelineSteps(int64_t job_id);
   // Marks the job and its unfinished tasks canceled; returns the leases that were running.
-  StatusOr<std::vector<Lease>> CancelJob(int64_t job_id);
+  // `reason` (when given) becomes the job's error, e.g. "step sim failed".
+  StatusOr<std::vector<Lease>> CancelJob(int64_t job_id, const std::string& reason = "");
+  // A step canceled because a step it needed failed goes back to queued, its canceled tasks
+  // with it (retrying its job). Returns how many tasks moved.
+  StatusOr<int> ReviveStep(int64_t job_id);
+  // Sets the job's error unless it has one (the first reason a job failed is the one kept).
+  Status SetJobError(int64_t job_id, const std::string& error);
   // Operations on an unfinished job (FailedPrecondition once it is done, failed or canceled).
   Status SetJobPriority(int64_t job_id, int priority);
   Status SetJobPaused(int64_t job_id, bool paused);
@@ -106,7 +125,8 @@ class Store {
   Status DeleteJob(int64_t job_id);
 
   // ---- tasks (tasks.cpp; broker thread) ---------------------------------------------------------
-  // Tasks not yet finished, for the broker's queue at start-up; tasks that were running when the
+  // Tasks not yet finished (of `job_id` and, for a job with steps, its steps; of every job
+  // without), for the broker's queue at start-up; tasks that were running when the
   // scheduler stopped come back queued (their lease is gone; the next attempt fences it off).
   // `requeue_running` false (all jobs only): nothing is written -- the tasks the store has
   // running come back marked interrupted but stay running in the store (read-only recovery
@@ -234,6 +254,15 @@ class Store {
   // deleted jobs (a counter never goes down).
   std::map<std::pair<std::string, std::string>, int64_t> AttemptCounts() const;
 
+  // ---- webhook deliveries (webhook_cursors.cpp) ----------------------------------------------
+  // The id of the last event `receiver` acknowledged; a receiver seen for the first time starts
+  // at the newest event (it is sent what happens from now on, not the farm's history).
+  StatusOr<int64_t> WebhookCursor(const std::string& receiver);
+  Status SetWebhookCursor(const std::string& receiver, int64_t event_id);
+  // Events after `after_id` of the given kinds, oldest first, at most `limit`.
+  StatusOr<std::vector<EventRecord>> EventsAfter(int64_t after_id,
+                                                 const std::vector<std::string>& kinds, int limit);
+
   Status AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
                   std::optional<int64_t> worker_id, const std::string& kind,
                   const std::string& message);
@@ -248,6 +277,7 @@ class Store {
     std::string user, project;
     std::optional<int64_t> before;
     int limit = 100;
+    bool steps = true;  // false: not the steps of jobs with steps (their jobs are listed)
   };
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter);
   StatusOr<JobRecord> GetJob(int64_t job_id);
@@ -351,6 +381,18 @@ class Store {
   StatusOr<TaskFence> ReadFence(int64_t task_id);
   static Status StaleAttempt(int64_t task_id, int attempt, const TaskFence& fence);
   Status RefreshJobState(int64_t job_id);
+  // A job's row and tasks, inside the caller's transaction (CreateJob, CreatePipeline).
+  struct StepLink {
+    int64_t pipeline_id = 0;
+    std::string name;
+    std::string depends_on_json;  // [{"step", "per_frame"}]
+  };
+  StatusOr<int64_t> InsertJob(const spec::JobSpec& spec, const std::string& job_yaml,
+                              const PluginFiles& files,
+                              const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
+                              const StepLink* step);
+  Status RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id);
+  static int64_t TaskCountOf(const spec::JobSpec& spec);
   // Reads the job's state on the writer (inside a transaction).
   StatusOr<JobState> JobStateForUpdate(int64_t job_id);
   // Moves every task of the job in `from_states` matching `extra_where` back to queued with a

@@ -37,7 +37,8 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
     TSR_RETURN_IF_ERROR(CloseStaleAttempts());
     TSR_RETURN_IF_ERROR(writer_->Exec(
         "UPDATE jobs SET tasks_queued = tasks_queued + tasks_running, tasks_running = 0 "
-        "WHERE tasks_running > 0"));
+        // A job with steps follows its steps' counters (the schema's trigger), never directly.
+        "WHERE tasks_running > 0 AND renderer != 'steps'"));
     TSR_RETURN_IF_ERROR(
         writer_->Exec("UPDATE tasks SET state = 'queued', worker_id = NULL, progress = 0, "
                       "live_attempts = '[]', message = 'requeued: scheduler restarted' "
@@ -49,7 +50,11 @@ StatusOr<std::vector<TaskRecord>> Store::LoadUnfinishedTasks(std::optional<int64
   std::string sql = std::string("SELECT ") + kTaskColumns +
                     " FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id "
                     "WHERE t.state IN ('queued', 'running')" +
-                    (job_id ? " AND t.job_id = ?" : "") + " ORDER BY t.job_id, t.idx";
+                    // A job with steps: its steps' tasks.
+                    (job_id ? " AND t.job_id IN (SELECT id FROM jobs WHERE id = ?1 OR "
+                              "pipeline_id = ?1)"
+                            : "") +
+                    " ORDER BY t.job_id, t.idx";
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
   if (job_id) s.Bind(1, *job_id);
   TSR_ASSIGN_OR_RETURN(std::vector<TaskRecord> tasks, CollectRows(s, &ReadTask));

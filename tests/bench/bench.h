@@ -49,5 +49,6 @@ void AddAssemblyCommand(CLI::App& app);
 void AddAbuseCommand(CLI::App& app);
 void AddCheckpointCommand(CLI::App& app);
 void AddCommandsCommand(CLI::App& app);
+void AddStepsCommand(CLI::App& app);
 
 }  // namespace tessera::bench

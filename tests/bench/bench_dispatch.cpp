@@ -3,17 +3,22 @@
 // is leased (durably), assigned, reported done and durably recorded done (--frames: each also
 // sends a 1x1 frame result the assembler writes as a PNG). Baseline, measured
 // in the same run: a bare ZeroMQ ROUTER/DEALER READY -> task -> DONE loop with as many workers.
+// --frame-deps: a job of two noop steps, the second after the first frame by frame, against the
+// same two steps without the dependency (goal: the frame gates cost at most 5 %).
 // Goal (DESIGN.md): >= 25,000 tasks/s and >= 0.7 x the bare loop.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
+#include "shared/job_steps.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 
@@ -72,6 +77,81 @@ double BareLoopTasksPerSecond(int workers, int tasks) {
   return rate;
 }
 
+// One end-to-end run in a fresh store: `store_jobs` stores the work (the job ids to queue, and
+// the one whose end ends the run); the clock runs from queuing to that job's end. Returns tasks
+// done per second; *done gets how many were done.
+struct Stored {
+  std::vector<int64_t> queue;
+  int64_t watch = 0;
+};
+using StoreJobs = std::function<Stored(store::Store&, const std::string& dir)>;
+
+double EndToEnd(int workers, const StoreJobs& store_jobs, int64_t* done) {
+  std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
+  fs::remove_all(dir);
+  auto store = OpenStore(dir);
+  broker::Broker broker(*store, LoopbackBroker());
+  const std::string endpoint = StartBroker(broker);
+
+  zmq::context_t ctx;
+  Fleet fleet(ctx, endpoint, workers);
+  std::atomic<bool> stop{false};
+  std::thread fleet_thread([&] { fleet.Run(stop); });
+  // Let every simulated worker register before the clock starts.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const Stored stored = store_jobs(*store, dir);
+  // The clock starts once the jobs are stored: submission has its own benchmark (submit), and
+  // the baseline loop has nothing to submit either.
+  auto start = Clock::now();
+  for (int64_t id : stored.queue) broker.JobSubmitted(id);
+  store::JobRecord state;
+  for (;;) {
+    auto j = store->GetJob(stored.watch);
+    if (j.ok() && j->state != store::JobState::kQueued && j->state != store::JobState::kRunning) {
+      state = *j;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double seconds = Seconds(start);
+  stop = true;
+  fleet_thread.join();
+  broker.Stop();
+  fs::remove_all(dir);
+  *done = state.tasks.done;
+  return state.tasks.done / seconds;
+}
+
+// A job with two noop steps of `frames` frames each: b after a frame by frame when `per_frame`,
+// else no dependency (the same work without the frame gates).
+Stored StoreTwoSteps(store::Store& store, const std::string& dir, int frames, bool per_frame) {
+  spec::PipelineSpec pipeline;
+  pipeline.name = "steps";
+  for (const char* name : {"a", "b"}) {
+    spec::StepSpec step;
+    step.name = name;
+    step.job.name = "steps";
+    step.job.renderer = spec::kRendererNoop;
+    step.job.frame_start = 1;
+    step.job.frame_end = frames;
+    if (per_frame && step.name == "b") step.depends_on = {{"a", true}};
+    pipeline.steps.push_back(std::move(step));
+  }
+  auto folder = [&](int64_t id) -> StatusOr<std::string> {
+    std::string out = dir + "/out-" + std::to_string(id);
+    fs::create_directories(out);
+    return out;
+  };
+  auto rec = store.CreatePipeline(
+      pipeline, "", folder, [&](size_t, int64_t id, const std::string&) { return folder(id); });
+  if (!rec.ok()) throw CLI::RuntimeError(rec.status().ToString(), 1);
+  auto steps = store.PipelineSteps(rec->id);
+  if (!steps.ok()) throw CLI::RuntimeError(steps.status().ToString(), 1);
+  Stored stored{{}, rec->id};
+  for (const auto& step : *steps) stored.queue.push_back(step.id);
+  return stored;
+}
+
 }  // namespace
 
 void AddDispatchCommand(CLI::App& app) {
@@ -79,6 +159,7 @@ void AddDispatchCommand(CLI::App& app) {
     int workers = 100;
     int tasks = 50000;
     bool frames = false;
+    bool frame_deps = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
@@ -88,23 +169,37 @@ void AddDispatchCommand(CLI::App& app) {
   cmd->add_flag("--frames", opts->frames,
                 "path-tracer tasks that each send a 1x1 frame the assembler writes as a PNG, "
                 "instead of noop tasks");
+  cmd->add_flag("--frame-deps", opts->frame_deps,
+                "a job of two noop steps (tasks/2 frames each), the second after the first frame "
+                "by frame, against the same steps without the dependency (target: >= 0.95 x)");
   cmd->callback([opts] {
+    if (opts->frame_deps) {
+      const int frames = std::max(1, opts->tasks / 2);
+      int64_t plain_done = 0, gated_done = 0;
+      const double plain = EndToEnd(
+          opts->workers,
+          [&](store::Store& s, const std::string& d) { return StoreTwoSteps(s, d, frames, false); },
+          &plain_done);
+      const double gated = EndToEnd(
+          opts->workers,
+          [&](store::Store& s, const std::string& d) { return StoreTwoSteps(s, d, frames, true); },
+          &gated_done);
+      std::printf(
+          "two steps of %d frames, %d workers: %.0f tasks/s without a dependency, %.0f "
+          "with b after a frame by frame\n",
+          frames, opts->workers, plain, gated);
+      PrintFigures({{"workers", std::to_string(opts->workers)},
+                    {"tasks", std::to_string(2 * frames)},
+                    {"done_without", std::to_string(plain_done)},
+                    {"done_with", std::to_string(gated_done)},
+                    {"tasks_per_s_without", Fixed(plain)},
+                    {"tasks_per_s_per_frame", Fixed(gated)},
+                    {"ratio", Fixed(gated / plain, 3)},
+                    {"target_ratio", "0.95"}});
+      return;
+    }
     double bare = BareLoopTasksPerSecond(opts->workers, opts->tasks);
     std::printf("bare ROUTER/DEALER loop: %.0f tasks/s\n", bare);
-
-    std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
-    fs::remove_all(dir);
-    auto store = OpenStore(dir);
-    broker::Broker broker(*store, LoopbackBroker());
-    const std::string endpoint = StartBroker(broker);
-
-    zmq::context_t ctx;
-    Fleet fleet(ctx, endpoint, opts->workers);
-    std::atomic<bool> stop{false};
-    std::thread fleet_thread([&] { fleet.Run(stop); });
-    // Let every simulated worker register before the clock starts.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-
     spec::JobSpec job;
     job.name = "dispatch";
     job.renderer = opts->frames ? spec::kRendererPathTracer : spec::kRendererNoop;
@@ -112,28 +207,16 @@ void AddDispatchCommand(CLI::App& app) {
     job.frame_start = 1;
     job.frame_end = opts->tasks;
     job.output.formats = {"png"};
-    const int64_t job_id = StoreJob(*store, job, dir);
-    // The clock starts once the job is stored: submission has its own benchmark (submit), and
-    // the baseline loop has nothing to submit either.
-    auto start = Clock::now();
-    broker.JobSubmitted(job_id);
-    store::JobRecord state;
-    for (;;) {
-      auto j = store->GetJob(job_id);
-      if (j.ok() && j->state != store::JobState::kQueued && j->state != store::JobState::kRunning) {
-        state = *j;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    double seconds = Seconds(start);
-    stop = true;
-    fleet_thread.join();
-    broker.Stop();
-    double rate = state.tasks.done / seconds;
-    std::printf("end to end: %lld of %d tasks done in %.2f s = %.0f tasks/s (%d workers)\n",
-                static_cast<long long>(state.tasks.done), opts->tasks, seconds, rate,
-                opts->workers);
+    int64_t done = 0;
+    const double rate = EndToEnd(
+        opts->workers,
+        [&](store::Store& s, const std::string& d) {
+          const int64_t id = StoreJob(s, job, d);
+          return Stored{{id}, id};
+        },
+        &done);
+    std::printf("end to end: %lld of %d tasks done = %.0f tasks/s (%d workers)\n",
+                static_cast<long long>(done), opts->tasks, rate, opts->workers);
     PrintFigures({{"renderer", job.renderer},
                   {"workers", std::to_string(opts->workers)},
                   {"tasks", std::to_string(opts->tasks)},
@@ -142,7 +225,6 @@ void AddDispatchCommand(CLI::App& app) {
                   {"ratio", Fixed(rate / bare, 3)},
                   {"target_tasks_per_s", "25000"},
                   {"target_ratio", "0.7"}});
-    fs::remove_all(dir);
   });
 }
 

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddAbuseCommand(app);
   tessera::bench::AddCheckpointCommand(app);
   tessera::bench::AddCommandsCommand(app);
+  tessera::bench::AddStepsCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,5 +1,6 @@
 // Fuzzes the job file parser (shared/job_spec.h) as the API and the CLI use it: ParseJobYaml,
-// then ValidateJob and what the scheduler derives from an accepted job. A job that parses must
+// then ValidateJob and what the scheduler derives from an accepted job; a job file with steps
+// (shared/job_steps.h) through ParsePipelineYaml, each step as a job. A job that parses must
 // hold only valid UTF-8 (the store writes its lists as JSON text, which would throw otherwise).
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "shared/job_spec.h"
+#include "shared/job_steps.h"
 #include "shared/utf8.h"
 
 namespace {
@@ -22,6 +24,18 @@ void MustBeValid(const std::string& text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (tessera::spec::HasSteps(text)) {
+    tessera::StatusOr<tessera::spec::PipelineSpec> pipeline =
+        tessera::spec::ParsePipelineYaml(text);
+    if (!pipeline.ok()) return 0;
+    for (const tessera::spec::StepSpec& step : pipeline->steps) {
+      MustBeValid(step.name);
+      MustBeValid(step.job_yaml);
+      for (const auto& dep : step.depends_on) MustBeValid(dep.step);
+      (void)tessera::spec::ValidateJob(step.job);
+    }
+    return 0;
+  }
   tessera::StatusOr<tessera::spec::JobSpec> job = tessera::spec::ParseJobYaml(text);
   if (!job.ok()) return 0;
   MustBeValid(job->name);

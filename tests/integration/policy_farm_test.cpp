@@ -45,7 +45,8 @@ TEST(PolicyFarmTest, FramesWaitForTheSameFramesOfTheJobTheyDependOn) {
   int64_t comp = SubmitNoop(farm, "name: comp\nframes: 1-2\npriority: 90\nframe_depends_on: [" +
                                       std::to_string(render) + "]\n");
   int64_t comp_task_1 = Tasks(farm, comp)[0]["id"];
-  EXPECT_NE(Why(farm, comp_task_1).find("waiting for frames 1-1 of job(s)"), std::string::npos)
+  EXPECT_NE(Why(farm, comp_task_1).find("waiting for frame 1 of job " + std::to_string(render)),
+            std::string::npos)
       << Why(farm, comp_task_1);
 
   FakeWorker w(farm.broker_endpoint(), "w");

@@ -108,5 +108,52 @@ TEST(SchedulerConfigTest, ApiAuthAndTlsSettingsAreChecked) {
   EXPECT_EQ(SchedulerConfig().api_auth, "token");  // tokens unless configured otherwise
 }
 
+TEST(SchedulerConfigTest, WebhookReceiversAreCheckedNamingTheField) {
+  auto cfg = LoadText(
+      "notifications:\n  - url: https://hooks.example.com/t?token=abc\n"
+      "    events: [job_done, job_failed]\n    secret: s3cret\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_EQ(cfg->notifications.size(), 1u);
+  EXPECT_EQ(cfg->notifications[0].secret, "s3cret");
+  EXPECT_EQ(cfg->notifications[0].events, (std::vector<std::string>{"job_done", "job_failed"}));
+  // Logs and metrics name a receiver without its query string (it may hold a token).
+  EXPECT_EQ(events::ReceiverLabel(cfg->notifications[0].url), "https://hooks.example.com/t");
+
+  for (auto [yaml, error] : {
+           std::pair{"notifications:\n  - {url: ftp://x/y, events: [job_done]}\n",
+                     "notifications[0].url: expected http://HOST[:PORT]/PATH or https://..., "
+                     "got 'ftp://x/y'"},
+           std::pair{"notifications:\n  - {url: 'http://u:p@x/y', events: [job_done]}\n",
+                     "notifications[0].url: expected http://HOST[:PORT]/PATH or https://..., "
+                     "got 'http://u:p@x/y'"},
+           std::pair{"notifications:\n  - {url: http://x/y, events: [job_dun]}\n",
+                     "notifications[0].events[0]: 'job_dun' is not an event (job_submitted, "},
+           std::pair{"notifications:\n  - {url: http://x/y, events: []}\n",
+                     "notifications[0].events: list at least one event"},
+           std::pair{"notifications:\n  - {url: http://x/y}\n",
+                     "notifications[0].events: required field is missing"},
+           std::pair{"notifications:\n  - {url: http://x/y, events: [job_done]}\n"
+                     "  - {url: http://x/y, events: [job_failed]}\n",
+                     "notifications[1].url: another receiver has that URL"},
+           std::pair{"notifications:\n  - {url: http://x/y, events: [job_done], secret: a,\n"
+                     "     secret_file: /etc/passwd}\n",
+                     "notifications[0]: give secret or secret_file, not both"},
+           std::pair{"notifications:\n  - {url: http://x/y, events: [job_done], timeout_ms: 5}\n",
+                     "notifications[0].timeout_ms: must be in [100, 600000]"},
+           std::pair{"notifications: {url: http://x/y}\n",
+                     "notifications: expected a list of {url, events, secret | secret_file}"},
+       }) {
+    auto bad = LoadText(yaml);
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_EQ(bad.status().message().substr(0, std::string(error).size()), error) << yaml;
+  }
+}
+
+TEST(SchedulerConfigTest, WebhookBodiesAreSignedWithHmacSha256) {
+  // RFC 4231, test case 2.
+  EXPECT_EQ(events::SignBody("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

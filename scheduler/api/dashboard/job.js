@@ -80,9 +80,14 @@ function head(job, frames) {
     facts.push(['Spot', '<span title="Not interruptible: spot nodes never run its tasks">never' +
                         '</span>']);
   }
+  if (job.step != null) {
+    facts.unshift(['Step', `${esc(job.step)} of <a href="#/jobs/${job.pipeline_id}">job ` +
+                           `#${job.pipeline_id}</a>`]);
+  }
   const callouts = [
     job.error ? `<div class="callout bad"><b>Error</b> ${esc(job.error)}</div>` : '',
     job.notice ? `<div class="callout warn"><b>Waiting</b> ${esc(job.notice)}</div>` : '',
+    steps(job),
   ].join('');
   return '<a class="back" href="#/jobs">← All jobs</a>' +
          `<div class="job-title"><h1>${esc(job.name)} <span class="muted">#${job.id}</span></h1>` +
@@ -92,9 +97,32 @@ function head(job, frames) {
          `<div class="job-progress"><span class="pct">${pct}%</span>` +
          `${taskBar(job.tasks, {wide: true})}</div>` +
          `<div class="counts">${stateCounts(job.tasks, kTaskOrder)}` +
-         `<span class="count count-frames"><b>${framesDone}</b> of ${plural(nFrames, 'frame')} done` +
-         '</span></div>' +
+         (Array.isArray(job.steps)
+              ? `<span class="count count-frames"><b>${job.steps.filter((s) => s.state === 'done')
+                                                           .length}</b> of ` +
+                    `${plural(job.steps.length, 'step')} done</span>`
+              : `<span class="count count-frames"><b>${framesDone}</b> of ` +
+                    `${plural(nFrames, 'frame')} done</span>`) +
+         '</div>' +
          callouts;
+}
+
+// A job with steps: a row per step with its progress and what it waits for (each step is a job
+// of its own page).
+function steps(job) {
+  if (!Array.isArray(job.steps)) return '';
+  const rows = job.steps.map((step) => {
+    const after = (step.step_depends_on || [])
+        .map((d) => esc(d.step) + (d.per_frame ? ' <span class="muted">(per frame)</span>' : ''))
+        .join(', ');
+    return `<tr><td><a href="#/jobs/${step.id}">${esc(step.step)}</a></td>` +
+           `<td>${badge(step.state)}</td><td>${esc(step.renderer)}</td>` +
+           `<td>${taskBar(step.tasks)}</td><td>${step.tasks.done} / ${step.tasks.total}</td>` +
+           `<td>${after || '<span class="muted">—</span>'}</td></tr>`;
+  });
+  return '<h2>Steps</h2><table class="steps"><thead><tr><th>Step</th><th>State</th>' +
+         '<th>Renderer</th><th>Progress</th><th>Tasks</th><th>After</th></tr></thead>' +
+         `<tbody>${rows.join('')}</tbody></table>`;
 }
 
 function actions(job, ctx) {
@@ -323,7 +351,8 @@ export const jobPage = {
     return {
       head: head(data.job, data.frames),
       actions: actions(data.job, ctx),
-      frames: frameGrid(data, ctx),
+      // A job with steps has no frames of its own: each step's page shows its frames.
+      frames: Array.isArray(data.job.steps) ? '' : frameGrid(data, ctx),
       running: runningNow(data.running),
       failures: failures(data.failed, data.job, ctx),
     };
