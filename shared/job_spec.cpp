@@ -550,6 +550,28 @@ StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text) {
     }
   }
 
+  YAML::Node failure_policy = r.Child("failure_policy");
+  if (r.ok()) {
+    yaml::MapReader fp(failure_policy, "failure_policy");
+    FailurePolicy& p = job.failure_policy;
+    fp.Optional("scene_error", &p.scene_error)
+        .Optional("out_of_memory", &p.out_of_memory)
+        .Optional("license_wait_s", &p.license_wait_s);
+    if (fp.ok() && p.scene_error != "fail" && p.scene_error != "retry") {
+      fp.Fail(Status::InvalidArgument("failure_policy.scene_error: expected fail or retry, got '" +
+                                      p.scene_error + "'"));
+    }
+    if (fp.ok() && p.out_of_memory != "bigger" && p.out_of_memory != "retry") {
+      fp.Fail(Status::InvalidArgument(
+          "failure_policy.out_of_memory: expected bigger or retry, got '" + p.out_of_memory + "'"));
+    }
+    if (fp.ok() && (p.license_wait_s < 0 || p.license_wait_s > kMaxLicenseWaitSeconds)) {
+      fp.Fail(Status::InvalidArgument("failure_policy.license_wait_s: must be in [0, " +
+                                      std::to_string(kMaxLicenseWaitSeconds) + "]"));
+    }
+    r.Fail(fp.Finish());
+  }
+
   YAML::Node output = r.Child("output");
   if (r.ok()) {
     yaml::MapReader o(output, "output");

@@ -58,6 +58,13 @@
 //                            #   scene's folder (POV-Ray includes, textures, .blend libraries);
 //                            #   the CLI uploads them (and every file a path-tracer scene names)
 //                            #   as content-addressed blobs, and workers fetch each once
+//   failure_policy:          # what a failed attempt of a class a renderer names leads to
+//     scene_error: fail      #   [fail] at once, no retries (the scene is broken); or retry
+//     out_of_memory: bigger  #   [bigger] retried only on workers with more RAM (GPU memory
+//                            #   for a GPU task) than the one it ran out on, failed when none
+//                            #   is connected; or retry (anywhere, charged)
+//     license_wait_s: 60     #   [60] license: back to the queue uncharged after this long
+//                            #   (0..kMaxLicenseWaitSeconds)
 //   output:
 //     directory: shots/sh010 # [<name>-<job id>] relative to the scheduler's output root
 //     pattern: "beauty.####" # [<name>.####] '#' run = zero-padded frame number
@@ -149,6 +156,19 @@ struct ResourceSpec {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ResourceSpec, gpus, gpu_memory_mb,
                                                 compute_capability, cpu_cores, ram_mb, gpu_share)
 
+// What the scheduler does with a failed attempt of each class a renderer names (protocol.h
+// kFailure*; plugin.yaml failure_classes). Other classes (crash, render, timeout) are charged
+// retries as always.
+struct FailurePolicy {
+  std::string scene_error = "fail";      // fail: at once, no retries; retry: like a crash
+  std::string out_of_memory = "bigger";  // bigger: only on workers with more memory, else fail;
+                                         // retry: like a crash
+  int license_wait_s = 60;               // license: requeued uncharged after this long
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FailurePolicy, scene_error, out_of_memory,
+                                                license_wait_s)
+inline constexpr int kMaxLicenseWaitSeconds = 86400;
+
 struct JobSpec {
   std::string name;
   std::string renderer = kDefaultRenderer;
@@ -178,6 +198,7 @@ struct JobSpec {
   std::vector<std::string> pools;         // empty: any pool
   std::vector<std::string> tags;          // all required
   ResourceSpec resources;
+  FailurePolicy failure_policy;
   OutputSpec output;
   // Capacity: whether its tasks may run on spot nodes (which the cloud can take back), and when
   // it must be done (unix ms; the autoscaler adds nodes when the forecast misses it).

@@ -202,6 +202,47 @@ Status CheckRegex(const std::string& re, const std::string& field, unsigned* gro
   return Status::Ok();
 }
 
+// `failure_classes:` (FailureRule).
+StatusOr<std::vector<FailureRule>> ReadFailureRules(const YAML::Node& node) {
+  std::vector<FailureRule> rules;
+  if (!node.IsDefined() || node.IsNull()) return rules;
+  if (!node.IsSequence()) {
+    return Status::InvalidArgument(
+        "failure_classes: expected a list of {class, exit_codes, patterns}");
+  }
+  TSR_RETURN_IF_ERROR(yaml::CheckListSize(node, "failure_classes", kMaxFailureRules));
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string field = "failure_classes[" + std::to_string(i) + "]";
+    FailureRule rule;
+    yaml::MapReader m(node[i], field);
+    m.Required("class", &rule.failure_class)
+        .OptionalList("exit_codes", &rule.exit_codes, 64)
+        .OptionalList("patterns", &rule.patterns, kMaxPatterns);
+    TSR_RETURN_IF_ERROR(m.Finish());
+    bool known = false;
+    for (const char* c :
+         {protocol::kFailureSceneError, protocol::kFailureOutOfMemory, protocol::kFailureLicense,
+          protocol::kFailureCrash, protocol::kFailureTimeout}) {
+      known |= rule.failure_class == c;
+    }
+    if (!known) {
+      return Status::InvalidArgument(field + ".class: '" + rule.failure_class +
+                                     "' is not a failure class (scene_error, out_of_memory, "
+                                     "license, crash, timeout)");
+    }
+    if (rule.exit_codes.empty() && rule.patterns.empty()) {
+      return Status::InvalidArgument(field + ": give exit_codes, patterns or both");
+    }
+    unsigned groups = 0;
+    for (size_t k = 0; k < rule.patterns.size(); ++k) {
+      TSR_RETURN_IF_ERROR(
+          CheckRegex(rule.patterns[k], field + ".patterns[" + std::to_string(k) + "]", &groups));
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
 }  // namespace
 
 const char* SettingTypeName(SettingType type) {
@@ -330,7 +371,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   if (p.native) {
     // A C++ plugin (plugins/api/renderer_api.h) declares only what a job may give it.
     for (const char* key : {"executable", "version", "runs", "args", "output", "progress", "errors",
-                            "success_exit_codes"}) {
+                            "success_exit_codes", "failure_classes"}) {
       if (static_cast<const YAML::Node&>(root)[key].IsDefined()) {
         return Status::InvalidArgument(std::string(key) +
                                        ": a native plugin renders in-process; it has no " + key);
@@ -359,6 +400,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   }
   r.OptionalList("errors", &p.error_regexes, kMaxPatterns)
       .OptionalList("success_exit_codes", &p.success_exit_codes, 64);
+  const YAML::Node failure_classes = r.Child("failure_classes");
   YAML::Node settings = r.Child("settings");
   TSR_RETURN_IF_ERROR(r.Finish());
 
@@ -435,6 +477,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   if (p.success_exit_codes.empty()) {
     return Status::InvalidArgument("success_exit_codes: must list at least one code");
   }
+  TSR_ASSIGN_OR_RETURN(p.failure_rules, ReadFailureRules(failure_classes));
 
   if (settings.IsDefined() && !settings.IsNull()) {
     if (!settings.IsMap()) {

@@ -85,6 +85,18 @@ struct ArgItem {
   bool insert_settings = false;
 };
 
+// plugin.yaml `failure_classes:`: a failed run whose exit code is one of `exit_codes`, or whose
+// output has a line matching one of `patterns`, is reported in `failure_class` (scene_error,
+// out_of_memory, license, crash or timeout; protocol.h), which decides what the scheduler does
+// next (retry, retry elsewhere, wait, fail at once). The first rule that matches wins; a run
+// killed by a signal that no rule matches is a crash.
+struct FailureRule {
+  std::string failure_class;
+  std::vector<int> exit_codes;
+  std::vector<std::string> patterns;
+};
+inline constexpr size_t kMaxFailureRules = 16;
+
 struct PluginSpec {
   std::string name;
   std::string description;
@@ -109,6 +121,7 @@ struct PluginSpec {
   int progress_frame_group = 0;  // the frame being rendered (per-task runs)
   std::vector<std::string> error_regexes;
   std::vector<int> success_exit_codes = {0};
+  std::vector<FailureRule> failure_rules;
   std::vector<SettingSpec> settings;
   // A C++ plugin (plugins/api/renderer_api.h): no program, argv, output or patterns; only the
   // scene and settings a job may give it, and whether it renders tiles.

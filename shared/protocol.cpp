@@ -330,7 +330,8 @@ Status Check(TaskFailed& m) {
   Text(m.message, kMaxMessageTextBytes);
   Log(m.log);
   for (const char* known :
-       {kFailureRender, kFailureStorageFull, kFailureAsset, kFailureTimeout, kFailureNoSlot}) {
+       {kFailureRender, kFailureStorageFull, kFailureAsset, kFailureTimeout, kFailureNoSlot,
+        kFailureSceneError, kFailureOutOfMemory, kFailureLicense, kFailureCrash}) {
     if (m.failure_class == known) return Status::Ok();
   }
   m.failure_class = kFailureRender;  // a class this scheduler does not know

@@ -398,6 +398,12 @@ inline constexpr const char* kFailureStorageFull = "storage_full";  // the worke
 inline constexpr const char* kFailureAsset = "asset";               // an asset could not be had
 inline constexpr const char* kFailureTimeout = "timeout";           // ran past the job's timeout
 inline constexpr const char* kFailureNoSlot = "no_slot";            // the worker had no free slot
+// Classes a plugin's `failure_classes` (shared/plugin_spec.h) or the path tracer name; the
+// scheduler treats each by its policy (a job's `failure_policy`, shared/job_spec.h):
+inline constexpr const char* kFailureSceneError = "scene_error";  // the scene is broken: no retry
+inline constexpr const char* kFailureOutOfMemory = "out_of_memory";  // RAM or GPU memory ran out
+inline constexpr const char* kFailureLicense = "license";  // no licence free: later, uncharged
+inline constexpr const char* kFailureCrash = "crash";      // the renderer crashed
 
 struct TaskFailed {
   int64_t task_id = 0;

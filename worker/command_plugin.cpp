@@ -47,12 +47,22 @@ class OutputScanner {
       : spec_(spec), on_progress_(std::move(on)) {
     if (!spec.progress_regex.empty()) progress_ = std::regex(spec.progress_regex);
     for (const std::string& e : spec.error_regexes) errors_.emplace_back(e);
+    for (const plugin::FailureRule& rule : spec.failure_rules) {
+      rule_patterns_.emplace_back();
+      for (const std::string& p : rule.patterns) rule_patterns_.back().emplace_back(p);
+    }
+    rule_matched_.assign(spec.failure_rules.size(), false);
   }
 
   void Line(const std::string& line) {
     if (line.empty()) return;
     tail_.push_back(line);
     if (tail_.size() > kTailLines) tail_.erase(tail_.begin());
+    for (size_t i = 0; i < rule_patterns_.size(); ++i) {
+      for (const std::regex& p : rule_patterns_[i]) {
+        if (!rule_matched_[i] && std::regex_search(line, p)) rule_matched_[i] = true;
+      }
+    }
     for (const std::regex& e : errors_) {
       if (std::regex_search(line, e)) {
         if (error_lines_.size() < kMaxErrorLines) error_lines_.push_back(line);
@@ -81,11 +91,28 @@ class OutputScanner {
   const std::vector<std::string>& error_lines() const { return error_lines_; }
   const std::vector<std::string>& tail() const { return tail_; }
 
+  // The plugin's failure class for a run that failed this way (plugin::FailureRule): the first
+  // rule whose exit codes or patterns match; else crash for a signal, timeout for the task
+  // timeout, "" (the scheduler's default, render) otherwise.
+  std::string Classify(const ProcessResult& r) const {
+    for (size_t i = 0; i < spec_.failure_rules.size(); ++i) {
+      const plugin::FailureRule& rule = spec_.failure_rules[i];
+      const bool code = r.started && !r.timed_out && r.signal == 0 &&
+                        std::count(rule.exit_codes.begin(), rule.exit_codes.end(), r.exit_code);
+      if (code || rule_matched_[i]) return rule.failure_class;
+    }
+    if (r.timed_out) return protocol::kFailureTimeout;
+    if (r.signal != 0) return protocol::kFailureCrash;
+    return "";
+  }
+
  private:
   const plugin::PluginSpec& spec_;
   std::function<void(double, std::optional<int>)> on_progress_;
   std::optional<std::regex> progress_;
   std::vector<std::regex> errors_;
+  std::vector<std::vector<std::regex>> rule_patterns_;  // of each failure rule
+  std::vector<bool> rule_matched_;
   std::vector<std::string> error_lines_;
   std::vector<std::string> tail_;
 };
@@ -347,6 +374,7 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
         },
         run_options);
     if (r.cancelled) return Status::Cancelled("cancelled");
+    if (options.failure_class != nullptr) *options.failure_class = scanner.Classify(r);
     const std::string errors = Join(scanner.error_lines(), " | ");
     const std::string detail =
         errors.empty()

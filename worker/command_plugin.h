@@ -75,6 +75,9 @@ struct CommandPluginOptions {
   std::map<std::string, std::string> assets;
   // One finished frame (pixels of the task's part); returning an error stops the task.
   std::function<Status(int frame, image::ImageBuffer image, double seconds)> on_frame;
+  // Set when a run fails: its class by the plugin's failure_classes (plugin::FailureRule), "crash"
+  // for a signal, "timeout" at the task timeout, "" when nothing says.
+  std::string* failure_class = nullptr;
 };
 
 // Runs the task; Cancelled when *cancel turned true. Errors name what went wrong (the

@@ -184,6 +184,10 @@ StatusOr<NativePlugin::Result> NativePlugin::Render(const Request& request) cons
   if (code == TSR_RENDER_HANDED_BACK) return Status::Cancelled("handed back");
   if (code != TSR_RENDER_OK) {
     if (code == TSR_RENDER_CANCELLED || IsCancelled(&ctx)) return Status::Cancelled("cancelled");
+    if (code == TSR_RENDER_SCENE_ERROR) {
+      return Status::InvalidArgument(name_ + ": " +
+                                     (error[0] ? utf8::Sanitize(error) : "the scene is broken"));
+    }
     return Status::Internal(name_ + ": " + (error[0] ? utf8::Sanitize(error) : "render failed"));
   }
   struct Release {

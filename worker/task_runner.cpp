@@ -224,6 +224,7 @@ void TaskRunner::Run() {
                  SecondsSince(start), message);
     Log("failed: " + message);
     protocol::TaskFailed failed{ref_.task_id, ref_.attempt, message};
+    if (!failure_class_.empty()) failed.failure_class = failure_class_;
     if (status.code() == StatusCode::kStorageFull) {
       // This worker's disk (or the shared outputs) is full: not the task's failure.
       failed.failure_class = protocol::kFailureStorageFull;
@@ -356,7 +357,13 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
 
     const auto frame_start = Clock::now();
     StatusOr<NativePlugin::Result> result = plugin.Render(request);
-    if (!result.ok()) return result.status().WithContext("frame " + std::to_string(frame));
+    if (!result.ok()) {
+      // The plugin said the scene is broken (TSR_RENDER_SCENE_ERROR): no attempt can succeed.
+      if (result.status().code() == StatusCode::kInvalidArgument) {
+        failure_class_ = protocol::kFailureSceneError;
+      }
+      return result.status().WithContext("frame " + std::to_string(frame));
+    }
     const double seconds = SecondsSince(frame_start);
     const image::ImageBuffer& image = result->image;
     if (!result->accumulation.empty()) {
@@ -480,6 +487,7 @@ Status TaskRunner::RenderCommandPlugin(zmq::socket_t& out, int* frames_done) {
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
   options.on_output = [this](const std::string& line) { Log(line); };
   options.assets = asset_files_;
+  options.failure_class = &failure_class_;
   const std::string backend =
       plugin->spec.name +
       (assign_.gpus.empty() ? ":cpu" : ":gpu" + std::to_string(assign_.gpus[0]));

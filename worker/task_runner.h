@@ -160,6 +160,9 @@ class TaskRunner {
   int checkpoint_samples_ = 0;
   std::mutex log_mu_;  // a plugin may log from any of its threads
   std::string log_;    // guarded by log_mu_; sent with the final message
+  // A failed render's class (protocol.h kFailure*), when the renderer or its plugin file says;
+  // written and read on the render thread only.
+  std::string failure_class_;
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
   std::thread thread_;  // last: starts after every member above is ready

@@ -26,11 +26,13 @@
 //      first) and the task's GPU memory budget (gpu_memory_mb), appended at the end of
 //      TsrRenderRequest. A plugin reads them only when TSR_ABI_MINOR(request->abi_version) >= 2;
 //      from an older host it has gpu_index alone (-1: a CPU task).
+//   2.3 render() may return TSR_RENDER_SCENE_ERROR: the scene is broken, retrying cannot help
+//      (an older host reads it as TSR_RENDER_FAILED and retries, as before).
 
 #include <stdint.h>
 
 #define TSR_RENDERER_ABI_VERSION 2u
-#define TSR_RENDERER_ABI_MINOR 2u
+#define TSR_RENDERER_ABI_MINOR 3u
 // TsrRenderRequest.abi_version: the host's major version (low 16 bits) and minor (high 16 bits).
 #define TSR_ABI_MAJOR(v) ((v)&0xffffu)
 #define TSR_ABI_MINOR(v) ((v) >> 16)
@@ -45,6 +47,10 @@ enum {
   TSR_RENDER_FAILED = 1,       // error[] says why
   TSR_RENDER_CANCELLED = 2,    // cancelled() turned non-zero
   TSR_RENDER_HANDED_BACK = 3,  // handback_requested() turned non-zero; checkpoint() was called
+  // (2.3) The scene, or a file it names, is broken (error[] says why): no attempt of the task
+  // can succeed, so the scheduler fails it at once instead of retrying (a scene_error). Hosts
+  // before 2.3 read it as TSR_RENDER_FAILED.
+  TSR_RENDER_SCENE_ERROR = 4,
 };
 
 // Capabilities a plugin declares (TsrRendererPlugin.capabilities).

@@ -39,7 +39,13 @@ struct Owned {
 int Fail(const Status& status, char* error, uint64_t error_size) {
   // Messages quote paths and values from the scene: never hand the host invalid UTF-8.
   std::snprintf(error, error_size, "%s", utf8::Sanitize(status.message()).c_str());
-  return status.code() == StatusCode::kCancelled ? TSR_RENDER_CANCELLED : TSR_RENDER_FAILED;
+  if (status.code() == StatusCode::kCancelled) return TSR_RENDER_CANCELLED;
+  // A scene that does not parse, or names a mesh or texture that is missing or unreadable as
+  // what it claims to be: every attempt would fail the same way.
+  if (status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound) {
+    return TSR_RENDER_SCENE_ERROR;
+  }
+  return TSR_RENDER_FAILED;
 }
 
 void Log(const TsrRenderRequest& r, const std::string& line) {

@@ -205,6 +205,18 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   }
 
   const broker::Broker::Counters counters = broker.counters();
+  out.Family("tessera_task_failures_total", "counter",
+             "Failed task attempts by the class the worker reported (render, crash, scene_error, "
+             "out_of_memory, license, timeout, asset, storage_full, no_slot).");
+  for (const char* c :
+       {protocol::kFailureRender, protocol::kFailureCrash, protocol::kFailureSceneError,
+        protocol::kFailureOutOfMemory, protocol::kFailureLicense, protocol::kFailureTimeout,
+        protocol::kFailureAsset, protocol::kFailureStorageFull, protocol::kFailureNoSlot}) {
+    auto it = counters.failures_by_class.find(c);
+    out.Sample("tessera_task_failures_total",
+               it == counters.failures_by_class.end() ? 0 : static_cast<double>(it->second),
+               {{"class", c}});
+  }
   out.Family("tessera_queue_depth", "gauge",
              "Tasks queued and dispatchable: in the dispatch queue, not paused, not waiting on a "
              "dependency.");

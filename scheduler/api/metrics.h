@@ -22,6 +22,8 @@
 //                                       gauge    each connected GPU's latest NVML reading
 //   tessera_tasks_dispatched_total      counter  assignments sent (straggler backups included)
 //   tessera_tasks_completed_total       counter  tasks recorded done
+//   tessera_task_failures_total{class}  counter  failed attempts by class (render, crash,
+//                                                scene_error, out_of_memory, license, ...)
 //   tessera_render_seconds_total        counter  lease start to done of the completing copies
 //   tessera_assembly_seconds_total      counter  assembler thread time (frames and parts)
 //   tessera_frames_assembled_total      counter  output frames written, whole or from parts

@@ -234,6 +234,8 @@ class Broker {
     // Exceptions caught at the entry points of the broker's and the assembler's threads: what
     // was being done was dropped (a message, a pass's step, a frame: its task is retried).
     uint64_t errors_caught = 0;
+    // Failed attempts by the class the worker reported (render, crash, scene_error, ...).
+    std::map<std::string, uint64_t> failures_by_class;
     assembler::Assembler::Counters assembler;
   };
   Counters counters() const;
@@ -361,6 +363,12 @@ class Broker {
   void OnFrameResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
   void OnTaskDone(const std::string& identity, WorkerConn& worker, const protocol::TaskDone& m);
   void OnTaskFailed(const std::string& identity, WorkerConn& worker, const protocol::TaskFailed& m);
+  // What the failure's class leads to (the job's failure_policy): a scene error fails the task
+  // at the requeue; out of memory raises the job's memory floor above this worker's (or fails
+  // the task when no connected worker has more); a licence failure is uncharged and waits.
+  // Returns whether the attempt is still charged.
+  bool ApplyFailureClass(LiveTask& task, const WorkerConn& worker, const std::string& identity,
+                         const protocol::TaskFailed& m);
   void OnFrameWritten(const assembler::FrameWritten& written);
   void OnTimer();
   void Dispatch();
@@ -550,7 +558,12 @@ class Broker {
   // Unfinished tasks and their jobs, the queue, leases and their deadlines.
   LeaseTable leases_;
   std::map<std::string, int> limits_in_use_;  // named limit -> running tasks holding it
-  policy::FarmShares shares_;                 // fair share: running tasks by project and user
+  // Tasks held back by a licence failure until then (LiveTask::not_before); OnTimer queues them.
+  std::multimap<std::chrono::steady_clock::time_point, int64_t> waiting_tasks_;
+  // Counters::failures_by_class (read from other threads).
+  mutable std::mutex failures_mu_;
+  std::map<std::string, uint64_t> failures_by_class_;
+  policy::FarmShares shares_;  // fair share: running tasks by project and user
   std::vector<std::pair<std::string, std::vector<zmq::message_t>>> outbox_;  // after commit
   // Workers given acknowledgements to carry in this pass (WorkerConn::pending_acks).
   std::vector<std::string> acks_waiting_;

@@ -26,6 +26,10 @@ Broker::Counters Broker::counters() const {
   c.handshakes_refused = handshakes_refused_.load(std::memory_order_relaxed);
   c.names_refused = names_refused_.load(std::memory_order_relaxed);
   c.errors_caught = errors_caught_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> failures(failures_mu_);
+    c.failures_by_class = failures_by_class_;
+  }
   std::lock_guard<std::mutex> lock(assembler_mu_);
   if (assembler_) c.assembler = assembler_->counters();
   c.errors_caught += c.assembler.errors_caught;

@@ -117,6 +117,14 @@ void Broker::OnTimer() {
   const auto now = now_;
   for (const std::string& identity : workers_.Silent(now))
     DropWorker(identity, "missed heartbeats");
+  // Tasks whose licence wait is over go back to the queue.
+  while (!waiting_tasks_.empty() && waiting_tasks_.begin()->first <= now) {
+    auto it = leases_.tasks().find(waiting_tasks_.begin()->second);
+    waiting_tasks_.erase(waiting_tasks_.begin());
+    if (it != leases_.tasks().end() && !it->second.running() && it->second.not_before <= now) {
+      Enqueue(it->second);
+    }
+  }
   // Interrupted tasks whose worker did not come back in time go back to the queue.
   for (int64_t task_id : leases_.ReattachesDue(now)) {
     auto task = leases_.tasks().find(task_id);

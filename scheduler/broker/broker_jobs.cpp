@@ -363,6 +363,7 @@ Status Broker::LoadJob(int64_t job_id) {
     if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
   }
   info.frame_deps = job.frame_depends_on;
+  info.failure_policy = job.failure_policy;
   info.pipeline_id = job.pipeline_id;
   info.step = job.step;
   auto& stored = leases_.jobs()[job_id] = std::move(info);
@@ -422,6 +423,10 @@ Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_runni
 void Broker::Enqueue(const LiveTask& task) {
   const JobInfo& job = leases_.jobs()[task.job_id];
   if (job.paused || job.outputs_held || !job.waiting_on.empty()) return;
+  if (task.not_before > now_) {  // a licence failure's wait: OnTimer queues it then
+    waiting_tasks_.emplace(task.not_before, task.task_id);
+    return;
+  }
   if (WaitsOnFrames(task, job)) {
     for (int64_t dep : job.frame_deps) {
       GateFor(dep).waiters.emplace(task.frame_start, task.task_id);

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "scheduler/broker/broker.h"
 
@@ -418,7 +419,7 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
   // A full disk is nobody's fault: the worker's own is reported by its heartbeat (and it gets
   // nothing new meanwhile); shared outputs the scheduler sees full hold their jobs.
   const bool storage_full = m.failure_class == protocol::kFailureStorageFull;
-  const bool charge = m.charge && !storage_full;
+  const bool charge = m.charge && !storage_full && ApplyFailureClass(*task, worker, identity, m);
   if (charge) ChargeWorker(*task, worker);
   // A worker that had no free slot returns the task: nothing failed.
   const bool returned = !m.charge && m.failure_class == protocol::kFailureNoSlot;
@@ -428,6 +429,52 @@ void Broker::OnTaskFailed(const std::string& identity, WorkerConn& worker,
             returned ? "" : m.failure_class, m.message, charge},
            /*cancel=*/false);
   if (storage_full) CheckSharedOutputs(job_id);
+}
+
+bool Broker::ApplyFailureClass(LiveTask& task, const WorkerConn& worker,
+                               const std::string& identity, const protocol::TaskFailed& m) {
+  {
+    std::lock_guard<std::mutex> lock(failures_mu_);
+    ++failures_by_class_[m.failure_class];
+  }
+  JobInfo& job = leases_.jobs()[task.job_id];
+  const spec::FailurePolicy& policy = job.failure_policy;
+  if (m.failure_class == protocol::kFailureSceneError && policy.scene_error == "fail") {
+    task.fail_now = "scene error: retrying cannot help";
+  } else if (m.failure_class == protocol::kFailureLicense) {
+    // Nobody's fault: back to the queue uncharged, after the job's wait.
+    task.not_before = now_ + std::chrono::seconds(policy.license_wait_s);
+    spdlog::info("job {} task {}: no licence on {}; queued again in {} s", task.job_id,
+                 task.task_id, worker.offer.name, policy.license_wait_s);
+    return false;
+  } else if (m.failure_class == protocol::kFailureOutOfMemory && policy.out_of_memory == "bigger") {
+    // Only workers with more memory than this one run the job's tasks from now on (GPU memory
+    // for a task on GPUs, RAM otherwise); none connected: the task fails.
+    const Lease* lease = task.LeaseOn(identity);
+    spec::ResourceSpec& need = job.needs.resources;
+    std::string what;
+    if (lease != nullptr && !lease->gpus.empty() &&
+        lease->gpus[0] < static_cast<int>(worker.offer.gpus.size())) {
+      const int64_t had = worker.offer.gpus[lease->gpus[0]].memory_mb;
+      need.gpu_memory_mb = std::max(need.gpu_memory_mb, had + 1);
+      what = std::to_string(had) + " MB of GPU memory";
+    } else {
+      need.ram_mb = std::max(need.ram_mb, worker.offer.ram_mb + 1);
+      what = std::to_string(worker.offer.ram_mb) + " MB of RAM";
+    }
+    const bool bigger = std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) {
+      return policy::CouldEverRun(job.needs, w.second.offer);
+    });
+    spdlog::warn("job {} task {}: out of memory on {} ({}); {}", task.job_id, task.task_id,
+                 worker.offer.name, what,
+                 bigger ? "its tasks now go to workers with more" : "no connected worker has more");
+    if (!bigger) {
+      task.fail_now =
+          "out of memory on " + worker.offer.name + " (" + what + "); no connected worker has more";
+    }
+    UpdateFeasibility(task.job_id, job);
+  }
+  return true;
 }
 
 void Broker::EndAttempt(const LiveTask& task, int attempt, store::AttemptOutcome outcome,
@@ -576,8 +623,10 @@ void Broker::Requeue(LiveTask& task, int attempt, const std::string& reason, boo
   const JobInfo& job = leases_.jobs()[task.job_id];
   MarkJobChanged(task.job_id);
   if (count_failure) ++task.failures;
-  std::string fatal;
-  if (count_failure && task.failures > job.max_retries) {
+  std::string fatal = std::exchange(task.fail_now, "");
+  if (!fatal.empty()) {
+    // A failure whose class leaves no retry (ApplyFailureClass).
+  } else if (count_failure && task.failures > job.max_retries) {
     fatal = "failed " + std::to_string(task.failures) + " times";
   } else if (count_failure && job.fail_after_workers > 0 &&
              static_cast<int>(task.failed_on.size()) >= job.fail_after_workers) {

@@ -63,6 +63,7 @@ struct JobInfo {
   int64_t unfinished = 0;                     // its tasks in tasks_
   std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
   std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
+  spec::FailurePolicy failure_policy;         // what each failure class leads to
   std::optional<int64_t> pipeline_id;         // a step: its job (shared/job_steps.h)
   std::string step;                           // and its name
   std::optional<std::string> notice;          // as last written to the store
@@ -98,9 +99,14 @@ struct LiveTask {
   protocol::FramePart part;             // of each of its frames (default: whole frames)
   bool assembling = false;              // its frame's last part: the frame is being written
   bool accept_bad_pixels = false;       // sent back once for bad pixels: keep, and flag, now
-  int done_attempt = 0;                 // the copy that reported kTaskDone (0: none yet)
-  int64_t done_worker_id = 0;           // and the worker it ran on
-  double done_seconds = 0;              // how long that copy ran
+  // Set by a failure whose class leaves no retry (a scene error, out of memory with no bigger
+  // worker): the next requeue fails the task with this reason instead.
+  std::string fail_now;
+  // A licence failure: not queued again before this (the broker's timer queues it then).
+  std::chrono::steady_clock::time_point not_before{};
+  int done_attempt = 0;        // the copy that reported kTaskDone (0: none yet)
+  int64_t done_worker_id = 0;  // and the worker it ran on
+  double done_seconds = 0;     // how long that copy ran
   // Copies whose final report (done, failed) arrived: each gets a kResultAck once the
   // outcome is durable, so the worker can drop its spooled results. (identity, attempt)
   std::vector<std::pair<std::string, int>> acks;

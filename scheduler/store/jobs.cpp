@@ -117,9 +117,9 @@ StatusOr<int64_t> Store::InsertJob(
                     "resources, renderer, project, user_name, frame_depends_on, "
                     "fail_after_workers, parts_per_frame, interruptible, deadline_ms, exr_float, "
                     "assets, output_shared, checkpoint_interval_s, settings, scene_name, "
-                    "pipeline_id, step, step_depends_on) "
+                    "pipeline_id, step, step_depends_on, failure_policy) "
                     "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   ins.Bind(1, spec.name).Bind(2, spec.priority).Bind(3, spec.frame_start).Bind(4, spec.frame_end);
   ins.Bind(5, spec.chunk_size).Bind(6, spec.max_retries).Bind(7, job_yaml);
   ins.Bind(8, spec.scene_yaml).Bind(9, spec::EffectivePattern(spec));
@@ -146,6 +146,7 @@ StatusOr<int64_t> Store::InsertJob(
   if (step != nullptr) ins.Bind(36, step->pipeline_id);
   ins.Bind(37, step != nullptr ? step->name : "");
   ins.Bind(38, step != nullptr ? step->depends_on_json : "[]");
+  ins.Bind(39, nlohmann::json(spec.failure_policy).dump());
   TSR_RETURN_IF_ERROR(ins.Run());
   const int64_t job_id = writer_->LastInsertId();
 

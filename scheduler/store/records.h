@@ -92,6 +92,7 @@ struct JobRecord {
   std::optional<int64_t> pipeline_id;
   std::string step;
   std::vector<spec::StepDependency> step_depends_on;
+  spec::FailurePolicy failure_policy;  // schema 31
 
   bool has_steps() const { return renderer == spec::kRendererSteps; }
 

@@ -14,7 +14,7 @@ const char* const kJobColumns =
     "resources, renderer, project, user_name, frame_depends_on, fail_after_workers, notice, "
     "parts_per_frame, interruptible, deadline_ms, gpu_seconds, cost, exr_float, assets, "
     "output_shared, checkpoint_interval_s, settings, scene_name, pipeline_id, step, "
-    "step_depends_on";
+    "step_depends_on, failure_policy";
 
 StatusOr<JobRecord> ReadJob(const Stmt& s) {
   JobRecord j;
@@ -63,6 +63,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.pipeline_id = s.OptInt(47);
   j.step = s.Text(48);
   j.step_depends_on = nlohmann::json::parse(s.Text(49)).get<std::vector<spec::StepDependency>>();
+  j.failure_policy = nlohmann::json::parse(s.Text(50)).get<spec::FailurePolicy>();
   return j;
 }
 

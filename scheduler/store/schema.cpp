@@ -387,6 +387,11 @@ CREATE TABLE webhook_cursors (
   last_event_id  INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // 30 -> 31: a job's failure_policy (shared/job_spec.h FailurePolicy, JSON): what a failed
+    // attempt of a class a renderer names leads to. Jobs stored before get the defaults.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN failure_policy TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);

@@ -55,7 +55,7 @@ struct PluginFiles;  // rows.h
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 30;
+  static constexpr int kSchemaVersion = 31;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass

@@ -21,10 +21,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Unix ms of the API's times ("2026-12-06T21:40:09.123Z"); 0 for anything else.
 int64_t Ms(const nlohmann::json& iso) {
-  if (!iso.is_string()) return 0;
-  StatusOr<int64_t> ms = wall_time::ParseIsoTime(iso.get<std::string>());
-  return ms.ok() ? *ms : 0;
+  if (!iso.is_string() || iso.get<std::string>().size() != 24) return 0;
+  const std::string text = iso.get<std::string>();
+  StatusOr<int64_t> s = wall_time::ParseIsoTime(text.substr(0, 19) + "Z");
+  return s.ok() ? *s + std::stoi(text.substr(20, 3)) : 0;
 }
 
 void Run(int frames) {

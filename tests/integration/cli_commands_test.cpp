@@ -242,5 +242,41 @@ TEST_F(CliCommandsTest, SubmitDryRunChecksOnTheSchedulerAndStoresNothing) {
   EXPECT_EQ(farm_.Get("/api/v1/jobs")["jobs"].size(), 0u) << "a dry run stores nothing";
 }
 
+// A job file with steps: the CLI reads each step's scene (relative to the job file), a dry run
+// lists the steps and their tasks, the job is submitted once, and `tessera status` shows a row
+// per step with what it waits for.
+TEST_F(CliCommandsTest, JobsWithStepsAreSubmittedCheckedAndShownStepByStep) {
+  WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(32, 24, 1));
+  const std::string file = farm_.dir() + "/shot.yaml";
+  WriteFile(file,
+            "name: shot\nframes: 1-4\nsteps:\n"
+            "  - {name: sim, renderer: noop, chunk_size: 2}\n"
+            "  - {name: render, scene: scene.yaml, depends_on: [{step: sim, per_frame: true}]}\n");
+  e2e::RunResult r = Run({"submit", "--dry-run", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "job 'shot'") && Contains(r.out, "2 step(s) -> 6 task(s)") &&
+              Contains(r.out, "step sim (noop): frames 1-4, chunk 2 -> 2 task(s)") &&
+              Contains(r.out,
+                       "step render (pathtracer): frames 1-4, chunk 1 -> 4 task(s); "
+                       "after sim (per frame)"))
+      << r.out;
+  EXPECT_EQ(farm_.Get("/api/v1/jobs?steps=true")["jobs"].size(), 0u) << "a dry run stores nothing";
+  r = Run({"submit", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = r.out.substr(0, r.out.find('\n'));
+  r = Run({"status", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "STEP") && Contains(r.out, "sim (per frame)") &&
+              Contains(r.out, "render") && Contains(r.out, "pathtracer"))
+      << r.out;
+  // A mistake in a step is named before anything is sent.
+  WriteFile(file,
+            "name: shot\nframes: 1-4\nsteps:\n  - {name: a, renderer: noop}\n"
+            "  - {name: b, renderer: noop, depends_on: [{step: c}]}\n");
+  r = Run({"submit", file});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "steps[1].depends_on[0].step: no step named 'c' (a, b)")) << r.err;
+}
+
 }  // namespace
 }  // namespace tessera::testing

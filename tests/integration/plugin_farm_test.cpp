@@ -4,6 +4,7 @@
 // renderer skip when it is not installed (fail under CI=true); the feasibility test needs none.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 
 #include "shared/image_io.h"
+#include "shared/wall_time.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 #include "tests/support/require.h"
@@ -418,6 +420,79 @@ TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
             -1);
   EXPECT_NE(error.find("settings.env.A: control characters"), std::string::npos) << error;
   EXPECT_EQ(farm.Get("/api/v1/jobs")["jobs"].size(), 2u);
+}
+
+// Failure classes (the command plugin's sysexits convention): exit 65 is a scene error, failed
+// at once whatever the retries left; exit 75 is "no licence", requeued uncharged after the job's
+// license_wait_s; both are counted by class on /metrics and kept in the attempt history.
+TEST(PluginFarmTest, FailureClassesDecideWhatAFailedAttemptLeadsTo) {
+  LocalFarm farm("cmd-failure-classes");
+  const std::string broken = farm.dir() + "/broken.sh", licence = farm.dir() + "/licence.sh";
+  const std::string marker = farm.dir() + "/licence-taken";
+  WriteFile(broken, "#!/bin/sh\necho 'cannot parse shot.usd'\nexit 65\n");
+  WriteFile(licence, "#!/bin/sh\nif [ -e \"$1\" ]; then exit 0; fi\n: > \"$1\"\nexit 75\n");
+  ::chmod(broken.c_str(), 0755);
+  ::chmod(licence.c_str(), 0755);
+  farm.set_command_programs({broken, licence});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  std::string error;
+  const int64_t scene = farm.Submit(
+      "name: scene\nrenderer: command\nframes: 1\nmax_retries: 3\n"
+      "settings: {program: " +
+          broken + "}\n",
+      "", &error);
+  ASSERT_GT(scene, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(scene, 60s)["state"], "failed");
+  const int64_t scene_task = Tasks(farm, scene)[0]["id"];
+  nlohmann::json log = farm.Get("/api/v1/tasks/" + std::to_string(scene_task) + "/log");
+  ASSERT_EQ(log["attempts"].size(), 1u) << log.dump(2);
+  EXPECT_EQ(log["attempts"][0]["failure_class"], "scene_error");
+  EXPECT_NE(log["message"].get<std::string>().find("scene error: retrying cannot help"),
+            std::string::npos)
+      << log.dump(2);
+
+  const int64_t wait = farm.Submit(
+      "name: licence\nrenderer: command\nframes: 1\nmax_retries: 0\n"
+      "failure_policy: {license_wait_s: 2}\n"
+      "settings: {program: " +
+          licence + ", argv: ['" + marker + "']}\n",
+      "", &error);
+  ASSERT_GT(wait, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(wait, 60s)["state"], "done") << farm.SchedulerLog();
+  const int64_t wait_task = Tasks(farm, wait)[0]["id"];
+  log = farm.Get("/api/v1/tasks/" + std::to_string(wait_task) + "/log");
+  ASSERT_EQ(log["attempts"].size(), 2u) << log.dump(2);
+  EXPECT_EQ(log["attempts"][0]["failure_class"], "license");
+  EXPECT_EQ(log["attempts"][0]["charged"], false);
+  EXPECT_EQ(log["failures_total"], 0) << "a licence failure is nobody's fault";
+  // The second attempt waited the job's license_wait_s.
+  const auto ms = [](const nlohmann::json& t) {  // "2026-12-06T21:40:09.123Z"
+    const std::string text = t.get<std::string>();
+    return wall_time::ParseIsoTime(text.substr(0, 19) + "Z").value() +
+           std::stoi(text.substr(20, 3));
+  };
+  EXPECT_GE(ms(log["attempts"][1]["started_at"]) - ms(log["attempts"][0]["ended_at"]), 1500)
+      << log.dump(2);
+  // A policy that is not one is refused at submit, naming the field.
+  EXPECT_EQ(farm.Submit("name: x\nrenderer: command\nframes: 1\nfailure_policy: {scene_error: "
+                        "ignore}\nsettings: {program: " +
+                            broken + "}\n",
+                        "", &error),
+            -1);
+  EXPECT_EQ(error, "failure_policy.scene_error: expected fail or retry, got 'ignore'");
+
+  httplib::Client client(farm.api_url());
+  httplib::Headers auth;
+  if (!farm.token().empty()) auth.emplace("Authorization", "Bearer " + farm.token());
+  auto metrics = client.Get("/metrics", auth);
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_task_failures_total{class=\"scene_error\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("tessera_task_failures_total{class=\"license\"} 1"),
+            std::string::npos);
 }
 
 // A plugin job's settings and scene name are resolved from its job file once, at submit, and

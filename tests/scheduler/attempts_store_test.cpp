@@ -231,7 +231,8 @@ TEST_F(AttemptsStoreTest, MigrationFromSchema25KeepsTheOlderRows) {
       std::to_string(tasks[0].id) + ", 1, " + std::to_string(job.id) + ", " + std::to_string(w);
   const std::string ids2 =
       std::to_string(tasks[0].id) + ", 2, " + std::to_string(job.id) + ", " + std::to_string(w);
-  Sql("DELETE FROM task_logs; DROP INDEX task_logs_running;"
+  Sql(std::string(kBackToSchema28) +
+      "DELETE FROM task_logs; DROP INDEX task_logs_running;"
       "ALTER TABLE task_logs DROP COLUMN failure_class;"
       "ALTER TABLE task_logs DROP COLUMN message; ALTER TABLE task_logs DROP COLUMN charged;"
       "ALTER TABLE task_logs DROP COLUMN gpus; ALTER TABLE task_logs DROP COLUMN started_at;"

@@ -64,11 +64,12 @@ TEST_F(JobSettingsStoreTest, MigrationFromSchema27ResolvesEveryStoredPluginJobOn
   store_.reset();
   // The file as schema 27 had it: no settings or scene name on the job rows; one job file no
   // longer parses.
-  Sql("ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
+  Sql(std::string(kBackToSchema28) +
+      "ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
       "UPDATE jobs SET job_yaml = 'renderer: [not, a, job' WHERE id = " +
       std::to_string(broken) + "; PRAGMA user_version = 27;");
   Reopen();
-  EXPECT_EQ(store_->schema_version(), 28);
+  EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
   ExpectPovSettings(*store_->GetJob(good));
   // As when the broker parsed it at start-up: empty, and its tasks fail on the worker naming the
   // setting.
@@ -106,7 +107,8 @@ TEST_F(JobSettingsStoreTest, MigrationResolvesJobsOfACppPluginOfferedBefore) {
   });
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   store_.reset();
-  Sql("ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
+  Sql(std::string(kBackToSchema28) +
+      "ALTER TABLE jobs DROP COLUMN settings; ALTER TABLE jobs DROP COLUMN scene_name;"
       "PRAGMA user_version = 27;");
   Reopen();
   const JobRecord migrated = *store_->GetJob(job->id);

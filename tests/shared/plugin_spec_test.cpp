@@ -77,6 +77,36 @@ TEST(PluginSpecTest, ErrorsNameTheField) {
             std::string::npos);
 }
 
+TEST(PluginSpecTest, FailureClassesMapExitCodesAndPatterns) {
+  // The built-in plugins name their classes: POV-Ray's parse errors, the command convention.
+  const PluginSpec* pov = FindBuiltinPlugin("povray");
+  ASSERT_FALSE(pov->failure_rules.empty());
+  EXPECT_EQ(pov->failure_rules[0].failure_class, "scene_error");
+  const PluginSpec* command = FindBuiltinPlugin("command");
+  ASSERT_EQ(command->failure_rules.size(), 2u);
+  EXPECT_EQ(command->failure_rules[1].failure_class, "license");
+  EXPECT_EQ(command->failure_rules[1].exit_codes, std::vector<int>{75});
+
+  auto error = [](const std::string& rules) {
+    StatusOr<PluginSpec> p = ParsePluginYaml(
+        "name: demo\nexecutable: {names: [demo]}\noutput: {file: a.png}\nargs: [x]\n"
+        "failure_classes:\n" +
+            rules,
+        "plugin.yaml");
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  EXPECT_EQ(error("  - {class: license, exit_codes: [75], patterns: ['no licen[cs]e']}\n"), "ok");
+  EXPECT_EQ(error("  - {class: bad_luck, exit_codes: [1]}\n"),
+            "failure_classes[0].class: 'bad_luck' is not a failure class (scene_error, "
+            "out_of_memory, license, crash, timeout)");
+  EXPECT_EQ(error("  - {class: crash}\n"), "failure_classes[0]: give exit_codes, patterns or both");
+  EXPECT_NE(error("  - {class: crash, patterns: ['(']}\n")
+                .find("failure_classes[0].patterns[0]: not a valid regular expression"),
+            std::string::npos);
+  EXPECT_EQ(error("  - {class: crash, exit_codes: [1], when: 2}\n"),
+            "failure_classes[0].when: unknown field (known fields: class, exit_codes, patterns)");
+}
+
 TEST(PluginSpecTest, SettingsAreValidatedByType) {
   PluginSpec p = Minimal();
   auto error = [&](Settings s) {

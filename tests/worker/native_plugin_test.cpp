@@ -127,6 +127,33 @@ TEST(NativePluginTest, RefusesAnotherAbiOrAMissingLibrary) {
   EXPECT_NE(FindNativePlugin(list, "gradient"), nullptr);
 }
 
+// A broken scene (one that does not parse, a mesh that is not there) is a scene error (ABI 2.3,
+// TSR_RENDER_SCENE_ERROR): the host reports it as InvalidArgument, which the worker sends as
+// failure class scene_error, so the scheduler does not retry it. Other failures stay Internal.
+TEST(NativePluginTest, PathTracerSaysWhenTheSceneIsBroken) {
+  const NativePlugin* pt = FindNativePlugin(*BuiltinNativePlugins(), "pathtracer");
+  ASSERT_NE(pt, nullptr);
+  NativePlugin::Request request;
+  request.frame = 1;
+  request.device = "cpu";
+  request.threads = 1;
+  request.scene = "width: [";
+  StatusOr<NativePlugin::Result> bad = pt->Render(request);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().message();
+  request.scene =
+      testing::TinySceneYaml(16, 12, 1) + "  - {type: mesh, file: missing.obj, material: ground}\n";
+  StatusOr<NativePlugin::Result> missing = pt->Render(request);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("missing.obj"), std::string::npos);
+  // The test plugin's own failure is an ordinary one.
+  std::unique_ptr<NativePlugin> gradient = LoadGradient();
+  ASSERT_NE(gradient, nullptr);
+  request.scene = "fail";
+  EXPECT_EQ(gradient->Render(request).status().code(), StatusCode::kInternal);
+}
+
 // Periodic checkpoints (ABI 2.1): the path tracer gives one at each safe point where the host
 // asks, goes on rendering, and a render resumed from any of them ends bit-identical to the
 // uninterrupted one. A plugin without the capability is never asked.
