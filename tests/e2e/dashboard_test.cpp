@@ -163,6 +163,40 @@ TEST_F(DashboardTest, AnOpenFarmNeedsNoSignIn) {
   CloseBrowser();
 }
 
+// A job with steps: its page has a row per step (state, progress, what it waits for) instead of
+// a frame grid; a step's page says which job it belongs to.
+TEST_F(DashboardTest, AJobWithStepsShowsARowPerStep) {
+  LocalFarm farm("dash-steps");
+  farm.AppendSchedulerConfig("api:\n  auth: none\n");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  int status = 0;
+  const json reply =
+      farm.Post("/api/v1/jobs",
+                {{"job_yaml",
+                  "name: shot\nframes: 1-4\nrenderer: noop\nsteps:\n  - {name: sim}\n"
+                  "  - {name: comp, depends_on: [{step: sim, per_frame: true}]}\n"}},
+                &status);
+  ASSERT_EQ(status, 201) << reply.dump();
+  const int64_t job = reply["job"]["id"];
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(job)));
+  ASSERT_TRUE(WaitForJobPage("shot")) << Dom();
+  EXPECT_EQ(Count("table.steps tbody tr"), 2) << Dom();
+  EXPECT_EQ(Count(".frame"), 0) << "a job with steps has no frames of its own";
+  EXPECT_NE(Text("table.steps tbody tr:nth-child(2)").find("sim (per frame)"), std::string::npos)
+      << Text("table.steps");
+  EXPECT_NE(Text(".count-frames").find("0 of 2 steps done"), std::string::npos)
+      << Text(".count-frames");
+  Snapshot("job-steps");
+  browser_->Evaluate("document.querySelector('table.steps tbody tr a').click()");
+  ASSERT_TRUE(WaitForJobPage("shot")) << Dom();
+  ASSERT_TRUE(
+      browser_->WaitFor("document.querySelector('.facts')?.textContent.includes('sim of job #" +
+                            std::to_string(job) + "')",
+                        15s))
+      << Dom();
+  CloseBrowser();
+}
+
 TEST_F(DashboardTest, AFarmAlertShowsAsABannerAndGoesByItself) {
   TSR_REQUIRE(::geteuid() == 0, "mounts a tmpfs over an outputs folder");
   LocalFarm farm("dash-alert");
