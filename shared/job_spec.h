@@ -254,6 +254,10 @@ Status ValidateJob(const JobSpec& job);
 // Splits the frame range into tasks of chunk_size frames (the last one may be shorter).
 std::vector<FrameChunk> ExpandFrames(const JobSpec& job);
 
+// The tasks a job divides into: its chunks of frames times the parts of a frame (once
+// SplitFrames has filled them in; one when frames are whole). Counted without building them.
+int64_t TaskCount(const JobSpec& job);
+
 // Fills job->parts from tiles and sample_parts for a frame of width x height pixels and `samples`
 // samples per pixel; an error names the field that does not fit the scene. Also refuses a frame
 // (or part) whose result could never come back: larger than protocol::kMaxResultBytes with

@@ -44,6 +44,12 @@ std::vector<FrameChunk> ExpandFrames(const JobSpec& job) {
   return chunks;
 }
 
+int64_t TaskCount(const JobSpec& job) {
+  if (job.frame_start > job.frame_end || job.chunk_size < 1) return 0;
+  const int64_t chunks = (job.frame_count() + job.chunk_size - 1) / job.chunk_size;
+  return chunks * static_cast<int64_t>(std::max<size_t>(1, job.parts.size()));
+}
+
 int64_t LargestResultBytes(const JobSpec& job, int width, int height, int channels) {
   // Integer division splits evenly: the largest tile is the rounded-up share of each side.
   const int64_t w = (int64_t{width} + job.tiles_x - 1) / std::max(1, job.tiles_x);

@@ -203,8 +203,7 @@ StatusOr<spec::PipelineSpec> ParsePipeline(const SubmissionBody& req) {
     }
     TSR_RETURN_IF_ERROR(
         WithStep(CompleteJob(step.job, scene, req.assets, /*only_needed=*/true), step.name));
-    tasks += static_cast<int64_t>(spec::ExpandFrames(step.job).size() *
-                                  std::max<size_t>(1, step.job.parts.size()));
+    tasks += spec::TaskCount(step.job);
   }
   if (tasks > spec::kMaxTasksPerJob) {
     return Status::InvalidArgument("steps: " + std::to_string(tasks) +
@@ -315,11 +314,6 @@ nlohmann::json OutputView(const spec::OutputSpec& output) {
                                    : nlohmann::json{{"shared_dir", output.shared_dir}};
 }
 
-int64_t TaskCount(const spec::JobSpec& job) {
-  return static_cast<int64_t>(spec::ExpandFrames(job).size() *
-                              std::max<size_t>(1, job.parts.size()));
-}
-
 // The folder a job (or step) writes to: on shared storage, or under `root`; a folder another
 // job writes to is refused unless the spec allows it.
 StatusOr<std::string> FolderFor(const std::vector<std::string>& shared_roots,
@@ -368,7 +362,7 @@ nlohmann::json DryRunView(const spec::JobSpec& job) {
            {{"start", job.frame_start}, {"end", job.frame_end}, {"count", job.frame_count()}}},
           {"chunk_size", job.chunk_size},
           {"parts_per_frame", std::max<size_t>(1, job.parts.size())},
-          {"tasks", TaskCount(job)},
+          {"tasks", spec::TaskCount(job)},
           {"depends_on", job.depends_on},
           {"frame_depends_on", job.frame_depends_on},
           {"assets", job.assets.size()},
@@ -385,7 +379,7 @@ nlohmann::json DryRunView(const CheckedJob& checked) {
     view.erase("user");
     view["name"] = step.name;
     view["step_depends_on"] = step.depends_on;
-    tasks += TaskCount(step.job);
+    tasks += spec::TaskCount(step.job);
     steps.push_back(std::move(view));
   }
   return {{"name", pipeline.name},     {"renderer", spec::kRendererSteps},

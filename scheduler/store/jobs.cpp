@@ -36,7 +36,7 @@ StatusOr<JobRecord> Store::CreatePipeline(
   int first = spec::kMaxFrame, last = spec::kMinFrame;
   for (const spec::StepSpec& step : pipeline.steps) {
     files.push_back(ResolvePluginFiles(step.job));
-    tasks += TaskCountOf(step.job);
+    tasks += spec::TaskCount(step.job);
     first = std::min(first, step.job.frame_start);
     last = std::max(last, step.job.frame_end);
   }
@@ -88,11 +88,6 @@ StatusOr<JobRecord> Store::CreatePipeline(
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   return GetJob(job_id);
-}
-
-int64_t Store::TaskCountOf(const spec::JobSpec& spec) {
-  return static_cast<int64_t>(spec::ExpandFrames(spec).size() *
-                              std::max<size_t>(1, spec.parts.size()));
 }
 
 Status Store::RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id) {

@@ -392,7 +392,6 @@ class Store {
                               const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
                               const StepLink* step);
   Status RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id);
-  static int64_t TaskCountOf(const spec::JobSpec& spec);
   // Reads the job's state on the writer (inside a transaction).
   StatusOr<JobState> JobStateForUpdate(int64_t job_id);
   // Moves every task of the job in `from_states` matching `extra_where` back to queued with a

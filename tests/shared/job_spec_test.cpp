@@ -206,6 +206,11 @@ TEST(JobSpecTest, ExpandsFramesIntoChunks) {
   EXPECT_EQ(chunks[2].index, 2);
   EXPECT_EQ(chunks[2].frame_start, 9);
   EXPECT_EQ(chunks[2].frame_end, 10);
+  // Counted without building them: chunks times the parts of a frame.
+  EXPECT_EQ(TaskCount(job), 3);
+  job.parts.resize(4);
+  EXPECT_EQ(TaskCount(job), 12);
+  job.parts.clear();
 
   job.frame_start = job.frame_end = 5;
   job.chunk_size = 1;
