@@ -59,10 +59,6 @@ Status CheckFolderIsFree(store::Store& store, const std::string& dir, const spec
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // The POST /api/v1/jobs body, its fields checked for type.
 struct SubmissionBody {
   std::string job_yaml;
@@ -167,10 +163,6 @@ Status WithStep(const Status& s, const std::string& step) {
   return s.ok() ? s : Status(s.code(), "step " + step + ": " + s.message());
 }
 
-}  // namespace
-
-namespace {
-
 StatusOr<spec::JobSpec> ParseJob(const SubmissionBody& req) {
   TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(req.job_yaml));
   // The job file's own `user:` wins over the submitting client's account name.
@@ -272,10 +264,6 @@ Status CheckAssetsStored(const SubmitContext& ctx,
   }
   return Status::Ok();
 }
-
-}  // namespace
-
-namespace {
 
 // Who the job is submitted as: a submitter submits as itself; operators may submit on behalf of
 // anyone.

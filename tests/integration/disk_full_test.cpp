@@ -20,6 +20,7 @@
 #include "shared/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/metrics.h"
 #include "tests/support/require.h"
 #include "tests/support/tmpfs.h"
 
@@ -41,13 +42,6 @@ json AlertOf(LocalFarm& farm, const std::string& kind) {
     if (a.value("kind", "") == kind) return a;
   }
   return nullptr;
-}
-
-std::string Metrics(LocalFarm& farm) {
-  httplib::Client client(farm.api_url());
-  client.set_bearer_token_auth(farm.token());
-  auto res = client.Get("/metrics");
-  return res && res->status == 200 ? res->body : "";
 }
 
 // The live event stream from its start, read until every one of `needles` was seen (or it

@@ -17,6 +17,7 @@
 #include "shared/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/metrics.h"
 
 namespace tessera::testing {
 namespace {
@@ -27,13 +28,6 @@ using nlohmann::json;
 json Gpu(int util, int mem_used_mb) {
   return {{"util", util},       {"mem_used_mb", mem_used_mb}, {"mem_total_mb", 24576}, {"temp", 64},
           {"power_mw", 187250}, {"sm_clock", 2520},           {"mem_clock", 10501},    {"ecc", 0}};
-}
-
-std::string Metrics(LocalFarm& farm) {
-  httplib::Client client(farm.api_url());
-  client.set_bearer_token_auth(farm.token());
-  auto res = client.Get("/metrics");
-  return res && res->status == 200 ? res->body : "";
 }
 
 json TheWorker(LocalFarm& farm) {

@@ -4,7 +4,6 @@
 // renderer skip when it is not installed (fail under CI=true); the feasibility test needs none.
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -16,6 +15,7 @@
 #include "shared/wall_time.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/metrics.h"
 #include "tests/support/require.h"
 
 namespace tessera::testing {
@@ -483,16 +483,10 @@ TEST(PluginFarmTest, FailureClassesDecideWhatAFailedAttemptLeadsTo) {
             -1);
   EXPECT_EQ(error, "failure_policy.scene_error: expected fail or retry, got 'ignore'");
 
-  httplib::Client client(farm.api_url());
-  httplib::Headers auth;
-  if (!farm.token().empty()) auth.emplace("Authorization", "Bearer " + farm.token());
-  auto metrics = client.Get("/metrics", auth);
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("tessera_task_failures_total{class=\"scene_error\"} 1"),
-            std::string::npos)
-      << metrics->body;
-  EXPECT_NE(metrics->body.find("tessera_task_failures_total{class=\"license\"} 1"),
-            std::string::npos);
+  const std::string metrics = Metrics(farm);
+  EXPECT_NE(metrics.find("tessera_task_failures_total{class=\"scene_error\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_task_failures_total{class=\"license\"} 1"), std::string::npos);
 }
 
 // A plugin job's settings and scene name are resolved from its job file once, at submit, and

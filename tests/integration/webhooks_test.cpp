@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "tests/support/farm.h"
+#include "tests/support/metrics.h"
 
 namespace tessera::testing {
 namespace {
@@ -198,14 +199,10 @@ TEST(WebhooksTest, DeliveriesAreCountedOnMetrics) {
       << farm.SchedulerLog();
   // Unsigned without a secret; named on /metrics without the query string.
   EXPECT_EQ(receiver.Of(job, "job_done").front().signature, "");
-  httplib::Client client(farm.api_url());
   std::string metrics;
   ASSERT_TRUE(WaitFor(
       [&] {
-        httplib::Headers auth;
-        if (!farm.token().empty()) auth.emplace("Authorization", "Bearer " + farm.token());
-        auto res = client.Get("/metrics", auth);
-        metrics = res ? res->body : "";
+        metrics = Metrics(farm);
         return metrics.find("tessera_webhook_deliveries_total{receiver=\"" + url + "\"} 1") !=
                std::string::npos;
       },
