@@ -182,7 +182,22 @@ Status ValidateJob(const JobSpec& job) {
                                      " needs a scene file path, not an inline scene");
     }
     TSR_RETURN_IF_ERROR(plugin::CheckSceneName(*plugin, job.scene_path).status());
-    TSR_RETURN_IF_ERROR(plugin::ResolveSettings(*plugin, job.settings).status());
+    TSR_ASSIGN_OR_RETURN(plugin::Settings settings, plugin::ResolveSettings(*plugin, job.settings));
+    // `outputs: files` returns what `files` matches: without a pattern it would return nothing,
+    // and patterns without it would be ignored.
+    const auto outputs = settings.find("outputs"), files = settings.find("files");
+    if (outputs != settings.end() && files != settings.end()) {
+      const bool returns_files = outputs->second == "files";
+      const bool has_patterns = files->second != "[]";
+      if (returns_files && !has_patterns) {
+        return Status::InvalidArgument(
+            "settings.files: outputs: files needs at least one pattern of the files to return");
+      }
+      if (!returns_files && has_patterns) {
+        return Status::InvalidArgument(
+            "settings.files: only read with outputs: files (outputs is " + outputs->second + ")");
+      }
+    }
   } else if (!job.settings.empty()) {
     return Status::InvalidArgument("settings: renderer " + job.renderer +
                                    " takes no settings (only renderer plugins do)");

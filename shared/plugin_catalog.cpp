@@ -53,6 +53,26 @@ const PluginSpec& PathTracerSpec() {
   return spec;
 }
 
+const PluginSpec& OpenJdSpec() {
+  static const PluginSpec spec = [] {
+    PluginSpec p;
+    p.name = spec::kRendererOpenJd;
+    p.description = "the tasks of an Open Job Description step (tessera submit template.yaml)";
+    p.scene_required = true;
+    p.scene_extensions = {".json"};
+    p.per_frame = true;
+    SettingSpec outputs;
+    outputs.name = "outputs";
+    outputs.type = SettingType::kEnum;
+    outputs.values = {"none"};
+    outputs.default_ = "none";
+    outputs.description = "OpenJD tasks return no images";
+    p.settings.push_back(std::move(outputs));
+    return p;
+  }();
+  return spec;
+}
+
 namespace {
 struct NativeRegistry {
   std::mutex mu;
@@ -66,7 +86,8 @@ NativeRegistry& Natives() {
 
 Status RegisterNativePlugin(PluginSpec spec) {
   if (FindBuiltinPlugin(spec.name) != nullptr || spec.name == PathTracerSpec().name ||
-      spec.name == spec::kRendererNoop || spec.name == spec::kRendererSteps) {
+      spec.name == OpenJdSpec().name || spec.name == spec::kRendererNoop ||
+      spec.name == spec::kRendererSteps) {
     return Status::AlreadyExists("plugin " + spec.name + ": a built-in renderer has that name");
   }
   spec.native = true;
@@ -101,6 +122,9 @@ bool TakesTesseraScene(std::string_view renderer) {
 std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name) {
   if (const PluginSpec* builtin = FindBuiltinPlugin(name)) {
     return std::shared_ptr<const PluginSpec>(std::shared_ptr<const PluginSpec>(), builtin);
+  }
+  if (name == OpenJdSpec().name) {
+    return std::shared_ptr<const PluginSpec>(std::shared_ptr<const PluginSpec>(), &OpenJdSpec());
   }
   NativeRegistry& r = Natives();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -21,7 +21,8 @@ const PluginSpec* FindBuiltinPlugin(std::string_view name);
 // earlier one. Refused for the name of a built-in renderer.
 Status RegisterNativePlugin(PluginSpec spec);
 std::vector<PluginSpec> RegisteredNativePlugins();
-// A plugin by name: built in, else registered native; nullptr when neither.
+// A plugin by name: built in (OpenJdSpec among them), else registered native; nullptr when
+// neither.
 std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name);
 
 // The built-in path tracer as a renderer spec (name "pathtracer"): compiled into every worker, it
@@ -30,6 +31,11 @@ std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name);
 // its checkpoints are accumulations too. Not among BuiltinPlugins(): those are plugin.yaml files
 // (`tessera plugins` lists them), and a job gives the path tracer no `settings:`.
 const PluginSpec& PathTracerSpec();
+// The tasks of an Open Job Description step (spec::kRendererOpenJd; shared/openjd.h): the scene
+// is the step's session JSON (<step>.openjd.json), one task per frame (the parameter space's
+// index + 1), whole frames only, no images back (`outputs` is none). Found by FindPlugin; offered
+// by workers whose worker.command_programs allow some program (worker/openjd_task.h).
+const PluginSpec& OpenJdSpec();
 // The renderer a job names: the path tracer, else FindPlugin(name); nullptr for noop and for
 // names the farm does not know. Where the farm asks what a renderer can do.
 std::shared_ptr<const PluginSpec> FindRenderer(std::string_view name);

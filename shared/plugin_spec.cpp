@@ -29,13 +29,14 @@ StatusOr<SettingType> ParseType(const std::string& s, const std::string& field) 
       {"bool", SettingType::kBool},   {"int", SettingType::kInt},
       {"float", SettingType::kFloat}, {"string", SettingType::kString},
       {"enum", SettingType::kEnum},   {"path", SettingType::kPath},
-      {"list", SettingType::kList},   {"env", SettingType::kEnv}};
+      {"list", SettingType::kList},   {"env", SettingType::kEnv},
+      {"globs", SettingType::kGlobs}};
   for (const auto& [name, type] : kTypes) {
     if (s == name) return type;
   }
   return Status::InvalidArgument(field + ": '" + s +
                                  "' is not a setting type (bool, int, float, string, enum, "
-                                 "path, list, env)");
+                                 "path, list, env, globs)");
 }
 
 // What every value and every word of a list must be: UTF-8, no control characters (NUL among
@@ -58,7 +59,8 @@ StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
     return Status::InvalidArgument(field + ": expected " + what + ", got '" + value + "'");
   };
   // A list's or an env's text is JSON: its parts are checked one by one below.
-  if (s.type != SettingType::kList && s.type != SettingType::kEnv) {
+  if (s.type != SettingType::kList && s.type != SettingType::kEnv &&
+      s.type != SettingType::kGlobs) {
     TSR_RETURN_IF_ERROR(CheckText(value, field));
   }
   switch (s.type) {
@@ -144,6 +146,36 @@ StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
                                        std::to_string(kMaxEnvBytes));
       }
       return nlohmann::json(*vars).dump();
+    }
+    case SettingType::kGlobs: {
+      auto patterns = ListValue(value);
+      if (!patterns.ok()) return bad("a list of file patterns");
+      if (patterns->size() > kMaxGlobs) {
+        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxGlobs) +
+                                       " patterns, got " + std::to_string(patterns->size()));
+      }
+      for (size_t i = 0; i < patterns->size(); ++i) {
+        const std::string& pattern = (*patterns)[i];
+        const std::string f = field + "[" + std::to_string(i) + "]";
+        TSR_RETURN_IF_ERROR(CheckText(pattern, f));
+        if (pattern.empty() || pattern[0] == '/' || pattern[0] == '~' ||
+            pattern.find('\\') != std::string::npos) {
+          return Status::InvalidArgument(f + ": '" + pattern +
+                                         "' must be a pattern relative to the task folder");
+        }
+        for (size_t pos = 0; pos <= pattern.size();) {
+          size_t next = pattern.find('/', pos);
+          if (next == std::string::npos) next = pattern.size();
+          const std::string_view part(pattern.data() + pos, next - pos);
+          if (part.empty() || part == "." || part == "..") {
+            return Status::InvalidArgument(f + ": '" + pattern +
+                                           "' has an empty, '.' or '..' part (the files a "
+                                           "task returns stay inside its folder)");
+          }
+          pos = next + 1;
+        }
+      }
+      return nlohmann::json(*patterns).dump();
     }
   }
   return bad("a value");
@@ -263,6 +295,8 @@ const char* SettingTypeName(SettingType type) {
       return "list";
     case SettingType::kEnv:
       return "env";
+    case SettingType::kGlobs:
+      return "globs";
   }
   return "?";
 }
@@ -535,10 +569,10 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   Vars vars;
   Settings all;
   for (const SettingSpec& s : p.settings) {
-    all[s.name] = s.type == SettingType::kList   ? "[]"
-                  : s.type == SettingType::kEnv  ? "{}"
-                  : s.type == SettingType::kBool ? "true"
-                                                 : "1";
+    all[s.name] = s.type == SettingType::kList || s.type == SettingType::kGlobs ? "[]"
+                  : s.type == SettingType::kEnv                                 ? "{}"
+                  : s.type == SettingType::kBool                                ? "true"
+                                                                                : "1";
   }
   vars.plugin = &p;
   vars.settings = &all;

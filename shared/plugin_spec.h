@@ -48,13 +48,18 @@ inline constexpr size_t kMaxSettings = 128;     // settings a plugin declares
 inline constexpr size_t kMaxPatterns = 32;      // error patterns
 inline constexpr size_t kMaxRegexBytes = 1024;  // one pattern
 inline constexpr size_t kMaxEnvVars = 64;       // variables of one env setting
-inline constexpr size_t kMaxEnvBytes = 32768;   // names and values of one env setting together
+inline constexpr size_t kMaxEnvBytes = 32768;
+inline constexpr size_t kMaxGlobs =
+    64;  // patterns of one globs setting   // names and values of one env setting together
 
 // Setting types. env: a map of environment variables the renderer's process gets (names
 // [A-Za-z_][A-Za-z0-9_]*, values without control characters -- no newline; never the dynamic
 // loader's LD_*, Tessera's TESSERA_* or what the worker sets itself: HOME, USER, LOGNAME, PATH,
 // CUDA_VISIBLE_DEVICES).
-enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList, kEnv };
+// globs: a list of file patterns relative to the task folder (fnmatch: *, ?, [...]; '*' never
+// crosses a '/'), each without an empty, '.' or '..' part: the files a task returns (the command
+// renderer's `outputs: files`); at most kMaxGlobs patterns.
+enum class SettingType { kBool, kInt, kFloat, kString, kEnum, kPath, kList, kEnv, kGlobs };
 const char* SettingTypeName(SettingType type);
 
 struct SettingSpec {

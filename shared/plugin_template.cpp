@@ -140,8 +140,9 @@ StatusOr<std::optional<std::string>> LookupVar(const Vars& vars, const std::stri
     if (s->type == SettingType::kList) {
       return Status::InvalidArgument("{" + name + "}: a list setting must be a word of its own");
     }
-    if (s->type == SettingType::kEnv) {
-      return Status::InvalidArgument("{" + name + "}: an env setting is not an argument");
+    if (s->type == SettingType::kEnv || s->type == SettingType::kGlobs) {
+      return Status::InvalidArgument("{" + name + "}: an " + SettingTypeName(s->type) +
+                                     " setting is not an argument");
     }
     return std::optional<std::string>(it->second);
   }

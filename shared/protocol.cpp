@@ -32,6 +32,8 @@ const char* MessageTypeName(MessageType type) {
       return "BLOB_REQUEST";
     case MessageType::kCheckpoint:
       return "CHECKPOINT";
+    case MessageType::kFileResult:
+      return "FILE_RESULT";
     case MessageType::kWelcome:
       return "WELCOME";
     case MessageType::kReject:
@@ -61,7 +63,7 @@ const char* MessageTypeName(MessageType type) {
 namespace {
 bool IsKnownType(uint8_t t) {
   return (t >= static_cast<uint8_t>(MessageType::kRegister) &&
-          t <= static_cast<uint8_t>(MessageType::kCheckpoint)) ||
+          t <= static_cast<uint8_t>(MessageType::kFileResult)) ||
          (t >= static_cast<uint8_t>(MessageType::kWelcome) &&
           t <= static_cast<uint8_t>(MessageType::kBlobData));
 }
@@ -321,8 +323,18 @@ Status Check(FrameResult& m) {
   return Name(m.encoding, "encoding");
 }
 
+Status Check(FileResult& m) {
+  // The path rules are the job spec's (spec::ValidateAssetPath), applied by the scheduler where
+  // the name meets the file system; here only what any name must be.
+  TSR_RETURN_IF_ERROR(Name(m.name, "name", 512));
+  if (m.size < 0 || m.size > kMaxResultBytes) return Status::InvalidArgument("size: out of range");
+  return Name(m.encoding, "encoding");
+}
+
 Status Check(TaskDone& m) {
   Log(m.log);
+  if (m.files < 0 || m.files > kMaxOutputFiles)
+    return Status::InvalidArgument("files: out of range");
   return Status::Ok();
 }
 

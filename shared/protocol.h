@@ -17,7 +17,8 @@
 //   retry_after_ms (not now; try again once that one has gone), never the name.
 //   worker -> kHeartbeat every heartbeat_ms    scheduler -> kHeartbeatAck
 //   scheduler -> kAssign(task_id, attempt, ...)
-//   worker -> kProgress*, kFrameResult* (one per frame), then kTaskDone | kTaskFailed
+//   worker -> kProgress*, kFrameResult* (one per frame), kFileResult* (a command task's
+//            `outputs: files`), then kTaskDone | kTaskFailed
 //   scheduler -> kCancel(task_id, attempt)      (job cancelled; the worker stops rendering)
 //   worker -> kGoodbye on clean shutdown (its leases return to the queue at once)
 //   scheduler -> kResultAck(task_id, attempt) once a kTaskDone / kTaskFailed / kHandback and
@@ -129,6 +130,7 @@ enum class MessageType : uint8_t {
   kChunk = 10,
   kBlobRequest = 11,
   kCheckpoint = 12,
+  kFileResult = 13,
   // scheduler -> worker
   kWelcome = 64,
   kReject = 65,
@@ -385,10 +387,28 @@ inline constexpr const char* kEncodingWritten = "written";
 // (sent with the attempt's final message; kept by the scheduler for `tessera logs`).
 inline constexpr size_t kMaxTaskLogBytes = 64 * 1024;
 
+// One file a task made (a command task's `outputs: files`): its path relative to the task's
+// folder, which is where it lands in the job's output folder. The payload is its bytes (at most
+// kMaxResultBytes; chunked like frames), or none with encoding kEncodingWritten when the worker
+// put it on the job's shared storage itself. Names are relative paths as spec::ValidateAssetPath
+// allows them: nothing a file's name says can leave the output folder.
+struct FileResult {
+  int64_t task_id = 0;
+  int attempt = 0;
+  std::string name;
+  int64_t size = 0;
+  std::string encoding;  // "" or kEncodingWritten
+};
+// Files one task may send back.
+inline constexpr int kMaxOutputFiles = 1000;
+
 struct TaskDone {
   int64_t task_id = 0;
   int attempt = 0;
   std::string log;
+  // kFileResult messages this attempt sent before it (the scheduler records the task done only
+  // once that many of its files are written).
+  int files = 0;
 };
 
 // Failure classes a worker reports (TaskFailed::failure_class). Unknown names from a newer
@@ -482,8 +502,8 @@ struct BlobData {
   std::string error;
 };
 
-// A decoded message: type + body (+ payload for kFrameResult, kHandback, kCheckpoint, kChunk,
-// kBlobData).
+// A decoded message: type + body (+ payload for kFrameResult, kFileResult, kHandback,
+// kCheckpoint, kChunk, kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   zmq::message_t body;     // a MessagePack map (checked well-formed by Decode)
@@ -544,7 +564,8 @@ TSR_MESSAGE_FIELDS(Assign, task_id, attempt, job_id, frame_start, frame_end, sce
 TSR_MESSAGE_FIELDS(Progress, task_id, attempt, fraction, message)
 TSR_MESSAGE_FIELDS(FrameResult, task_id, attempt, frame, width, height, channels, render_seconds,
                    backend, channel_names, part, encoding)
-TSR_MESSAGE_FIELDS(TaskDone, task_id, attempt, log)
+TSR_MESSAGE_FIELDS(FileResult, task_id, attempt, name, size, encoding)
+TSR_MESSAGE_FIELDS(TaskDone, task_id, attempt, log, files)
 TSR_MESSAGE_FIELDS(TaskFailed, task_id, attempt, message, charge, log, failure_class)
 TSR_MESSAGE_FIELDS(Cancel, task_id, attempt)
 TSR_MESSAGE_FIELDS(Handback, task_id, attempt, frame, samples_done, reason, log)
@@ -566,6 +587,7 @@ Status Check(Heartbeat& m);
 Status Check(Assign& m);
 Status Check(Progress& m);
 Status Check(FrameResult& m);
+Status Check(FileResult& m);
 Status Check(TaskDone& m);
 Status Check(TaskFailed& m);
 Status Check(Handback& m);

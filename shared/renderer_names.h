@@ -10,6 +10,10 @@ inline constexpr const char* kRendererNoop = "noop";
 // Not a renderer a job file may name: what the store records for a job with steps (each step
 // has its own renderer; shared/job_steps.h).
 inline constexpr const char* kRendererSteps = "steps";
+// The tasks of an Open Job Description step (shared/openjd.h): the step's session (its script,
+// environments, embedded files and parameter space, as JSON) is the scene; the worker runs the
+// actions of one task's session itself (worker/openjd_task.h).
+inline constexpr const char* kRendererOpenJd = "openjd";
 // The renderer of a job that names none. What each renderer can do is its PluginSpec
 // (shared/plugin_catalog.h FindRenderer), never a comparison with these names.
 inline constexpr const char* kDefaultRenderer = kRendererPathTracer;

@@ -218,12 +218,20 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
   bool eof = false, exited = false, killed = false;
   int status = 0;
   char buf[8192];
+  std::optional<Clock::time_point> kill_at;  // notified (SIGTERM): SIGKILL then
   auto kill_group = [&] {
-    if (!killed) ::kill(-pid, SIGKILL);
+    if (killed) return;
+    if (options.notify_period.count() > 0 && !kill_at) {
+      ::kill(-pid, SIGTERM);
+      kill_at = Clock::now() + options.notify_period;
+      return;
+    }
+    ::kill(-pid, SIGKILL);
     killed = true;
   };
   while (!eof || !exited) {
-    if (!killed) {
+    if (kill_at && !killed && Clock::now() >= *kill_at) kill_group();
+    if (!killed && !kill_at) {
       if (cancel && cancel->load()) {
         result.cancelled = true;
         kill_group();

@@ -53,6 +53,9 @@ struct RunOptions {
   // was given must not reach a program a job names), with `set_env` on top. False: ours as is.
   bool scrub_environment = false;
   std::map<std::string, std::string> set_env;
+  // On cancel or timeout: SIGTERM to the group first and SIGKILL only after this long (OpenJD's
+  // NOTIFY_THEN_TERMINATE); zero: SIGKILL at once.
+  std::chrono::milliseconds notify_period{0};
 };
 
 // Runs argv[0] (an absolute path) with argv in `cwd`, in a new process group, stdin from

@@ -19,7 +19,7 @@ using protocol::MessageType;
 void Agent::NoteResult(const std::vector<zmq::message_t>& frames) {
   if (frames.empty() || frames[0].size() != 4) return;
   const auto type = static_cast<MessageType>(static_cast<const uint8_t*>(frames[0].data())[3]);
-  if (type == MessageType::kFrameResult) {
+  if (type == MessageType::kFrameResult || type == MessageType::kFileResult) {
     uint64_t bytes = 0;
     for (const zmq::message_t& f : frames) bytes += f.size();
     largest_result_ = std::max(largest_result_, bytes);

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "shared/openjd.h"
+#include "shared/renderer_names.h"
 #include "shared/zmq_monitor.h"
 #include "worker/agent.h"
 #include "worker/agent_internal.h"
+#include "worker/openjd_task.h"
 
 namespace tessera::worker {
 namespace {
@@ -94,6 +97,10 @@ void Agent::Connect(Clock::time_point now) {
   reg.features = {protocol::kFeatureAcksInAssign};
   for (const CommandPlugin& p : *options_.render.command_plugins) {
     reg.plugins.push_back({p.spec.name, p.version, p.executable});
+  }
+  // OpenJD tasks run programs as the command renderer does: offered on the same condition.
+  if (OffersOpenJd(options_.render.command_programs)) {
+    reg.plugins.push_back({spec::kRendererOpenJd, openjd::kSpecificationVersion, ""});
   }
   for (const auto& p : *options_.render.native) {
     if (p->path().empty()) continue;  // compiled in: every scheduler knows it

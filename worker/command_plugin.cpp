@@ -1,6 +1,7 @@
 #include "worker/command_plugin.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,6 +19,7 @@
 #include <regex>
 
 #include "shared/disk_space.h"
+#include "shared/job_spec.h"
 #include "shared/plugin_catalog.h"
 #include "shared/subprocess.h"
 #include "shared/utf8.h"
@@ -228,6 +230,130 @@ const CommandPlugin* FindCommandPlugin(const CommandPluginList& plugins, const s
   return nullptr;
 }
 
+StatusOr<std::vector<std::string>> MatchOutputFiles(const std::string& task_dir,
+                                                    const std::vector<std::string>& patterns) {
+  // A task folder holds what its run made; a bound on the walk keeps a command that made
+  // millions of files from stalling the worker here.
+  constexpr int kMaxEntries = 200000;
+  std::vector<bool> matched(patterns.size(), false);
+  std::vector<std::string> files;
+  std::error_code ec;
+  int entries = 0;
+  const fs::path root(task_dir);
+  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (++entries > kMaxEntries) {
+      return Status::ResourceExhausted("settings.files: the task folder holds more than " +
+                                       std::to_string(kMaxEntries) + " entries");
+    }
+    const std::string name = it->path().lexically_relative(root).string();
+    bool any = false;
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      if (::fnmatch(patterns[i].c_str(), name.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) {
+        matched[i] = any = true;
+      }
+    }
+    if (!any) continue;
+    const fs::file_status st = it->symlink_status(ec);
+    if (fs::is_directory(st)) continue;  // a folder a pattern names: its files need their own
+    // The worker reads the file with its own rights: a link could lead anywhere.
+    if (!fs::is_regular_file(st)) {
+      return Status::PermissionDenied("settings.files: " + utf8::Sanitize(name) +
+                                      " is a link or special file, not a file the task made");
+    }
+    TSR_RETURN_IF_ERROR(spec::ValidateAssetPath(utf8::Sanitize(name), "settings.files"));
+    const uintmax_t size = it->file_size(ec);
+    if (!ec && size > static_cast<uintmax_t>(protocol::kMaxResultBytes)) {
+      return Status::ResourceExhausted("settings.files: " + name + " is " + std::to_string(size) +
+                                       " bytes, more than the result limit of " +
+                                       std::to_string(protocol::kMaxResultBytes));
+    }
+    files.push_back(name);
+    if (files.size() > static_cast<size_t>(protocol::kMaxOutputFiles)) {
+      return Status::ResourceExhausted("settings.files: more than " +
+                                       std::to_string(protocol::kMaxOutputFiles) +
+                                       " files match (one task returns at most that many)");
+    }
+  }
+  if (ec) return Status::Internal("cannot walk the task folder " + task_dir + ": " + ec.message());
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    if (!matched[i]) {
+      return Status::NotFound("settings.files: '" + patterns[i] + "' matched no file");
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+StatusOr<std::string> AllowedProgram(const std::string& program,
+                                     const CommandPluginOptions& options, const std::string& field,
+                                     const std::string& renderer) {
+  if (options.command_programs.empty()) {
+    return Status::FailedPrecondition("renderer " + renderer +
+                                      " is off on this worker: worker.command_programs lists "
+                                      "no program a job may run");
+  }
+  // Exactly as listed: a name stays a name (found in the plugin path), a path stays that path.
+  if (std::find(options.command_programs.begin(), options.command_programs.end(), program) ==
+      options.command_programs.end()) {
+    return Status::PermissionDenied(field + ": '" + program +
+                                    "' is not a program this worker allows (worker."
+                                    "command_programs: " +
+                                    Join(options.command_programs, ", ") + ")");
+  }
+  auto found = FindProgram(program, options.search_path);
+  if (!found) {
+    return Status::FailedPrecondition(field + ": program '" + program +
+                                      "' is not found on this worker");
+  }
+  return *found;
+}
+
+StatusOr<std::unique_ptr<ScopedTaskFolder>> ScopedTaskFolder::Create(
+    const CommandPluginOptions& options, const protocol::Assign& assign) {
+  auto folder = std::unique_ptr<ScopedTaskFolder>(new ScopedTaskFolder());
+  folder->dir_ = TaskFolder(options.data_dir, assign);
+  const std::string& dir = folder->dir_;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec && disk_space::IsFullErrno(ec.value())) {
+    return disk_space::FullError("create the task folder", dir, ec.value());
+  }
+  if (ec) return Status::Internal("cannot create the task folder " + dir + ": " + ec.message());
+  TSR_RETURN_IF_ERROR(LinkAssets(dir, options.assets));
+  return folder;
+}
+
+ScopedTaskFolder::~ScopedTaskFolder() {
+  std::error_code ec;
+  if (!std::getenv("TESSERA_KEEP_TASK_DIRS")) fs::remove_all(dir_, ec);
+}
+
+Status HandOverTaskFolder(const std::string& task_dir, const CommandPluginOptions& options) {
+  return options.run_as ? HandOver(task_dir, *options.run_as) : Status::Ok();
+}
+
+subprocess::RunOptions ProgramOptions(const CommandPluginOptions& options,
+                                      const protocol::Assign& assign, const std::string& task_dir,
+                                      std::map<std::string, std::string> job_env) {
+  subprocess::RunOptions run_options;
+  run_options.run_as = options.run_as;
+  run_options.scrub_environment = true;
+  run_options.set_env = std::move(job_env);
+  run_options.set_env["HOME"] = task_dir;
+  // The program sees only the task's GPUs (in order, renumbered from 0 by CUDA), and a task
+  // without a GPU sees none, so it cannot take one another task was given.
+  std::string visible;
+  for (int gpu : assign.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(gpu);
+  run_options.set_env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (options.run_as) {
+    run_options.set_env["USER"] = options.run_as->user;
+    run_options.set_env["LOGNAME"] = options.run_as->user;
+  }
+  return run_options;
+}
+
 std::string TaskFolder(const std::string& data_dir, const protocol::Assign& assign) {
   return data_dir + "/tasks/job" + std::to_string(assign.job_id) + "-task" +
          std::to_string(assign.task_id) + "-a" + std::to_string(assign.attempt);
@@ -240,27 +366,9 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
   TSR_ASSIGN_OR_RETURN(plugin::Settings settings, plugin::ResolveSettings(spec, assign.settings));
   std::string executable = plugin.executable;
   if (!spec.executable_setting.empty()) {
-    const std::string program = settings[spec.executable_setting];
-    const std::string field = "settings." + spec.executable_setting;
-    if (options.command_programs.empty()) {
-      return Status::FailedPrecondition("renderer " + spec.name +
-                                        " is off on this worker: worker.command_programs lists "
-                                        "no program a job may run");
-    }
-    // Exactly as listed: a name stays a name (found in the plugin path), a path stays that path.
-    if (std::find(options.command_programs.begin(), options.command_programs.end(), program) ==
-        options.command_programs.end()) {
-      return Status::PermissionDenied(field + ": '" + program +
-                                      "' is not a program this worker allows (worker."
-                                      "command_programs: " +
-                                      Join(options.command_programs, ", ") + ")");
-    }
-    auto found = FindProgram(program, options.search_path);
-    if (!found) {
-      return Status::FailedPrecondition("settings." + spec.executable_setting + ": program '" +
-                                        program + "' is not found on this worker");
-    }
-    executable = *found;
+    TSR_ASSIGN_OR_RETURN(executable,
+                         AllowedProgram(settings[spec.executable_setting], options,
+                                        "settings." + spec.executable_setting, spec.name));
   }
 
   if (assign.part.sample_begin != 0 || assign.part.sample_end >= 0) {
@@ -268,23 +376,14 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
                                    " cannot render a range of samples (only whole frames" +
                                    (spec.tiles ? " and tiles)" : ")"));
   }
-  const std::string task_dir = TaskFolder(options.data_dir, assign);
+  TSR_ASSIGN_OR_RETURN(std::unique_ptr<ScopedTaskFolder> folder,
+                       ScopedTaskFolder::Create(options, assign));
+  const std::string& task_dir = folder->dir();
   std::error_code ec;
-  fs::remove_all(task_dir, ec);
-  fs::create_directories(task_dir + "/out", ec);
-  if (ec && disk_space::IsFullErrno(ec.value())) {
-    return disk_space::FullError("create the task folder", task_dir, ec.value());
+  if (!fs::create_directories(task_dir + "/out", ec)) {
+    return disk_space::ClassifyWriteFailure(
+        Status::Internal("cannot create " + task_dir + "/out: " + ec.message()), task_dir, 0);
   }
-  if (ec)
-    return Status::Internal("cannot create the task folder " + task_dir + ": " + ec.message());
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code e;
-      if (!std::getenv("TESSERA_KEEP_TASK_DIRS")) fs::remove_all(dir, e);
-    }
-  } cleanup{task_dir};
-  TSR_RETURN_IF_ERROR(LinkAssets(task_dir, options.assets));
 
   plugin::RunContext ctx;
   ctx.task_dir = task_dir;
@@ -319,28 +418,18 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
     return Status::InvalidArgument("scene: renderer " + spec.name + " needs a scene file");
   }
 
-  if (options.run_as) TSR_RETURN_IF_ERROR(HandOver(task_dir, *options.run_as));
-  subprocess::RunOptions run_options;
-  run_options.run_as = options.run_as;
-  run_options.scrub_environment = true;
+  TSR_RETURN_IF_ERROR(HandOverTaskFolder(task_dir, options));
   // The job's env settings (ResolveSettings checked them again: no name the worker sets, no
-  // LD_*), then what the worker sets, which always wins.
+  // LD_*), under what the worker sets.
+  std::map<std::string, std::string> job_env;
   for (const plugin::SettingSpec& s : spec.settings) {
     auto value = settings.find(s.name);
     if (s.type != plugin::SettingType::kEnv || value == settings.end()) continue;
     TSR_ASSIGN_OR_RETURN(auto vars, plugin::EnvValue(value->second));
-    for (auto& [name, text] : vars) run_options.set_env[name] = std::move(text);
+    for (auto& [name, text] : vars) job_env[name] = std::move(text);
   }
-  run_options.set_env["HOME"] = task_dir;
-  // The renderer sees only the task's GPUs (in order, renumbered from 0 by CUDA), and a task
-  // without a GPU sees none, so it cannot take one another task was given.
-  std::string visible;
-  for (int gpu : assign.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(gpu);
-  run_options.set_env["CUDA_VISIBLE_DEVICES"] = visible;
-  if (options.run_as) {
-    run_options.set_env["USER"] = options.run_as->user;
-    run_options.set_env["LOGNAME"] = options.run_as->user;
-  }
+  const subprocess::RunOptions run_options =
+      ProgramOptions(options, assign, task_dir, std::move(job_env));
 
   std::optional<Clock::time_point> deadline;
   if (assign.timeout_s > 0) deadline = Clock::now() + std::chrono::seconds(assign.timeout_s);
@@ -398,9 +487,19 @@ Status RunCommandPlugin(const CommandPlugin& plugin, const protocol::Assign& ass
       return Status::Internal(spec.name + " exited with code " + std::to_string(r.exit_code) +
                               " but reported errors: " + errors);
     }
-    // `outputs: none` (the command renderer's default): the exit code was the whole answer.
-    if (auto outputs = assign.settings.find("outputs");
-        outputs != assign.settings.end() && outputs->second == "none") {
+    // `outputs: none` (the command renderer's default, which the scheduler fills in; an
+    // assignment without the setting -- a job stored before it existed -- returns images): the
+    // exit code was the whole answer.
+    const auto outputs = assign.settings.find("outputs");
+    if (outputs != assign.settings.end() && outputs->second == "none") return Status::Ok();
+    if (outputs != assign.settings.end() && outputs->second == "files") {
+      TSR_ASSIGN_OR_RETURN(std::vector<std::string> patterns, plugin::ListValue(settings["files"]));
+      TSR_ASSIGN_OR_RETURN(std::vector<std::string> files, MatchOutputFiles(task_dir, patterns));
+      for (const std::string& name : files) {
+        if (!options.on_file) return Status::Internal("this run takes no files back");
+        TSR_RETURN_IF_ERROR(options.on_file(name, task_dir + "/" + name));
+        fs::remove(task_dir + "/" + name, ec);  // a per-frame run's next match is a new file
+      }
       return Status::Ok();
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();

@@ -75,10 +75,56 @@ struct CommandPluginOptions {
   std::map<std::string, std::string> assets;
   // One finished frame (pixels of the task's part); returning an error stops the task.
   std::function<Status(int frame, image::ImageBuffer image, double seconds)> on_frame;
+  // `outputs: files`: each file settings.files matched, by its path relative to the task folder
+  // and where it is, after a run that succeeded; returning an error stops the task.
+  std::function<Status(const std::string& name, const std::string& path)> on_file;
   // Set when a run fails: its class by the plugin's failure_classes (plugin::FailureRule), "crash"
   // for a signal, "timeout" at the task timeout, "" when nothing says.
   std::string* failure_class = nullptr;
 };
+
+// ---- what every task that runs programs shares (the command plugins, OpenJD tasks) -------
+
+// The program a job names, if worker.command_programs allows it (exactly as listed), found in
+// the plugin path; errors name `field` and say why (off, not allowed, not found).
+StatusOr<std::string> AllowedProgram(const std::string& program,
+                                     const CommandPluginOptions& options, const std::string& field,
+                                     const std::string& renderer);
+
+// The attempt's folder (TaskFolder), made afresh with the job's assets linked in; removed when
+// this goes (kept when TESSERA_KEEP_TASK_DIRS is set, to debug a renderer).
+class ScopedTaskFolder {
+ public:
+  static StatusOr<std::unique_ptr<ScopedTaskFolder>> Create(const CommandPluginOptions& options,
+                                                            const protocol::Assign& assign);
+  ~ScopedTaskFolder();
+  ScopedTaskFolder(const ScopedTaskFolder&) = delete;
+  ScopedTaskFolder& operator=(const ScopedTaskFolder&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  ScopedTaskFolder() = default;
+  std::string dir_;
+};
+
+// Gives the task folder's directories to worker.run_as (when set), once everything the worker
+// writes there is written.
+Status HandOverTaskFolder(const std::string& task_dir, const CommandPluginOptions& options);
+
+// How a task's programs start: as worker.run_as, with a clean environment holding `job_env`
+// (checked by the caller) under what the worker sets -- HOME (the task folder),
+// CUDA_VISIBLE_DEVICES (the task's GPUs only), USER and LOGNAME.
+subprocess::RunOptions ProgramOptions(const CommandPluginOptions& options,
+                                      const protocol::Assign& assign, const std::string& task_dir,
+                                      std::map<std::string, std::string> job_env);
+
+// The files under `task_dir` that `patterns` (relative fnmatch patterns, '*' within one folder,
+// dotfiles only by an explicit '.') match, as sorted paths relative to it. Every pattern must
+// match something; a match that is a link or not a regular file, has a name a job's output may
+// not have (spec::ValidateAssetPath), or is larger than protocol::kMaxResultBytes is an error, as
+// are more than protocol::kMaxOutputFiles matches.
+StatusOr<std::vector<std::string>> MatchOutputFiles(const std::string& task_dir,
+                                                    const std::vector<std::string>& patterns);
 
 // Runs the task; Cancelled when *cancel turned true. Errors name what went wrong (the
 // renderer's matched error lines, its exit code or signal, a missing image).

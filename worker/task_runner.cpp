@@ -16,6 +16,7 @@
 #include "shared/file_io.h"
 #include "shared/utf8.h"
 #include "worker/blob_cache.h"
+#include "worker/openjd_task.h"
 
 namespace tessera::worker {
 namespace {
@@ -207,7 +208,7 @@ void TaskRunner::Run() {
         std::to_string(SecondsSince(start)) + " s");
     (void)Send(out, true,
                protocol::Encode(protocol::MessageType::kTaskDone,
-                                protocol::TaskDone{ref_.task_id, ref_.attempt, log_}));
+                                protocol::TaskDone{ref_.task_id, ref_.attempt, log_, files_sent_}));
   } else if (cancel_.load()) {
     // The scheduler (or shutdown) cancelled this attempt: nothing more goes out for it.
     spdlog::info("{}: cancelled after {} frame(s), {:.2f} s", who, frames_done,
@@ -271,7 +272,25 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
     return RenderNative(*native, out, frames_done);
   }
+  if (assign_.renderer == spec::kRendererOpenJd) return RunOpenJdTask(assign_, ProgramRunOptions());
   return RenderCommandPlugin(out, frames_done);
+}
+
+CommandPluginOptions TaskRunner::ProgramRunOptions() {
+  CommandPluginOptions options;
+  options.data_dir = DataDir();
+  options.search_path = EffectivePluginPath(settings_.plugin_path);
+  options.command_programs = settings_.command_programs;
+  options.run_as = settings_.run_as;
+  // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
+  options.threads = RenderThreads();
+  options.cancel = &cancel_;
+  options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
+  options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
+  options.on_output = [this](const std::string& line) { Log(line); };
+  options.assets = asset_files_;
+  options.failure_class = &failure_class_;
+  return options;
 }
 
 Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done) {
@@ -475,19 +494,7 @@ Status TaskRunner::RenderCommandPlugin(zmq::socket_t& out, int* frames_done) {
                                       "' is not available on this worker");
   }
   const int frame_count = assign_.frame_end - assign_.frame_start + 1;
-  CommandPluginOptions options;
-  options.data_dir = DataDir();
-  options.search_path = EffectivePluginPath(settings_.plugin_path);
-  options.command_programs = settings_.command_programs;
-  options.run_as = settings_.run_as;
-  // {threads} is always a count: renderers read 0 differently (POV-Ray: one thread).
-  options.threads = RenderThreads();
-  options.cancel = &cancel_;
-  options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
-  options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
-  options.on_output = [this](const std::string& line) { Log(line); };
-  options.assets = asset_files_;
-  options.failure_class = &failure_class_;
+  CommandPluginOptions options = ProgramRunOptions();
   const std::string backend =
       plugin->spec.name +
       (assign_.gpus.empty() ? ":cpu" : ":gpu" + std::to_string(assign_.gpus[0]));
@@ -504,7 +511,33 @@ Status TaskRunner::RenderCommandPlugin(zmq::socket_t& out, int* frames_done) {
     progress_.store(static_cast<double>(frame - assign_.frame_start + 1) / frame_count);
     return Status::Ok();
   };
+  options.on_file = [&](const std::string& name, const std::string& path) {
+    return SendFile(out, name, path);
+  };
   return RunCommandPlugin(*plugin, assign_, options);
+}
+
+Status TaskRunner::SendFile(zmq::socket_t& out, const std::string& name, const std::string& path) {
+  TSR_ASSIGN_OR_RETURN(std::string bytes, file_io::ReadAll(path));
+  protocol::FileResult result{ref_.task_id, ref_.attempt, name, static_cast<int64_t>(bytes.size()),
+                              ""};
+  ++files_sent_;
+  if (!assign_.output.dir.empty()) {
+    // Shared storage: the file goes straight there (written aside, then renamed, so a reader
+    // never sees half of it); the scheduler gets only the news.
+    const std::filesystem::path target =
+        std::filesystem::path(MapSharedPath(settings_.path_map, assign_.output.dir)) / name;
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    TSR_RETURN_IF_ERROR(file_io::WriteAtomically(target.string(), {bytes}, 0644)
+                            .WithContext(name + ": shared storage"));
+    result.encoding = protocol::kEncodingWritten;
+    Log(name + " written to " + target.parent_path().string());
+    return Send(out, false, protocol::Encode(protocol::MessageType::kFileResult, result));
+  }
+  zmq::message_t payload(bytes.data(), bytes.size());
+  return Send(out, false,
+              protocol::Encode(protocol::MessageType::kFileResult, result, std::move(payload)));
 }
 
 }  // namespace tessera::worker

@@ -120,6 +120,8 @@ class TaskRunner {
   std::string PinnedGpus() const;
   // A C++ plugin (the path tracer among them), frame by frame in this thread.
   Status RenderNative(const NativePlugin& plugin, zmq::socket_t& out, int* frames_done);
+  // What a task that runs programs (a command plugin, an OpenJD task) is given.
+  CommandPluginOptions ProgramRunOptions();
   // An external program described by its plugin.yaml.
   Status RenderCommandPlugin(zmq::socket_t& out, int* frames_done);
   // A part of a split frame as its exact accumulation (shared/accumulation.h).
@@ -129,6 +131,9 @@ class TaskRunner {
   Status SendFrame(zmq::socket_t& out, int frame, const float* pixels, int width, int height,
                    int channels, const std::vector<std::string>& channel_names, double seconds,
                    const std::string& backend);
+  // One file of a command task's `outputs: files` (its path relative to the task folder, and
+  // where it is) as a kFileResult: its bytes, or the news that it is on shared storage.
+  Status SendFile(zmq::socket_t& out, const std::string& name, const std::string& path);
   // Spools (when there is a spool) and hands the message to the agent. A result the spool could
   // not keep for want of room is not sent: StorageFull, and the render stops.
   Status Send(zmq::socket_t& out, bool last, std::vector<zmq::message_t> frames);
@@ -163,6 +168,7 @@ class TaskRunner {
   // A failed render's class (protocol.h kFailure*), when the renderer or its plugin file says;
   // written and read on the render thread only.
   std::string failure_class_;
+  int files_sent_ = 0;  // kFileResult messages sent (render thread); TaskDone says how many
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
   std::thread thread_;  // last: starts after every member above is ready

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -48,6 +49,54 @@ StatusOr<FramePage> ReadFramePage(store::Store& store, const http::Request& req,
   return page;
 }
 
+// The files a job's tasks returned (a command's `outputs: files`) under its output folder: every
+// regular file by its path relative to the folder, none under a hidden folder (the frames'
+// parts, thumbnails) or hidden itself, no frame file (listed as frames), at most
+// kFilesPerListing. Listed with the first page of frames.
+constexpr size_t kFilesPerListing = 10000;
+
+json ReturnedFiles(const store::JobRecord& job, bool* truncated) {
+  json files = json::array();
+  std::error_code ec;
+  const fs::path root(job.output_dir);
+  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    const std::string leaf = it->path().filename().string();
+    if (leaf.empty() || leaf[0] == '.') {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!fs::is_regular_file(it->symlink_status(ec))) continue;
+    const std::string name = it->path().lexically_relative(root).string();
+    if (spec::ValidateAssetPath(name, "name").ok() == false) continue;
+    if (files.size() == kFilesPerListing) {
+      *truncated = true;
+      break;
+    }
+    files.push_back({{"name", name}, {"size", it->file_size(ec)}});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const json& a, const json& b) { return a["name"] < b["name"]; });
+  return files;
+}
+
+// Whether `name` (a path relative to the job's output folder, from a URL) is one the output
+// routes may serve: a relative path of plain parts (spec::ValidateAssetPath), none hidden, with
+// no link on the way -- nothing outside the output folder, nor its parts or thumbnails, can be
+// read through it.
+bool ServableOutput(const fs::path& root, const std::string& name) {
+  if (!spec::ValidateAssetPath(name, "name").ok()) return false;
+  fs::path path = root;
+  std::error_code ec;
+  for (const fs::path& part : fs::path(name)) {
+    if (part.string()[0] == '.') return false;
+    path /= part;
+    const fs::file_status status = fs::symlink_status(path, ec);
+    if (ec || fs::is_symlink(status)) return false;
+  }
+  return fs::is_regular_file(fs::symlink_status(path, ec)) && !ec;
+}
+
 }  // namespace
 
 void HttpApi::OutputRoutes() {
@@ -94,29 +143,41 @@ void HttpApi::OutputRoutes() {
                if (flags->count(frame)) files.back()["flag"] = flags->at(frame);
              }
            }
+           // Files the tasks returned come with the first page.
+           if (job->returns_files() && first == job->frame_start) {
+             bool truncated = false;
+             for (json& f : ReturnedFiles(*job, &truncated)) files.push_back(std::move(f));
+             if (truncated) files.push_back({{"truncated", true}});
+           }
            json reply = {{"job_id", id}, {"files", std::move(files)}};
            if (last < job->frame_end) reply["next_first"] = last + 1;
            Reply(res, 200, reply);
          }));
-  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs/([^/]+))", Role::kViewer,
+  Handle("GET", R"(/api/v1/jobs/([^/]+)/outputs/(.+))", Role::kViewer,
          WithId([this](Req req, Res res, const Caller&, int64_t id) {
            auto job = store_.GetJob(id);
            if (!job.ok()) return ReplyError(res, job.status());
            const std::string name = req.matches[2];
-           // Only a frame file the job wrote, by its plain name: never a hidden file, a folder
-           // or a link, so nothing outside the job's output directory can be read.
-           std::error_code ec;
+           // Only a file the job wrote, by its path in the output folder: never a hidden file, a
+           // folder or a link, so nothing outside the job's output directory can be read.
            const fs::path path = fs::path(job->output_dir) / name;
-           const auto status = fs::symlink_status(path, ec);
-           if (name.empty() || name[0] == '.' || ec || !fs::is_regular_file(status)) {
+           if (!ServableOutput(job->output_dir, name)) {
              return ReplyError(res, Status::NotFound("job " + std::to_string(id) +
                                                      " has no output file '" + name + "'"));
            }
            const std::string ext = path.extension().string();
+           // Images by their type; any other file a task returned is a download, never content
+           // the browser would render on the dashboard's origin (a returned .html or .svg).
+           const bool image = ext == ".exr" || ext == ".png" || ext == ".jpg" || ext == ".tif";
            const char* type = ext == ".exr"   ? "image/x-exr"
                               : ext == ".png" ? "image/png"
                               : ext == ".jpg" ? "image/jpeg"
-                                              : "image/tiff";  // the formats a job can name
+                              : ext == ".tif" ? "image/tiff"
+                              : ext == ".mp4" ? "video/mp4"
+                                              : "application/octet-stream";
+           if (!image && ext != ".mp4") {
+             res.SetHeader("Content-Disposition", "attachment");
+           }
            // Streamed from disk by the server: a 4K float EXR never sits in memory whole.
            res.content_type = type;
            res.file_path = path.string();

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "scheduler/blobs/blob_store.h"
+#include "shared/openjd.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 #include "shared/utf8.h"
@@ -64,7 +65,11 @@ struct SubmissionBody {
   std::string job_yaml;
   std::optional<std::string> scene_yaml, user;
   json assets, step_scenes;
+  // An OpenJD template's parameter values (name -> text), as `tessera submit -p` gives them.
+  std::map<std::string, std::string> parameters;
 };
+// Parameters a template may be given (the OpenJD specification's limit of job parameters).
+constexpr size_t kMaxTemplateParameters = 50;
 
 StatusOr<SubmissionBody> ParseBody(const std::string& body) {
   json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -76,11 +81,25 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body) {
   SubmissionBody out;
   for (const auto& [key, value] : req.items()) {
     if (key != "job_yaml" && key != "scene_yaml" && key != "user" && key != "assets" &&
-        key != "step_scenes") {
+        key != "step_scenes" && key != "parameters") {
       return Status::InvalidArgument(
-          "body." + key + ": unknown field (job_yaml, scene_yaml, user, assets, step_scenes)");
+          "body." + key +
+          ": unknown field (job_yaml, scene_yaml, user, assets, step_scenes, parameters)");
     }
-    if (key == "step_scenes") {
+    if (key == "parameters") {
+      if (!value.is_object() || value.size() > kMaxTemplateParameters) {
+        return Status::InvalidArgument("body.parameters: expected an object of at most " +
+                                       std::to_string(kMaxTemplateParameters) +
+                                       " parameter names to values");
+      }
+      for (const auto& [name, text] : value.items()) {
+        if (!text.is_string()) {
+          return Status::InvalidArgument("body.parameters." + name.substr(0, 128) +
+                                         ": expected a string");
+        }
+        out.parameters[name] = text.get<std::string>();
+      }
+    } else if (key == "step_scenes") {
       if (!value.is_object() || value.size() > spec::kMaxSteps) {
         return Status::InvalidArgument("body.step_scenes: expected an object of at most " +
                                        std::to_string(spec::kMaxSteps) +
@@ -102,6 +121,21 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body) {
   if (req.contains("scene_yaml")) out.scene_yaml = req["scene_yaml"].get<std::string>();
   if (req.contains("user")) out.user = req["user"].get<std::string>();
   if (req.contains("assets")) out.assets = req["assets"];
+  // An Open Job Description template is translated here, by the same code as the CLI's, into a
+  // job with steps whose scenes are the steps' sessions (shared/openjd.h).
+  if (openjd::IsJobTemplate(out.job_yaml)) {
+    if (out.scene_yaml || !out.step_scenes.is_null()) {
+      return Status::InvalidArgument(
+          "body.scene_yaml, body.step_scenes: an OpenJD template carries its own scripts");
+    }
+    TSR_ASSIGN_OR_RETURN(openjd::Translation translation,
+                         openjd::TranslateTemplate(out.job_yaml, out.parameters));
+    out.job_yaml = std::move(translation.job_yaml);
+    out.step_scenes = translation.step_scenes;
+  } else if (!out.parameters.empty()) {
+    return Status::InvalidArgument(
+        "body.parameters: only an Open Job Description template takes parameters");
+  }
   return out;
 }
 

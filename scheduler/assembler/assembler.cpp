@@ -98,6 +98,28 @@ void Assembler::Submit(FrameJob job, zmq::message_t payload) {
   });
 }
 
+void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
+  FrameWritten answer{
+      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+  Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
+                                                        std::move(payload))]() mutable {
+    return WriteFile(job, *bytes);
+  });
+}
+
+FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {
+  FrameWritten done{
+      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+  const std::filesystem::path path = std::filesystem::path(job.dir) / job.name;
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  done.status = file_io::WriteAtomically(
+      path.string(), {std::string_view(static_cast<const char*>(bytes.data()), bytes.size())},
+      0644);
+  done.bytes = bytes.size();
+  return done;
+}
+
 void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
   FrameWritten answer = AnswerFor(job);
   Enqueue(std::move(answer),

@@ -76,6 +76,16 @@ struct PartJob {
   bool accept_bad_pixels = false;  // as FrameJob's
 };
 
+// A file a task returned (a command's `outputs: files`): written to dir/name (name checked by the
+// broker: relative, no '..'), aside and renamed, folders made as needed.
+struct FileJob {
+  int64_t job_id = 0;
+  int64_t task_id = 0;
+  int attempt = 0;
+  std::string dir;
+  std::string name;
+};
+
 // Every part of one frame is stored: merge them and write the frame.
 struct AssembleJob {
   int64_t job_id = 0;
@@ -87,7 +97,7 @@ struct AssembleJob {
 };
 
 struct FrameWritten {
-  enum class Kind { kFrame, kPart, kAssembled };
+  enum class Kind { kFrame, kPart, kAssembled, kFile };
   int64_t job_id = 0;
   int64_t task_id = 0;  // for kAssembled: AssembleJob::task_id
   int attempt = 0;
@@ -132,6 +142,8 @@ class Assembler {
   void Submit(FrameJob job, zmq::message_t payload);
   void SubmitPart(PartJob job, zmq::message_t payload);
   void Assemble(AssembleJob job);
+  // Answered with Kind::kFile and files = {name}.
+  void SubmitFile(FileJob job, zmq::message_t payload);
   // Returns once every job submitted so far is written and handed back (the broker, before it
   // turns read-only: nothing of a rolled-back pass is written after that).
   void WaitIdle();
@@ -146,6 +158,7 @@ class Assembler {
 
   // The same work, synchronously on the calling thread (also used by tests and benchmarks).
   static FrameWritten WriteFrame(const FrameJob& job);
+  static FrameWritten WriteFile(const FileJob& job, const zmq::message_t& bytes);
   FrameWritten StorePart(const PartJob& job);
   FrameWritten AssembleFrame(const AssembleJob& job);
 

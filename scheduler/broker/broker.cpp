@@ -405,6 +405,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
     case MessageType::kFrameResult:
       OnFrameResult(identity, worker, env);
       break;
+    case MessageType::kFileResult:
+      OnFileResult(identity, worker, env);
+      break;
     case MessageType::kTaskDone: {
       auto m = env.As<protocol::TaskDone>();
       if (m.ok()) OnTaskDone(identity, worker, *m);

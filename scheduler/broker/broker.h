@@ -370,6 +370,10 @@ class Broker {
   bool ApplyFailureClass(LiveTask& task, const WorkerConn& worker, const std::string& identity,
                          const protocol::TaskFailed& m);
   void OnFrameWritten(const assembler::FrameWritten& written);
+  // A command task's file (`outputs: files`; broker_files.cpp): checked, then written into the
+  // job's output folder by the assembler, or found on shared storage where its worker put it.
+  void OnFileResult(const std::string& identity, WorkerConn& worker, protocol::Envelope& env);
+  void OnFileWritten(const assembler::FrameWritten& written);
   void OnTimer();
   void Dispatch();
 

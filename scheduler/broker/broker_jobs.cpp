@@ -318,6 +318,7 @@ Status Broker::LoadJob(int64_t job_id) {
   info.priority = job.priority;
   info.max_retries = job.max_retries;
   info.produces_frames = job.produces_frames();
+  info.returns_files = job.returns_files();
   info.renderer = job.renderer;
   if (auto renderer = plugin::FindRenderer(job.renderer)) info.exact_parts = renderer->exact_parts;
   info.output = FrameOutputOf(job);

@@ -173,6 +173,10 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     OnFrameAssembled(written);
     return;
   }
+  if (written.kind == assembler::FrameWritten::Kind::kFile) {
+    OnFileWritten(written);
+    return;
+  }
   auto it = leases_.tasks().find(written.task_id);
   if (it == leases_.tasks().end()) return;
   LiveTask& task = it->second;
@@ -238,6 +242,7 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
   SaveLog(*task, m.attempt, worker, m.log);
   task->acks.emplace_back(identity, m.attempt);
   task->done_attempt = m.attempt;
+  task->done_files = m.files;
   task->done_worker_id = worker.offer.id;
   task->done_seconds =
       std::chrono::duration<double>(now_ - task->LeaseOn(identity)->leased_at).count();
@@ -246,15 +251,23 @@ void Broker::OnTaskDone(const std::string& identity, WorkerConn& worker,
 }
 
 void Broker::MaybeComplete(LiveTask& task) {
-  if (task.done_attempt == 0 || !task.frames_in_flight.empty()) return;
+  if (task.done_attempt == 0 || !task.frames_in_flight.empty() || !task.files_in_flight.empty()) {
+    return;
+  }
   JobInfo& job = leases_.jobs()[task.job_id];
   const size_t frames =
       job.produces_frames ? static_cast<size_t>(task.frame_end - task.frame_start + 1) : 0;
   const int attempt = task.done_attempt;
-  if (task.frames_written.size() != frames) {
-    const std::string reason = "worker reported done but delivered " +
-                               std::to_string(task.frames_written.size()) + " of " +
-                               std::to_string(frames) + " frames";
+  // Files have no count of their own (patterns match what the run made): the copy says how many
+  // it sent, and a file another copy delivered first counts too.
+  const bool files_missing = task.files_written.size() < static_cast<size_t>(task.done_files);
+  if (task.frames_written.size() != frames || files_missing) {
+    const std::string reason =
+        files_missing
+            ? "worker reported done after " + std::to_string(task.done_files) + " files but " +
+                  std::to_string(task.files_written.size()) + " arrived"
+            : "worker reported done but delivered " + std::to_string(task.frames_written.size()) +
+                  " of " + std::to_string(frames) + " frames";
     task.done_attempt = 0;
     EndAttempt(task, attempt, store::AttemptOutcome::kFailed, store::kFailureIncomplete, reason,
                /*charged=*/true);

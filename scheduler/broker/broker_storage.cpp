@@ -112,10 +112,14 @@ bool Broker::OnOutputsFull(const assembler::FrameWritten& written, LiveTask* tas
   if (task) {
     // Not the task's fault and not the worker's: every copy stops; no retry is counted. The
     // attempt that delivered the frame failed (storage_full), even if its worker reported done.
-    EndAttempt(
-        *task, written.attempt, store::AttemptOutcome::kFailed, protocol::kFailureStorageFull,
-        "cannot write frame " + std::to_string(written.frame) + ": " + written.status.message(),
-        /*charged=*/false);
+    EndAttempt(*task, written.attempt, store::AttemptOutcome::kFailed,
+               protocol::kFailureStorageFull,
+               "cannot write " +
+                   (written.kind == assembler::FrameWritten::Kind::kFile
+                        ? written.files.front()
+                        : "frame " + std::to_string(written.frame)) +
+                   ": " + written.status.message(),
+               /*charged=*/false);
     CancelAllLeases(*task, "its outputs' filesystem is full");
     Requeue(*task, written.attempt, "outputs full: " + written.status.message(),
             /*count_failure=*/false);

@@ -35,6 +35,7 @@ struct JobInfo {
   int priority = 50;
   int max_retries = 3;
   bool produces_frames = true;  // false: tasks only report done (noop)
+  bool returns_files = false;   // tasks send files (kFileResult) before they report done
   std::string renderer;
   assembler::FrameOutput output;
   int parts_per_frame = 1;  // tasks that make one frame (tiles x sample parts)
@@ -96,9 +97,13 @@ struct LiveTask {
   std::vector<Lease> leases;    // running copies
   std::set<int> frames_written;
   std::map<int, int> frames_in_flight;  // frame -> attempt: with the assembler, not written
-  protocol::FramePart part;             // of each of its frames (default: whole frames)
-  bool assembling = false;              // its frame's last part: the frame is being written
-  bool accept_bad_pixels = false;       // sent back once for bad pixels: keep, and flag, now
+  // Files (a command task's `outputs: files`) by their name, as frames above.
+  std::set<std::string> files_written;
+  std::map<std::string, int> files_in_flight;
+  int done_files = 0;              // how many files the copy that reported done sent
+  protocol::FramePart part;        // of each of its frames (default: whole frames)
+  bool assembling = false;         // its frame's last part: the frame is being written
+  bool accept_bad_pixels = false;  // sent back once for bad pixels: keep, and flag, now
   // Set by a failure whose class leaves no retry (a scene error, out of memory with no bigger
   // worker): the next requeue fails the task with this reason instead.
   std::string fail_now;

@@ -42,7 +42,9 @@ std::optional<json> Call(const ClientOptions& options,
 
 // With dry_run: checked locally and by the scheduler (POST /api/v1/jobs?dry_run=true), assets
 // hashed but not uploaded; prints what would be created, and nothing is stored.
-int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run = false);
+// `parameters`: Name=Value words for an OpenJD template (refused for a Tessera job file).
+int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run = false,
+              const std::vector<std::string>& parameters = {});
 // Jobs newest first; empty filters (and limit 0) leave the server's defaults.
 struct JobQuery {
   std::string state, user, project;

@@ -105,7 +105,11 @@ int Main(int argc, char** argv) {
 
   CLI::App* submit =
       AddClientCommand(app, "submit", "Validate a job file and submit it", &options, true);
-  submit->add_option("FILE", job_file, "Job YAML file")->required();
+  submit->add_option("FILE", job_file, "Job YAML file, or an Open Job Description template")
+      ->required();
+  std::vector<std::string> template_parameters;
+  submit->add_option("-p,--parameter", template_parameters,
+                     "An OpenJD template's parameter value, Name=Value (repeatable)");
   bool dry_run = false;
   submit->add_flag("--dry-run", dry_run,
                    "Check the job here and on the scheduler, print what it would create, store "
@@ -127,7 +131,9 @@ int Main(int argc, char** argv) {
   status->add_flag("--watch,-w", watch, "Redraw whenever the job changes, until it ends");
 
   CLI::App* workers = AddClientCommand(app, "workers", "List workers", &options, true);
-  CLI::App* outputs = AddClientCommand(app, "outputs", "List a job's frame files", &options, true);
+  CLI::App* outputs = AddClientCommand(
+      app, "outputs", "List a job's output files (frames, and files its tasks returned)", &options,
+      true);
   outputs->add_option("JOB", job_id, "Job id")->required()->check(kJobId);
   std::string fetch_dir;
   CLI::App* fetch =
@@ -342,7 +348,9 @@ int Main(int argc, char** argv) {
     return seconds;
   };
 
-  if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file, dry_run);
+  if (submit->parsed()) {
+    return tessera::cli::RunSubmit(options, job_file, dry_run, template_parameters);
+  }
   if (jobs->parsed()) return tessera::cli::RunJobs(options, job_query);
   if (status->parsed() && job_id == 0) return tessera::cli::RunFarmStatus(options);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);

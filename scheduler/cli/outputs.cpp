@@ -6,6 +6,7 @@
 
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/format.h"
+#include "shared/job_spec.h"
 
 namespace tessera::cli {
 
@@ -38,12 +39,16 @@ int RunOutputs(const ClientOptions& options, int64_t job_id) {
     return kExitOk;
   }
   if (files->empty()) {
-    std::cout << "Job " << job_id << " has no frames written yet.\n";
+    std::cout << "Job " << job_id << " has no output files yet.\n";
     return kExitOk;
   }
   Table table({"FRAME", "FILE", "SIZE", "FLAG"});
   uint64_t total = 0;
   for (const json& f : *files) {
+    if (f.contains("truncated")) {
+      table.AddRow({"", "(more files: the listing stops here)", "", ""});
+      continue;
+    }
     table.AddRow({Str(f, "frame"), Str(f, "name"), FormatBytes(Int(f, "size")), Str(f, "flag")});
     total += Int(f, "size");
   }
@@ -65,8 +70,17 @@ int RunFetch(const ClientOptions& options, int64_t job_id, const std::string& di
   int fetched = 0, kept = 0, failed = 0;
   uint64_t bytes = 0;
   for (const json& f : *files) {
+    if (f.contains("truncated")) continue;
     const std::string name = Str(f, "name");
+    // A name from the server becomes a path here: only plain relative paths, so no listing can
+    // make the fetch write outside DIR.
+    if (Status valid = spec::ValidateAssetPath(name, "name"); !valid.ok()) {
+      std::cerr << "error: " << valid.message() << " (skipped)\n";
+      ++failed;
+      continue;
+    }
     const fs::path target = fs::path(dir) / name;
+    fs::create_directories(target.parent_path(), ec);
     // Already here whole (an earlier fetch): kept, so a fetch can be resumed.
     if (fs::is_regular_file(target, ec) &&
         fs::file_size(target, ec) == static_cast<uintmax_t>(Int(f, "size"))) {

@@ -21,6 +21,7 @@
 #include "scheduler/cli/format.h"
 #include "shared/job_spec.h"
 #include "shared/job_steps.h"
+#include "shared/openjd.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
 #include "shared/sha256.h"
@@ -286,9 +287,47 @@ StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::Job
 
 }  // namespace
 
-int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run) {
+// POSTs a checked submission (with one idempotency key, retried while the answer may have been
+// lost); prints the job's id.
+int PostJob(const ClientOptions& options, ApiClient& client, const json& body);
+
+// An Open Job Description template: checked here (the scheduler translates it again, with the
+// same code) and sent as it is, with its parameter values. Its scripts travel inside it; it has
+// no local files to upload.
+int SubmitTemplate(const ClientOptions& options, const std::string& job_file,
+                   const std::string& text, bool dry_run,
+                   const std::vector<std::string>& parameter_words) {
+  std::map<std::string, std::string> parameters;
+  for (const std::string& word : parameter_words) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return LocalError("-p " + word + ": expected Name=Value");
+    }
+    if (!parameters.emplace(word.substr(0, eq), word.substr(eq + 1)).second) {
+      return LocalError("-p " + word + ": parameter " + word.substr(0, eq) + " is given twice");
+    }
+  }
+  StatusOr<openjd::Translation> translation =
+      Guarded([&] { return openjd::TranslateTemplate(text, parameters); });
+  if (!translation.ok()) return LocalError(job_file, translation.status().message());
+  ApiClient client(options.connection);
+  json body = {{"job_yaml", text}, {"parameters", parameters}};
+  if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
+  if (dry_run) return PrintDryRun(client, body, options.json);
+  return PostJob(options, client, body);
+}
+
+int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run,
+              const std::vector<std::string>& parameters) {
   StatusOr<std::string> job_text = ReadTextFile(job_file);
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
+  if (openjd::IsJobTemplate(*job_text)) {
+    return SubmitTemplate(options, job_file, *job_text, dry_run, parameters);
+  }
+  if (!parameters.empty()) {
+    return LocalError("-p: parameters are for Open Job Description templates; " + job_file +
+                      " is a Tessera job file");
+  }
   LearnNativePlugins(options, *job_text);
 
   // A job without steps is one "step" with no name; a job with steps reads each step's files.
@@ -355,6 +394,10 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dr
   // Fair share counts jobs per user; a job file may name its user itself.
   if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
   if (dry_run) return PrintDryRun(client, body, options.json);
+  return PostJob(options, client, body);
+}
+
+int PostJob(const ClientOptions& options, ApiClient& client, const json& body) {
   // One key for this submission: if an answer is lost (the connection drops after the job was
   // stored), the re-sent request gets that job back instead of creating a second one.
   const std::string key = NewIdempotencyKey();

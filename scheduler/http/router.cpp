@@ -120,6 +120,8 @@ void Router::Add(const std::string& method, const std::string& pattern, Handler 
       seg.kind = Kind::kHash;
     } else if (part == "(-?[0-9]+)") {
       seg.kind = Kind::kInteger;
+    } else if (part == "(.+)") {
+      seg.kind = Kind::kRest;
     } else {
       for (size_t i = 0; i < part.size(); ++i) {
         const char c = part[i];
@@ -133,6 +135,9 @@ void Router::Add(const std::string& method, const std::string& pattern, Handler 
         }
       }
     }
+    if (!route.segments.empty() && route.segments.back().kind == Kind::kRest) {
+      throw std::logic_error("route pattern '" + pattern + "': (.+) must be its last segment");
+    }
     route.segments.push_back(std::move(seg));
   }
   routes_.push_back(std::move(route));
@@ -140,12 +145,25 @@ void Router::Add(const std::string& method, const std::string& pattern, Handler 
 
 bool Router::Match(const Route& route, const std::vector<std::string_view>& parts,
                    std::vector<std::string>* groups) {
-  if (parts.size() != route.segments.size()) return false;
+  const bool rest = !route.segments.empty() && route.segments.back().kind == Kind::kRest;
+  if (rest ? parts.size() < route.segments.size() : parts.size() != route.segments.size()) {
+    return false;
+  }
   groups->clear();
-  for (size_t i = 0; i < parts.size(); ++i) {
+  for (size_t i = 0; i < route.segments.size(); ++i) {
     const Segment& seg = route.segments[i];
     const std::string_view part = parts[i];
     switch (seg.kind) {
+      case Kind::kRest: {
+        // The rest of the path, its segments joined again (each non-empty).
+        std::string joined;
+        for (size_t k = i; k < parts.size(); ++k) {
+          if (parts[k].empty()) return false;
+          joined += (k > i ? "/" : "") + std::string(parts[k]);
+        }
+        groups->push_back(std::move(joined));
+        return true;
+      }
       case Kind::kLiteral:
         if (part != seg.text) return false;
         continue;

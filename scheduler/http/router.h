@@ -5,6 +5,8 @@
 //   ([^/]+)          any one non-empty segment
 //   ([0-9a-f]{64})   a content hash
 //   (-?[0-9]+)       a whole number
+//   (.+)             the rest of the path: one or more non-empty segments (last only; the
+//                    handler gets them joined by '/' and checks the path itself)
 // Matching is a plain walk over segments (no regex engine on hostile input: libstdc++'s
 // std::regex recurses per character and a long path could exhaust the stack). A pattern with
 // any other shape is a programmer error, caught when it is added.
@@ -33,7 +35,7 @@ class Router {
   void Dispatch(Request& req, Response& res) const;
 
  private:
-  enum class Kind { kLiteral, kAnySegment, kHash, kInteger };
+  enum class Kind { kLiteral, kAnySegment, kHash, kInteger, kRest };
   struct Segment {
     Kind kind = Kind::kLiteral;
     std::string text;  // literal segments

@@ -102,7 +102,12 @@ struct JobRecord {
   bool produces_frames() const {
     auto outputs = settings.find("outputs");
     return renderer != spec::kRendererNoop &&
-           (outputs == settings.end() || outputs->second != "none");
+           (outputs == settings.end() || outputs->second == "images");
+  }
+  // Whether its tasks send files back instead (a command's `outputs: files`).
+  bool returns_files() const {
+    auto outputs = settings.find("outputs");
+    return outputs != settings.end() && outputs->second == "files";
   }
   bool terminal() const {
     return state == JobState::kDone || state == JobState::kFailed || state == JobState::kCanceled;

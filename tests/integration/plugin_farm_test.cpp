@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "shared/image_io.h"
 #include "shared/wall_time.h"
@@ -402,9 +403,9 @@ TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
   EXPECT_NE(Tasks(farm, failing)[0]["message"].dump().find("failed with exit code 1"),
             std::string::npos)
       << Tasks(farm, failing).dump();
-  // Anything but none or images is refused at submit, naming the setting.
+  // Anything but none, images or files is refused at submit, naming the setting.
   EXPECT_EQ(farm.Submit("name: x\nrenderer: command\nframes: 1\n"
-                        "settings: {program: 'false', outputs: files}\n",
+                        "settings: {program: 'false', outputs: archive}\n",
                         "", &error),
             -1);
   EXPECT_NE(error.find("settings.outputs"), std::string::npos) << error;
@@ -420,6 +421,89 @@ TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
             -1);
   EXPECT_NE(error.find("settings.env.A: control characters"), std::string::npos) << error;
   EXPECT_EQ(farm.Get("/api/v1/jobs")["jobs"].size(), 2u);
+}
+
+// `outputs: files`: the files a command task makes travel back like frames (a 3 MB one in
+// chunks) and land in the job's output folder under their path in the task folder; the API lists
+// and serves them (never anything outside the folder), and patterns that would leave the task
+// folder, match nothing or match a link are refused -- at submit, or by failing the task.
+TEST(PluginFarmTest, CommandTasksReturnTheFilesTheirPatternsMatch) {
+  LocalFarm farm("cmd-files");
+  const std::string script = farm.dir() + "/cache.sh";
+  WriteFile(script,
+            "#!/bin/sh\nmkdir -p cache\ni=$1\nwhile [ \"$i\" -le \"$2\" ]; do\n"
+            "  echo \"frame $i\" > cache/part_$i.txt; i=$((i + 1))\ndone\n"
+            "head -c 3000000 /dev/zero | tr '\\0' x > big_$1.bin\n"
+            "echo not returned > other.log\n"
+            "if [ \"$3\" = link ]; then ln -s /etc/hostname cache/evil.txt; fi\n");
+  ::chmod(script.c_str(), 0755);
+  farm.set_command_programs({script});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
+  auto job_file = [&](const std::string& name, const std::string& extra_arg,
+                      const std::string& files) {
+    return "name: " + name +
+           "\nrenderer: command\nframes: 1-4\nchunk_size: 2\nmax_retries: 0\n"
+           "settings: {program: " +
+           script + ", argv: ['{frame_start}', '{frame_end}'" + extra_arg +
+           "], outputs: files, files: " + files + "}\n";
+  };
+  std::string error;
+  const int64_t id = farm.Submit(job_file("cache", "", "['cache/*.txt', 'big_*.bin']"), "", &error);
+  ASSERT_GT(id, 0) << error;
+  const nlohmann::json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
+  const std::string out = job["output_dir"];
+  for (int f = 1; f <= 4; ++f) {
+    const std::string name = "cache/part_" + std::to_string(f) + ".txt";
+    EXPECT_EQ(ReadFile(out + "/" + name), "frame " + std::to_string(f) + "\n") << name;
+  }
+  for (const char* big : {"/big_1.bin", "/big_3.bin"}) {
+    std::error_code ec;
+    EXPECT_EQ(fs::file_size(out + big, ec), 3000000u) << big;
+  }
+  EXPECT_FALSE(fs::exists(out + "/other.log"));  // made, but no pattern asked for it
+  // Listed and served by their path in the output folder; a returned file is a download.
+  const nlohmann::json listing = farm.Get("/api/v1/jobs/" + std::to_string(id) + "/outputs");
+  std::set<std::string> names;
+  for (const nlohmann::json& f : listing["files"]) names.insert(f["name"].get<std::string>());
+  EXPECT_EQ(names,
+            (std::set<std::string>{"big_1.bin", "big_3.bin", "cache/part_1.txt", "cache/part_2.txt",
+                                   "cache/part_3.txt", "cache/part_4.txt"}))
+      << listing.dump();
+  const std::string base = "/api/v1/jobs/" + std::to_string(id) + "/outputs/";
+  int status = 0;
+  httplib::Headers headers;
+  EXPECT_EQ(RawGet(farm, base + "cache/part_3.txt", &status, &headers), "frame 3\n");
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(headers.find("Content-Disposition")->second, "attachment");
+  // Nothing outside the output folder, hidden or through a link.
+  fs::create_symlink("/etc/hostname", out + "/cache/link.txt");
+  for (const char* bad : {"../../scheduler.yaml", "cache/../../x", "cache/link.txt", ".thumbnails",
+                          "cache%2F..%2F..%2Fscheduler.yaml"}) {
+    RawGet(farm, base + bad, &status);
+    EXPECT_EQ(status, 404) << bad;
+  }
+  // Patterns must stay in the task folder; files needs outputs: files and the other way round.
+  for (const auto& [yaml, field] :
+       {std::pair{job_file("x", "", "['../escape']"), "settings.files[0]"},
+        std::pair{job_file("x", "", "['/etc/passwd']"), "settings.files[0]"},
+        std::pair{job_file("x", "", "[]"), "settings.files"}}) {
+    EXPECT_EQ(farm.Submit(yaml, "", &error), -1) << yaml;
+    EXPECT_NE(error.find(field), std::string::npos) << error;
+  }
+  // A pattern matching nothing, and a match that is a link, fail the task with that reason.
+  const int64_t none = farm.Submit(job_file("none", "", "['cache/*.vdb']"), "", &error);
+  ASSERT_GT(none, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(none, 60s)["state"], "failed");
+  EXPECT_NE(Tasks(farm, none).dump().find("'cache/*.vdb' matched no file"), std::string::npos)
+      << Tasks(farm, none).dump();
+  const int64_t link = farm.Submit(job_file("link", ", link", "['cache/*.txt']"), "", &error);
+  ASSERT_GT(link, 0) << error;
+  EXPECT_EQ(farm.WaitForJob(link, 60s)["state"], "failed");
+  EXPECT_NE(Tasks(farm, link).dump().find("cache/evil.txt is a link"), std::string::npos)
+      << Tasks(farm, link).dump();
 }
 
 // Failure classes (the command plugin's sysexits convention): exit 65 is a scene error, failed

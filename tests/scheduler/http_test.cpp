@@ -56,6 +56,8 @@ Router TestRouter(std::string* seen) {
   r.Add("GET", "/api/v1/jobs/([^/]+)/frames/(-?[0-9]+)/thumbnail",
         [seen](const Request& req, Response&) { *seen = req.matches.at(2); });
   r.Add("POST", "/api/v1/jobs/([^/]+)/cancel", [](const Request&, Response&) {});
+  r.Add("GET", "/api/v1/jobs/([^/]+)/outputs/(.+)",
+        [seen](const Request& req, Response&) { *seen = req.matches.at(2); });
   r.Add("GET", "/throws",
         [](const Request&, Response&) -> void { throw std::runtime_error("broken \xFF handler"); });
   r.Add("GET", "/throws-json", [](const Request&, Response& res) {
@@ -93,6 +95,14 @@ TEST(HttpRouterTest, MatchesSegmentsAndGroupKinds) {
   EXPECT_EQ(Route(r, "GET", "/appxjs").status, 404);
   EXPECT_EQ(Route(r, "GET", "/api/v1/jobs/").status, 404);   // an empty segment
   EXPECT_EQ(Route(r, "GET", "/api/v1/jobs//").status, 404);  // and an extra one
+  // (.+): the rest of the path, one or more non-empty segments.
+  EXPECT_EQ(Route(r, "GET", "/api/v1/jobs/1/outputs/cache/a.vdb").status, 200);
+  EXPECT_EQ(seen, "cache/a.vdb");
+  EXPECT_EQ(Route(r, "GET", "/api/v1/jobs/1/outputs/a.exr").status, 200);
+  EXPECT_EQ(seen, "a.exr");
+  EXPECT_EQ(Route(r, "GET", "/api/v1/jobs/1/outputs/").status, 404);
+  EXPECT_EQ(Route(r, "GET", "/api/v1/jobs/1/outputs/cache//a.vdb").status, 404);
+  EXPECT_THROW(r.Add("GET", "/x/(.+)/y", [](const Request&, Response&) {}), std::logic_error);
 }
 
 TEST(HttpRouterTest, LongHostileSegmentsAreMatchedWithoutRecursion) {

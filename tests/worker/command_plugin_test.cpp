@@ -255,6 +255,36 @@ TEST_F(PluginHostTest, WithoutOutputsSuccessIsTheExitCodeAndNothingIsReadBack) {
       << run.status.message();
 }
 
+TEST_F(PluginHostTest, OutputFilePatternsMatchOnlyPlainFilesInsideTheTaskFolder) {
+  const std::string task = dir_ + "/task";
+  fs::create_directories(task + "/cache/deep");
+  fs::create_directories(task + "/.hidden");
+  for (const char* f : {"cache/a.vdb", "cache/b.vdb", "cache/deep/c.vdb", "cache/.d.vdb",
+                        ".hidden/e.vdb", "log.txt"}) {
+    std::ofstream(task + "/" + f) << f;
+  }
+  // '*' stays within a folder, a leading '.' only by name; the result is sorted and unique.
+  auto files = MatchOutputFiles(task, {"cache/*.vdb", "cache/a.*"});
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{"cache/a.vdb", "cache/b.vdb"}));
+  files = MatchOutputFiles(task, {"cache/*/*.vdb", "*.txt"});
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{"cache/deep/c.vdb", "log.txt"}));
+  // Every pattern must match; a link (to anything) is never read; nor a name a job's output
+  // may not have.
+  files = MatchOutputFiles(task, {"cache/*.vdb", "*.exr"});
+  EXPECT_EQ(files.status().message(), "settings.files: '*.exr' matched no file");
+  fs::create_symlink("/etc/hostname", task + "/cache/z.vdb");
+  files = MatchOutputFiles(task, {"cache/*.vdb"});
+  EXPECT_EQ(files.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(files.status().message().find("cache/z.vdb is a link"), std::string::npos);
+  fs::remove(task + "/cache/z.vdb");
+  std::ofstream(task + "/cache/bad;name.vdb") << "x";
+  files = MatchOutputFiles(task, {"cache/*.vdb"});
+  EXPECT_NE(files.status().message().find("may hold only letters"), std::string::npos)
+      << files.status().message();
+}
+
 TEST_F(PluginHostTest, OnlyProgramsOnTheAllowListRun) {
   const std::string marker = dir_ + "/pwned";
   programs_ = {"echo", "python3"};
