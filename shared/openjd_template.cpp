@@ -391,7 +391,10 @@ StatusOr<Translation> TranslateTemplate(std::string_view template_text,
         defs.push_back(std::move(p));
       }
     }
-    for (const auto& [name, value] : parameters) {
+    for (const auto& given : parameters) {
+      // (clang 14 cannot capture a structured binding in a lambda.)
+      const std::string& name = given.first;
+      const std::string& value = given.second;
       const bool defined =
           std::any_of(defs.begin(), defs.end(), [&](const JobParam& p) { return p.name == name; });
       if (!defined) {
