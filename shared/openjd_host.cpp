@@ -17,10 +17,6 @@ namespace {
 constexpr size_t kMaxHostRequirements = 50;
 constexpr size_t kMaxAttributeValues = 50;
 
-std::string Item(const std::string& field, size_t i) {
-  return field + "[" + std::to_string(i) + "]";
-}
-
 Status CheckList(const YAML::Node& node, const std::string& field, const char* what) {
   if (!node.IsSequence() || node.size() == 0) {
     return Status::InvalidArgument(field + ": expected a list of at least one " + what);
@@ -56,6 +52,21 @@ bool IsCapabilityName(const std::string& name, const std::string& kind) {
   }
 }
 
+// An amount's or attribute's name (`kind` "amount" or "attr"), lower-cased: checked, and not
+// given twice in one list (`seen`). Errors name `field` and call it `what`.
+StatusOr<std::string> CapabilityName(const std::string& name, const std::string& kind,
+                                     const char* what, const std::string& field,
+                                     std::set<std::string>* seen) {
+  std::string lname = Lower(name);
+  if (!IsCapabilityName(lname, kind)) {
+    return Status::InvalidArgument(field + ".name: '" + name + "' is not " + what + " name");
+  }
+  if (!seen->insert(lname).second) {
+    return Status::InvalidArgument(field + ".name: " + name + " is given twice");
+  }
+  return lname;
+}
+
 }  // namespace
 
 Status ReadHostRequirements(const YAML::Node& node, const std::string& field,
@@ -80,13 +91,8 @@ Status ReadHostRequirements(const YAML::Node& node, const std::string& field,
       double min = 0, max = 0;
       a.Required("name", &name).Optional("min", &min).Optional("max", &max);
       TSR_RETURN_IF_ERROR(a.Finish());
-      const std::string lname = Lower(name);
-      if (!IsCapabilityName(lname, "amount")) {
-        return Status::InvalidArgument(afield + ".name: '" + name + "' is not an amount name");
-      }
-      if (!seen.insert(lname).second) {
-        return Status::InvalidArgument(afield + ".name: " + name + " is given twice");
-      }
+      TSR_ASSIGN_OR_RETURN(const std::string lname,
+                           CapabilityName(name, "amount", "an amount", afield, &seen));
       if (!a.Has("min") && !a.Has("max")) {
         return Status::InvalidArgument(afield + ": needs min or max");
       }
@@ -139,13 +145,8 @@ Status ReadHostRequirements(const YAML::Node& node, const std::string& field,
     a.Required("name", &name);
     YAML::Node lists[2] = {a.Child("allOf"), a.Child("anyOf")};
     TSR_RETURN_IF_ERROR(a.Finish());
-    const std::string lname = Lower(name);
-    if (!IsCapabilityName(lname, "attr")) {
-      return Status::InvalidArgument(afield + ".name: '" + name + "' is not an attribute name");
-    }
-    if (!seen.insert(lname).second) {
-      return Status::InvalidArgument(afield + ".name: " + name + " is given twice");
-    }
+    TSR_ASSIGN_OR_RETURN(const std::string lname,
+                         CapabilityName(name, "attr", "an attribute", afield, &seen));
     if (!a.Has("allOf") && !a.Has("anyOf")) {
       return Status::InvalidArgument(afield + ": needs anyOf or allOf");
     }

@@ -21,6 +21,11 @@ namespace tessera::openjd::internal {
 
 // ---- strings the spec constrains ----------------------------------------------------------
 
+// An element's place in an error message: "steps[2]".
+inline std::string Item(const std::string& field, size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
 // <Identifier>: latin letters, digits and '_', not starting with a digit, 1..64 characters.
 bool IsIdentifier(std::string_view text);
 // Characters (code points) in valid UTF-8 text.

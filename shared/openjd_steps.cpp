@@ -26,10 +26,6 @@ constexpr size_t kMaxVariableValueChars = 2048;
 constexpr int kMaxNotifyPeriodSeconds = 600;
 constexpr int kDefaultOnExitTimeoutSeconds = 300;
 
-std::string Item(const std::string& field, size_t i) {
-  return field + "[" + std::to_string(i) + "]";
-}
-
 bool HasNewline(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
 bool HasCc(std::string_view s) { return HasControlChar(s); }
 

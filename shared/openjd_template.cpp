@@ -73,16 +73,13 @@ std::string TesseraName(std::string_view text) {
 namespace {
 
 using internal::CheckText;
+using internal::Item;
 using internal::NeedsExtension;
 
 constexpr size_t kMaxJobParameters = 50;
 constexpr size_t kMaxParameterValueChars = 1024;
 constexpr size_t kMaxJobNameChars = 128;
 constexpr size_t kMaxFileFilters = 20;
-
-std::string Item(const std::string& field, size_t i) {
-  return field + "[" + std::to_string(i) + "]";
-}
 
 // A job parameter definition (spec 2).
 struct JobParam {

@@ -413,6 +413,10 @@ class Broker {
   // Counts a charged failure against the worker for the task's job (durably); blocklists it at
   // the job's threshold.
   void ChargeWorker(LiveTask& task, const WorkerConn& worker);
+  // A result the worker sent wrongly (a frame or file that breaks the protocol's rules): its
+  // worker is charged and the copy ends, failed with "bad <what> result: <problem>".
+  void RefuseResult(LiveTask& task, const std::string& identity, const WorkerConn& worker,
+                    int attempt, const char* what, const std::string& problem);
   // First queued task the worker may run (skipping jobs that blocklist it), or queue_.end().
   // `gpus` receives the GPUs the task would be pinned to.
   std::set<QueueKey>::iterator NextTaskFor(const WorkerConn& worker, std::vector<int>* gpus);

@@ -38,16 +38,7 @@ void Broker::OnFileResult(const std::string& identity, WorkerConn& worker,
              static_cast<size_t>(protocol::kMaxOutputFiles)) {
     problem = "more than " + std::to_string(protocol::kMaxOutputFiles) + " files";
   }
-  if (!problem.empty()) {
-    spdlog::warn("task {} attempt {}: bad file result from {}: {}", task->task_id, m->attempt,
-                 worker.offer.name, problem);
-    ChargeWorker(*task, worker);
-    EndLease(*task, identity,
-             {store::AttemptOutcome::kFailed, store::kFailureBadResult,
-              "bad file result: " + problem, /*charged=*/true},
-             /*cancel=*/true);
-    return;
-  }
+  if (!problem.empty()) return RefuseResult(*task, identity, worker, m->attempt, "file", problem);
   task->files_in_flight[m->name] = m->attempt;
   task->LeaseOn(identity)->last_progress = now_;
   spdlog::debug("task {} attempt {}: file {} ({} bytes) from {}", task->task_id, m->attempt,

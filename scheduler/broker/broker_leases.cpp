@@ -72,16 +72,7 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   } else if (task->frames_written.count(m->frame) || task->frames_in_flight.count(m->frame)) {
     return;  // duplicate delivery, or the other copy delivered this frame first
   }
-  if (!problem.empty()) {
-    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task->task_id, m->attempt,
-                 worker.offer.name, problem);
-    ChargeWorker(*task, worker);
-    EndLease(*task, identity,
-             {store::AttemptOutcome::kFailed, store::kFailureBadResult,
-              "bad frame result: " + problem, /*charged=*/true},
-             /*cancel=*/true);
-    return;
-  }
+  if (!problem.empty()) return RefuseResult(*task, identity, worker, m->attempt, "frame", problem);
   task->frames_in_flight[m->frame] = m->attempt;
   task->LeaseOn(identity)->last_progress = now_;
   spdlog::debug("task {} attempt {}: frame {} received from {} ({:.2f} s on {})", task->task_id,
@@ -120,6 +111,17 @@ void Broker::OnFrameResult(const std::string& identity, WorkerConn& worker,
   assembler_->Submit(std::move(out), std::move(env.payload));
 }
 
+void Broker::RefuseResult(LiveTask& task, const std::string& identity, const WorkerConn& worker,
+                          int attempt, const char* what, const std::string& problem) {
+  spdlog::warn("task {} attempt {}: bad {} result from {}: {}", task.task_id, attempt, what,
+               worker.offer.name, problem);
+  ChargeWorker(task, worker);
+  EndLease(task, identity,
+           {store::AttemptOutcome::kFailed, store::kFailureBadResult,
+            std::string("bad ") + what + " result: " + problem, /*charged=*/true},
+           /*cancel=*/true);
+}
+
 void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& worker, LiveTask& task,
                                     const protocol::FrameResult& m) {
   const JobInfo& job = leases_.jobs()[task.job_id];
@@ -131,16 +133,7 @@ void Broker::OnFrameWrittenByWorker(const std::string& identity, WorkerConn& wor
   } else if (task.frames_written.count(m.frame) || task.frames_in_flight.count(m.frame)) {
     return;  // duplicate delivery, or the other copy delivered this frame first
   }
-  if (!problem.empty()) {
-    spdlog::warn("task {} attempt {}: bad frame result from {}: {}", task.task_id, m.attempt,
-                 worker.offer.name, problem);
-    ChargeWorker(task, worker);
-    EndLease(task, identity,
-             {store::AttemptOutcome::kFailed, store::kFailureBadResult,
-              "bad frame result: " + problem, /*charged=*/true},
-             /*cancel=*/true);
-    return;
-  }
+  if (!problem.empty()) return RefuseResult(task, identity, worker, m.attempt, "frame", problem);
   task.LeaseOn(identity)->last_progress = now_;
   // The files must be there as the scheduler sees the shared storage: a worker whose path_map
   // is wrong wrote them somewhere else.
