@@ -11,7 +11,7 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libboost1.74-dev libssl-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  povray povray-includes blender prometheus chromium
+  povray povray-includes blender ffmpeg prometheus chromium
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   cloud-init shellcheck systemd openssl iproute2
 )

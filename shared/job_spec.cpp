@@ -259,8 +259,11 @@ Status ValidateJob(const JobSpec& job) {
                                    " frames is over the limit of " +
                                    std::to_string(kMaxFramesPerJob) + " per job");
   }
-  if (job.chunk_size < 1 || job.chunk_size > kMaxChunkSize) {
-    return Status::InvalidArgument("chunk_size: must be in [1, " + std::to_string(kMaxChunkSize) +
+  // A step taking another step's frames runs one task over all of them (shared/job_steps.h).
+  const int max_chunk =
+      plugin && !plugin->input_frames_setting.empty() ? plugin::kMaxInputFrames : kMaxChunkSize;
+  if (job.chunk_size < 1 || job.chunk_size > max_chunk) {
+    return Status::InvalidArgument("chunk_size: must be in [1, " + std::to_string(max_chunk) +
                                    "], got " + std::to_string(job.chunk_size));
   }
   if (job.tiles_x < 1 || job.tiles_y < 1 || job.tiles_x > kMaxTilesPerSide ||

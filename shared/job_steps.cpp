@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "shared/plugin_catalog.h"
 #include "shared/yaml_util.h"
 
 namespace tessera::spec {
@@ -58,7 +59,80 @@ Status ParseStepDependencies(const YAML::Node& node, const std::string& field,
   return Status::Ok();
 }
 
+// A step whose plugin takes another step's frames (plugin.yaml `input_frames`, plugins/encode):
+// that step must be another of the job's and write PNG frames; this one becomes one task over
+// that step's frames and waits for all of it.
+Status LinkInputFrames(std::vector<StepSpec>* steps) {
+  for (size_t i = 0; i < steps->size(); ++i) {
+    StepSpec& step = (*steps)[i];
+    const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(step.job.renderer);
+    if (plugin == nullptr || plugin->input_frames_setting.empty()) continue;
+    const std::string field = StepField(i) + " (" + step.name + ")";
+    const std::string setting = "settings." + plugin->input_frames_setting;
+    const auto given = step.job.settings.find(plugin->input_frames_setting);
+    const std::string from = given == step.job.settings.end() ? "" : given->second;
+    const auto source = std::find_if(steps->begin(), steps->end(),
+                                     [&](const StepSpec& s) { return s.name == from; });
+    if (source == steps->end() || &*source == &step) {
+      return Status::InvalidArgument(field + ": " + setting + ": '" + from.substr(0, 128) +
+                                     "' is not another step of this job (" + StepNames(*steps) +
+                                     ")");
+    }
+    const JobSpec& frames = source->job;
+    bool images = frames.produces_frames();
+    if (images && frames.uses_plugin()) {
+      std::shared_ptr<const plugin::PluginSpec> theirs = plugin::FindPlugin(frames.renderer);
+      StatusOr<plugin::Settings> resolved =
+          theirs ? plugin::ResolveSettings(*theirs, frames.settings) : plugin::Settings{};
+      images =
+          resolved.ok() && (!resolved->count("outputs") || resolved->at("outputs") == "images");
+    }
+    if (!images) {
+      return Status::InvalidArgument(field + ": " + setting + ": step '" + from +
+                                     "' returns no frames");
+    }
+    const std::vector<std::string>& formats = frames.output.formats;
+    if (std::find(formats.begin(), formats.end(), "png") == formats.end()) {
+      return Status::InvalidArgument(
+          field + ": " + setting + ": step '" + from +
+          "' writes no PNG frames (output.formats of that step: add png)");
+    }
+    if (frames.frame_count() > plugin::kMaxInputFrames) {
+      return Status::InvalidArgument(field + ": " + setting + ": step '" + from + "' has " +
+                                     std::to_string(frames.frame_count()) + " frames; at most " +
+                                     std::to_string(plugin::kMaxInputFrames) + " are taken");
+    }
+    bool waits = false;
+    for (size_t d = 0; d < step.depends_on.size(); ++d) {
+      if (step.depends_on[d].per_frame) {
+        return Status::InvalidArgument(field + ".depends_on[" + std::to_string(d) +
+                                       "].per_frame: a step taking another step's frames runs "
+                                       "once over all of them, after whole steps");
+      }
+      waits = waits || step.depends_on[d].step == from;
+    }
+    if (!waits) step.depends_on.push_back({from, /*per_frame=*/false});
+    // One task over the frames it takes (numbered like them; the input frames themselves are
+    // named by position).
+    step.job.frame_start = frames.frame_start;
+    step.job.frame_end = frames.frame_end;
+    step.job.chunk_size = static_cast<int>(frames.frame_count());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status CheckRunsAlone(const JobSpec& job) {
+  const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job.renderer);
+  if (plugin != nullptr && !plugin->input_frames_setting.empty()) {
+    return Status::InvalidArgument("renderer: " + job.renderer +
+                                   " takes the frames of another step, so it runs only as a step "
+                                   "of a job with steps (settings." +
+                                   plugin->input_frames_setting + " names that step)");
+  }
+  return Status::Ok();
+}
 
 int PipelineSpec::step_index(const std::string& name) const {
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -181,6 +255,7 @@ StatusOr<PipelineSpec> ParsePipelineYaml(std::string_view yaml_text) {
     step.job = std::move(job).value();
     pipeline.steps.push_back(std::move(step));
   }
+  TSR_RETURN_IF_ERROR(LinkInputFrames(&pipeline.steps));
   TSR_ASSIGN_OR_RETURN(std::vector<size_t> order, StepOrder(pipeline.steps));
   std::vector<StepSpec> ordered;
   for (size_t i : order) ordered.push_back(std::move(pipeline.steps[i]));

@@ -14,9 +14,13 @@
 //       scene: scene.yaml
 //       depends_on:
 //         - {step: sim, per_frame: true}   # frame N waits for the task holding frame N of sim
-//     - name: encode
+//     - name: cleanup
 //       renderer: command
+//       settings: {program: /usr/local/bin/cleanup}
 //       depends_on: [{step: render}]       # the whole step first
+//     - name: encode                       # an H.264 preview movie of render's PNG frames:
+//       renderer: encode                   # waits for the whole step, runs one task over its
+//       settings: {frames_from: render}    # frames (plugins/encode/plugin.yaml)
 //
 // Each step is checked by the job file parser (shared/job_spec.h) as if it were a job file of
 // its own: the job's keys with the step's on top (a step key replaces the job's value whole).
@@ -76,6 +80,10 @@ bool HasSteps(std::string_view yaml_text);
 // named 'rendr' (sim, render, encode)", "steps: the steps' dependencies form a cycle: a -> b ->
 // a").
 StatusOr<PipelineSpec> ParsePipelineYaml(std::string_view yaml_text);
+
+// A job without steps whose renderer only runs as a step (one taking another step's frames, like
+// encode) is refused, naming the renderer.
+Status CheckRunsAlone(const JobSpec& job);
 
 // The order steps can run in: every step after those it depends on. An error names a cycle.
 // `steps` refer to each other by name; unknown names are an error too.

@@ -415,7 +415,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   if (!p.native) {
     yaml::MapReader o(r.Child("output"), "output");
     std::string color = "srgb";
-    o.Required("file", &p.output).Optional("color", &color);
+    o.Optional("file", &p.output).Optional("color", &color);
     if (o.ok() && color != "srgb" && color != "linear") {
       o.Fail(Status::InvalidArgument("output.color: expected srgb or linear, got '" + color + "'"));
     }
@@ -423,6 +423,11 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
     r.Fail(o.Finish());
   }
   r.Optional("tiles", &p.tiles);
+  {
+    yaml::MapReader in(r.Child("input_frames"), "input_frames");
+    in.Required("from_setting", &p.input_frames_setting);
+    if (static_cast<const YAML::Node&>(root)["input_frames"].IsDefined()) r.Fail(in.Finish());
+  }
   {
     yaml::MapReader g(r.Child("progress"), "progress");
     g.Optional("regex", &p.progress_regex)
@@ -533,6 +538,7 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
       if (sr.Has("max")) sr.Optional("max", &max), s.max = max;
       sr.OptionalList("values", &s.values, 256)
           .Optional("required", &s.required)
+          .Optional("fixed", &s.fixed)
           .OptionalList("args", &s.args, kMaxArgs);
       YAML::Node def = sr.Child("default");
       TSR_RETURN_IF_ERROR(sr.Finish());
@@ -554,7 +560,30 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
         }
         TSR_ASSIGN_OR_RETURN(s.default_, CheckValue(s, text, f + ".default"));
       }
+      if (s.fixed && !s.default_) {
+        return Status::InvalidArgument(f + ".fixed: a fixed setting needs its default");
+      }
       p.settings.push_back(std::move(s));
+    }
+  }
+  if (!p.native && p.output.empty()) {
+    const SettingSpec* outputs = p.FindSetting("outputs");
+    if (!outputs || outputs->type != SettingType::kEnum ||
+        std::count(outputs->values.begin(), outputs->values.end(), "images") > 0) {
+      return Status::InvalidArgument(
+          "output.file: required (the image each frame leaves), unless the plugin's `outputs` "
+          "setting offers no images");
+    }
+  }
+  if (!p.input_frames_setting.empty()) {
+    const SettingSpec* s = p.FindSetting(p.input_frames_setting);
+    if (!s || s->type != SettingType::kString || !s->required) {
+      return Status::InvalidArgument("input_frames.from_setting: '" + p.input_frames_setting +
+                                     "' must be a required string setting of this plugin");
+    }
+    if (p.per_frame) {
+      return Status::InvalidArgument(
+          "input_frames: a plugin taking another step's frames runs once per task (runs: task)");
     }
   }
   if (!p.executable_setting.empty()) {
@@ -605,11 +634,18 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
     if (n != "frame") return Status::InvalidArgument("only {frame} may appear in output.file");
     return std::optional<std::string>("1");
   };
+  if (p.output.empty()) return p;  // returns files or nothing (checked above)
   TSR_RETURN_IF_ERROR(Expand(p.output, out_lookup, "output.file").status());
   if (p.output.empty() || p.output[0] == '/' || p.output.find("..") != std::string::npos) {
     return Status::InvalidArgument("output.file: must be a file name inside the output folder");
   }
   return p;
+}
+
+std::string InputFrameName(int index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "frames/%06d.png", index);
+  return name;
 }
 
 StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& given) {
@@ -624,6 +660,11 @@ StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& giv
                                      ")");
     }
     TSR_ASSIGN_OR_RETURN(out[name], CheckValue(*s, value, "settings." + name));
+    // (Given as the default, it is what resolved settings say: a worker resolves them again.)
+    if (s->fixed && out[name] != *s->default_) {
+      return Status::InvalidArgument("settings." + name + ": fixed by renderer " + plugin.name +
+                                     " (always " + *s->default_ + ")");
+    }
   }
   for (const SettingSpec& s : plugin.settings) {
     if (out.count(s.name)) continue;

@@ -70,6 +70,8 @@ struct SettingSpec {
   std::vector<std::string> values;      // enum: the allowed values
   std::optional<std::string> default_;  // canonical text (list: JSON array)
   bool required = false;
+  // Fixed by the plugin (`fixed: true`): always its default; a job that gives it is refused.
+  bool fixed = false;
   // Words added where the plugin's args say `insert: settings` (a bool: only when true).
   std::vector<std::string> args;
 };
@@ -116,7 +118,9 @@ struct PluginSpec {
   bool scene_required = true;
   bool per_frame = true;  // one run per frame; false: one run per task (its frame range)
   std::vector<ArgItem> args;
-  std::string output;              // image file per frame, relative to {output_dir}
+  // Image file per frame, relative to {output_dir}; empty for a plugin whose `outputs` setting
+  // offers no images (it returns files, or nothing).
+  std::string output;
   bool output_srgb = true;         // 8-bit images are sRGB-encoded: converted to linear
   bool tiles = false;              // honours tile regions (`when: tile` args)
   std::string progress_regex;      // matched against each output line
@@ -128,6 +132,12 @@ struct PluginSpec {
   std::vector<int> success_exit_codes = {0};
   std::vector<FailureRule> failure_rules;
   std::vector<SettingSpec> settings;
+  // `input_frames: {from_setting: NAME}`: the job setting NAME names another step of the job
+  // whose PNG frames are this plugin's input. The scheduler gives its one task (the step runs one
+  // task over all its frames, kMaxInputFrames at most) those frames as assets named
+  // InputFrameName(0), InputFrameName(1), ... in frame order, once that step is done
+  // (plugins/encode).
+  std::string input_frames_setting;
   // A C++ plugin (plugins/api/renderer_api.h): no program, argv, output or patterns; only the
   // scene and settings a job may give it, and whether it renders tiles.
   bool native = false;
@@ -147,6 +157,10 @@ struct PluginSpec {
   const SettingSpec* FindSetting(std::string_view name) const;
   bool takes_tessera_scene() const { return scene_kind == SceneKind::kTesseraScene; }
 };
+
+inline constexpr int kMaxInputFrames = 10000;
+// The asset name of the i-th input frame (0-based): "frames/000000.png".
+std::string InputFrameName(int index);
 
 // Parses plugin.yaml; errors name the field ("args[3]: unknown placeholder {fram}").
 StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what);

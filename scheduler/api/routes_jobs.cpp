@@ -259,12 +259,22 @@ void HttpApi::JobRoutes() {
   Handle("DELETE", R"(/api/v1/jobs/([^/]+))", Role::kSubmitter,
          WithId([this](Req, Res res, const Caller& c, int64_t id) {
            if (Status st = MayOperateOn(c, id); !st.ok()) return ReplyError(res, st);
-           StatusOr<store::JobRecord> job = store_.GetJob(id);
+           // Its assets and its steps' (an encode step's input frames) go too, unless another
+           // job uses them (or one was just submitted with them: the grace period).
+           std::map<std::string, std::string> blobs;  // hash -> a path naming it
+           if (StatusOr<store::JobRecord> job = store_.GetJob(id); job.ok()) {
+             std::vector<store::JobRecord> jobs = {*job};
+             if (StatusOr<std::vector<store::JobRecord>> steps = store_.PipelineSteps(id);
+                 job->has_steps() && steps.ok()) {
+               jobs.insert(jobs.end(), steps->begin(), steps->end());
+             }
+             for (const store::JobRecord& j : jobs) {
+               for (const auto& [path, hash] : j.assets) blobs.emplace(hash, path);
+             }
+           }
            if (Status st = store_.DeleteJob(id); !st.ok()) return ReplyError(res, st);
            spdlog::info("job {} deleted by {}", id, c.user);
-           // Its assets go too, unless another job uses them (or one was just submitted with
-           // them: the grace period).
-           for (const auto& [path, hash] : job.ok() ? job->assets : decltype(job->assets){}) {
+           for (const auto& [hash, path] : blobs) {
              StatusOr<bool> used = store_.BlobInUse(hash);
              if (options_.blobs && used.ok() && !*used &&
                  options_.blobs->RemoveIfIdle(hash, kBlobGrace)) {

@@ -97,6 +97,29 @@ bool ServableOutput(const fs::path& root, const std::string& name) {
   return fs::is_regular_file(fs::symlink_status(path, ec)) && !ec;
 }
 
+// A job with steps has no frames of its own: each step is listed with its id (its frames are
+// under GET /api/v1/jobs/{step id}/outputs), and the files the steps returned (an encode step's
+// movie) come with the first page, named by their path in the job's folder (where a step without
+// an `output` of its own writes), so the job's own routes serve and fetch them.
+void AddStepOutputs(const store::JobRecord& job, const std::vector<store::JobRecord>& steps,
+                    bool first_page, json* reply) {
+  json& listed = (*reply)["steps"] = json::array();
+  for (const store::JobRecord& step : steps) {
+    listed.push_back({{"step", step.step}, {"job_id", step.id}, {"output_dir", step.output_dir}});
+    const fs::path folder = fs::path(step.output_dir).lexically_relative(job.output_dir);
+    if (!first_page || !step.returns_files() || folder.empty() || *folder.begin() == "..") {
+      continue;
+    }
+    bool truncated = false;
+    for (json& f : ReturnedFiles(step, &truncated)) {
+      f["name"] = (folder / f["name"].get<std::string>()).string();
+      f["step"] = step.step;
+      (*reply)["files"].push_back(std::move(f));
+    }
+    if (truncated) (*reply)["files"].push_back({{"truncated", true}, {"step", step.step}});
+  }
+}
+
 }  // namespace
 
 void HttpApi::OutputRoutes() {
@@ -150,6 +173,11 @@ void HttpApi::OutputRoutes() {
              if (truncated) files.push_back({{"truncated", true}});
            }
            json reply = {{"job_id", id}, {"files", std::move(files)}};
+           if (job->has_steps()) {
+             StatusOr<std::vector<store::JobRecord>> steps = store_.PipelineSteps(id);
+             if (!steps.ok()) return ReplyError(res, steps.status());
+             AddStepOutputs(*job, *steps, first == job->frame_start, &reply);
+           }
            if (last < job->frame_end) reply["next_first"] = last + 1;
            Reply(res, 200, reply);
          }));

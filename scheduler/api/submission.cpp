@@ -9,6 +9,7 @@
 #include <set>
 
 #include "scheduler/blobs/blob_store.h"
+#include "shared/job_steps.h"
 #include "shared/openjd.h"
 #include "shared/plugin_catalog.h"
 #include "shared/scene_spec.h"
@@ -190,6 +191,11 @@ Status CompleteJob(spec::JobSpec& job, const std::optional<std::string>& scene_y
     TSR_RETURN_IF_ERROR(spec::SplitPluginFrames(&job));
   }
   if (only_needed) std::erase_if(job.assets, [&](const auto& a) { return !needed.count(a.first); });
+  // A step taking another step's frames gets exactly those as its assets, later (the broker).
+  if (auto plugin = plugin::FindPlugin(job.renderer);
+      plugin && !plugin->input_frames_setting.empty()) {
+    job.assets.clear();
+  }
   return Status::Ok();
 }
 
@@ -199,6 +205,7 @@ Status WithStep(const Status& s, const std::string& step) {
 
 StatusOr<spec::JobSpec> ParseJob(const SubmissionBody& req) {
   TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(req.job_yaml));
+  TSR_RETURN_IF_ERROR(spec::CheckRunsAlone(job));
   // The job file's own `user:` wins over the submitting client's account name.
   if (job.user.empty() && req.user) job.user = *req.user;
   TSR_RETURN_IF_ERROR(CompleteJob(job, req.scene_yaml, req.assets, /*only_needed=*/false));

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "scheduler/assembler/part_spool.h"
+#include "scheduler/blobs/blob_store.h"
 #include "shared/accumulation.h"
 #include "shared/disk_space.h"
 #include "shared/file_io.h"
@@ -105,6 +106,33 @@ void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
                                                         std::move(payload))]() mutable {
     return WriteFile(job, *bytes);
   });
+}
+
+void Assembler::GatherInputs(InputsJob job) {
+  FrameWritten answer;
+  answer.job_id = job.job_id;
+  answer.kind = FrameWritten::Kind::kInputs;
+  Enqueue(std::move(answer), [job = std::move(job)] { return StoreInputs(job); });
+}
+
+FrameWritten Assembler::StoreInputs(const InputsJob& job) {
+  FrameWritten done;
+  done.job_id = job.job_id;
+  done.kind = FrameWritten::Kind::kInputs;
+  for (const auto& [name, path] : job.files) {
+    // One frame in memory at a time; a frame stored before (a restart) is found by its hash.
+    StatusOr<std::string> bytes = file_io::ReadAll(path);
+    StatusOr<std::string> hash = bytes.ok() ? job.blobs->Put(*bytes) : bytes.status();
+    if (!hash.ok()) {
+      done.status = hash.status().WithContext(path);
+      done.inputs.clear();
+      return done;
+    }
+    job.blobs->Touch(*hash);  // in use now: blob GC leaves it until the job names it
+    done.bytes += bytes->size();
+    done.inputs[name] = *hash;
+  }
+  return done;
 }
 
 FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {

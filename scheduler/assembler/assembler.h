@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,10 @@
 #include "shared/logging.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
+
+namespace tessera::blobs {
+class BlobStore;
+}
 
 namespace tessera::assembler {
 
@@ -86,6 +91,14 @@ struct FileJob {
   std::string name;
 };
 
+// Another step's written frames, taken as a step's input (plugin.yaml input_frames, e.g. an
+// encode): each file is stored in the blob store, for workers to fetch like any job asset.
+struct InputsJob {
+  int64_t job_id = 0;
+  std::vector<std::pair<std::string, std::string>> files;  // asset name, path of the frame file
+  blobs::BlobStore* blobs = nullptr;
+};
+
 // Every part of one frame is stored: merge them and write the frame.
 struct AssembleJob {
   int64_t job_id = 0;
@@ -97,7 +110,7 @@ struct AssembleJob {
 };
 
 struct FrameWritten {
-  enum class Kind { kFrame, kPart, kAssembled, kFile };
+  enum class Kind { kFrame, kPart, kAssembled, kFile, kInputs };
   int64_t job_id = 0;
   int64_t task_id = 0;  // for kAssembled: AssembleJob::task_id
   int attempt = 0;
@@ -111,6 +124,7 @@ struct FrameWritten {
   // kFrame, kAssembled: the bytes its files take (the room the next frame will want). A write
   // that failed for want of room has status StatusCode::kStorageFull.
   uint64_t bytes = 0;
+  std::map<std::string, std::string> inputs;  // kInputs: asset name -> blob SHA-256
 };
 
 // Where a split frame's parts wait for each other.
@@ -144,6 +158,8 @@ class Assembler {
   void Assemble(AssembleJob job);
   // Answered with Kind::kFile and files = {name}.
   void SubmitFile(FileJob job, zmq::message_t payload);
+  // Answered with Kind::kInputs: every file stored, or the first that could not be.
+  void GatherInputs(InputsJob job);
   // Returns once every job submitted so far is written and handed back (the broker, before it
   // turns read-only: nothing of a rolled-back pass is written after that).
   void WaitIdle();
@@ -159,6 +175,7 @@ class Assembler {
   // The same work, synchronously on the calling thread (also used by tests and benchmarks).
   static FrameWritten WriteFrame(const FrameJob& job);
   static FrameWritten WriteFile(const FileJob& job, const zmq::message_t& bytes);
+  static FrameWritten StoreInputs(const InputsJob& job);
   FrameWritten StorePart(const PartJob& job);
   FrameWritten AssembleFrame(const AssembleJob& job);
 

@@ -447,6 +447,12 @@ class Broker {
   void CancelStepsAfter(const store::JobRecord& ended);
   // At start-up: steps left waiting on a step that failed before a crash are canceled.
   void CancelStepsOfEndedSteps();
+  // A step taking another step's frames (plugin.yaml input_frames): LoadJob finds that step, and
+  // once it is done its PNG frames are stored in the blob store on an assembler thread and become
+  // this step's assets (stored: blob GC keeps them while the job lives), then its task queues.
+  void FindInputFrames(const store::JobRecord& record, JobInfo& job);
+  void GatherInputFrames(int64_t job_id, JobInfo& job);
+  void OnInputFramesGathered(const assembler::FrameWritten& gathered);
   // How `tessera why` names a job `job` depends on: "step render" (a step of the same job) or
   // "job 12".
   std::string DependencyName(const JobInfo& job, int64_t dep);

@@ -188,6 +188,9 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
         reason += (dep == *job.waiting_on.begin() ? " " : ", ") + DependencyName(job, dep) + " (" +
                   (other.ok() ? store::JobStateName(other->state) : "unknown") + ")";
       }
+    } else if (job.inputs_pending) {
+      reason = "waiting for the frames of " + DependencyName(job, job.input_frames_from) +
+               " to be gathered as its input";
     } else if (WaitsOnFrames(task, job)) {
       reason = "waiting for " +
                (task.frame_start == task.frame_end ? "frame " + std::to_string(task.frame_start)
@@ -367,9 +370,11 @@ Status Broker::LoadJob(int64_t job_id) {
   info.failure_policy = job.failure_policy;
   info.pipeline_id = job.pipeline_id;
   info.step = job.step;
+  FindInputFrames(job, info);
   auto& stored = leases_.jobs()[job_id] = std::move(info);
   HoldIfOutputsFull(job_id, stored);
   UpdateFeasibility(job_id, stored);
+  if (stored.inputs_pending && stored.waiting_on.empty()) GatherInputFrames(job_id, stored);
   return Status::Ok();
 }
 
@@ -423,7 +428,7 @@ Status Broker::LoadStoredTasks(std::optional<int64_t> job_id, bool requeue_runni
 
 void Broker::Enqueue(const LiveTask& task) {
   const JobInfo& job = leases_.jobs()[task.job_id];
-  if (job.paused || job.outputs_held || !job.waiting_on.empty()) return;
+  if (job.paused || job.outputs_held || !job.waiting_on.empty() || job.inputs_pending) return;
   if (task.not_before > now_) {  // a licence failure's wait: OnTimer queues it then
     waiting_tasks_.emplace(task.not_before, task.task_id);
     return;
@@ -451,6 +456,7 @@ void Broker::OnJobFinished(int64_t job_id) {
     if (info.waiting_on.erase(job_id) && info.waiting_on.empty()) {
       spdlog::info("job {}: dependency job {} is done; its tasks are queued", id, job_id);
       EnqueueJob(id);
+      if (info.inputs_pending) GatherInputFrames(id, info);
     }
   }
   leases_.DropUnusedGates();

@@ -170,6 +170,10 @@ void Broker::OnFrameWritten(const assembler::FrameWritten& written) {
     OnFileWritten(written);
     return;
   }
+  if (written.kind == assembler::FrameWritten::Kind::kInputs) {
+    OnInputFramesGathered(written);
+    return;
+  }
   auto it = leases_.tasks().find(written.task_id);
   if (it == leases_.tasks().end()) return;
   LiveTask& task = it->second;

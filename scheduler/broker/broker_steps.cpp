@@ -4,11 +4,14 @@
 // a step that fails or is canceled cancels the steps that depend on it (so the job ends, failed,
 // instead of waiting forever), and an operation on the job (cancel, pause, priority, retry,
 // re-render) is applied to each of its steps. The job's counters and state follow its steps' in
-// the store (schema 29's triggers).
+// the store (schema 29's triggers). A step whose plugin takes another step's frames (an encode)
+// gets them here as its assets once that step is done.
 
 #include <spdlog/spdlog.h>
 
+#include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
+#include "shared/plugin_catalog.h"
 
 namespace tessera::broker {
 
@@ -107,6 +110,89 @@ void Broker::CancelStepsOfEndedSteps() {
       }
     }
   }
+}
+
+void Broker::FindInputFrames(const store::JobRecord& record, JobInfo& job) {
+  const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindRenderer(record.renderer);
+  if (!plugin || plugin->input_frames_setting.empty() || !record.pipeline_id) return;
+  // Gathered whenever the step is loaded (submitted, retried, re-rendered, a restart), so it
+  // always takes the frames as they are now: the frames step may have been re-rendered since.
+  // Frames unchanged are found in the blob store by their hash.
+  job.inputs_pending = true;
+  const auto from = job.settings.find(plugin->input_frames_setting);
+  StatusOr<std::vector<store::JobRecord>> steps = store_.PipelineSteps(*record.pipeline_id);
+  if (from != job.settings.end() && steps.ok()) {
+    for (const store::JobRecord& step : *steps) {
+      if (step.step == from->second) job.input_frames_from = step.id;
+    }
+  }
+}
+
+void Broker::GatherInputFrames(int64_t job_id, JobInfo& job) {
+  if (job.inputs_gathering) return;
+  StatusOr<store::JobRecord> from = job.input_frames_from > 0
+                                        ? store_.GetJob(job.input_frames_from)
+                                        : Status::NotFound("the step it takes frames from is gone");
+  if (!from.ok() || options_.blobs == nullptr || !assembler_) {
+    const std::string why =
+        !from.ok() ? from.status().message() : "the scheduler has no blob store";
+    const std::string reason = "cannot take its input frames: " + why;
+    (void)store_.SetJobError(job_id, reason);
+    if (job.pipeline_id)
+      (void)store_.SetJobError(*job.pipeline_id, "step " + job.step + ": " + reason);
+    if (StatusOr<int> n = CancelNow(job_id, reason); !n.ok()) {
+      spdlog::error("job {}: cannot cancel: {}", job_id, n.status().ToString());
+    }
+    return;
+  }
+  assembler::InputsJob gather;
+  gather.job_id = job_id;
+  gather.blobs = options_.blobs;
+  for (int frame = from->frame_start; frame <= from->frame_end; ++frame) {
+    gather.files.emplace_back(plugin::InputFrameName(frame - from->frame_start),
+                              (std::filesystem::path(from->output_dir) /
+                               spec::OutputFileName(from->output_pattern, frame, "png"))
+                                  .string());
+  }
+  spdlog::info("job {}: storing the {} frames of step {} as its input", job_id, gather.files.size(),
+               from->step);
+  job.inputs_gathering = true;
+  assembler_->GatherInputs(std::move(gather));
+}
+
+void Broker::OnInputFramesGathered(const assembler::FrameWritten& gathered) {
+  auto it = leases_.jobs().find(gathered.job_id);
+  // Canceled (or the store was rolled back) meanwhile: a later load gathers them again.
+  if (it == leases_.jobs().end() || !it->second.inputs_pending) return;
+  JobInfo& job = it->second;
+  const int64_t job_id = it->first;
+  job.inputs_gathering = false;
+  if (!gathered.status.ok()) {
+    // A frame file the step wrote is gone or unreadable (deleted by hand, a full data folder):
+    // no worker can encode without it. The step ends with the reason on the job; re-render the
+    // frames step and retry it.
+    const std::string reason = "cannot take its input frames: " + gathered.status.message();
+    spdlog::error("job {}: {}", job_id, reason);
+    (void)store_.SetJobError(job_id, reason);
+    if (job.pipeline_id) {
+      (void)store_.SetJobError(*job.pipeline_id, "step " + job.step + ": " + reason);
+    }
+    RecordEvent(job_id, std::nullopt, std::nullopt, "inputs_failed", reason);
+    if (StatusOr<int> n = CancelNow(job_id, reason); !n.ok()) {
+      spdlog::error("job {}: cannot cancel: {}", job_id, n.status().ToString());
+    }
+    return;
+  }
+  if (Status s = store_.SetJobAssets(job_id, gathered.inputs); !s.ok()) {
+    spdlog::error("job {}: cannot record its input frames: {}", job_id, s.ToString());
+    return;  // still pending: gathered again when it is loaded again
+  }
+  job.assets = std::make_shared<const std::map<std::string, std::string>>(gathered.inputs);
+  job.inputs_pending = false;
+  spdlog::info("job {}: {} input frames ({} bytes) stored; its task is queued", job_id,
+               gathered.inputs.size(), gathered.bytes);
+  MarkJobChanged(job_id);
+  EnqueueJob(job_id);
 }
 
 std::string Broker::DependencyName(const JobInfo& job, int64_t dep) {

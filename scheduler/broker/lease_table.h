@@ -67,10 +67,16 @@ struct JobInfo {
   spec::FailurePolicy failure_policy;         // what each failure class leads to
   std::optional<int64_t> pipeline_id;         // a step: its job (shared/job_steps.h)
   std::string step;                           // and its name
-  std::optional<std::string> notice;          // as last written to the store
-  std::set<int> flagged_frames;               // kept with bad pixels (store: frame_flags)
-  int64_t tasks_done = 0;                     // since loaded, for the straggler baseline
-  double done_seconds = 0;                    // their total render time
+  // A step taking another step's frames (plugin.yaml input_frames): that step's job id, and
+  // whether its frames are still to be stored as this step's assets; its tasks wait meanwhile
+  // (broker_steps.cpp).
+  int64_t input_frames_from = 0;
+  bool inputs_pending = false;
+  bool inputs_gathering = false;      // with the assembler now
+  std::optional<std::string> notice;  // as last written to the store
+  std::set<int> flagged_frames;       // kept with bad pixels (store: frame_flags)
+  int64_t tasks_done = 0;             // since loaded, for the straggler baseline
+  double done_seconds = 0;            // their total render time
   // Its outputs' filesystem is full (broker_storage.cpp): its tasks stay out of queue_.
   bool outputs_held = false;
   uint64_t largest_output = 0;  // bytes of the largest frame written for it since loaded

@@ -340,6 +340,9 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dr
   } else {
     StatusOr<spec::JobSpec> job = Guarded([&] { return spec::ParseJobYaml(*job_text); });
     if (!job.ok()) return LocalError(job_file, job.status().message());
+    if (Status alone = spec::CheckRunsAlone(*job); !alone.ok()) {
+      return LocalError(job_file, alone.message());
+    }
     jobs.emplace_back("", std::move(job).value());
   }
 

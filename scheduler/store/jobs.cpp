@@ -462,6 +462,12 @@ Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& not
   return s.Bind(1, notice).Bind(2, job_id).Run();
 }
 
+Status Store::SetJobAssets(int64_t job_id, const std::map<std::string, std::string>& assets) {
+  WriteLock lock(*this);
+  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET assets = ? WHERE id = ?"));
+  return s.Bind(1, nlohmann::json(assets).dump()).Bind(2, job_id).Run();
+}
+
 Status Store::SetFrameFlag(int64_t job_id, int frame, const std::string& reason) {
   WriteLock lock(*this);
   TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("INSERT OR REPLACE INTO frame_flags (job_id, "

@@ -170,6 +170,9 @@ class Store {
   // dependencies wait on these).
   StatusOr<std::vector<std::pair<int, int>>> UndoneFrameRanges(int64_t job_id);
   Status SetJobNotice(int64_t job_id, const std::optional<std::string>& notice);
+  // Replaces a job's assets (path -> blob SHA-256): the input frames of a step that takes another
+  // step's frames, once gathered. The blobs a job names are kept while it exists (BlobInUse).
+  Status SetJobAssets(int64_t job_id, const std::map<std::string, std::string>& assets);
 
   // ---- workers (workers.cpp; broker thread) -----------------------------------------------------
   // Inserts or refreshes the worker by name; returns its id.

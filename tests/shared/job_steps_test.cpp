@@ -99,5 +99,62 @@ TEST(JobStepsTest, MistakesAreRefusedNamingTheStepAndField) {
   EXPECT_EQ(ErrorOf(many), "steps: at most 1000 entries, got 1001");
 }
 
+// An encode step (a plugin taking another step's frames): one task over that step's frames,
+// after the whole step; refused when it names no other step, one without PNG frames or images,
+// a per-frame dependency, or when it stands alone.
+TEST(JobStepsTest, AnEncodeStepIsOneTaskOverAnotherStepsFramesAfterIt) {
+  StatusOr<PipelineSpec> p = ParsePipelineYaml(R"(
+name: shot
+frames: 1-10
+steps:
+  - {name: movie, renderer: encode, frames: '1', settings: {frames_from: render}}
+  - {name: render, renderer: pathtracer, frames: 5-2504, scene: {width: 8, height: 8}}
+)");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->steps.size(), 2u);
+  const StepSpec& movie = p->steps[1];  // after the step it takes frames from
+  EXPECT_EQ(movie.name, "movie");
+  EXPECT_EQ(movie.job.frame_start, 5);
+  EXPECT_EQ(movie.job.frame_end, 2504);
+  EXPECT_EQ(movie.job.chunk_size, 2500);  // over kMaxChunkSize: one task all the same
+  EXPECT_TRUE(ValidateJob(movie.job).ok());
+  ASSERT_EQ(movie.depends_on.size(), 1u);
+  EXPECT_EQ(movie.depends_on[0].step, "render");
+  EXPECT_FALSE(movie.depends_on[0].per_frame);
+
+  auto error = [](const std::string& steps) {
+    StatusOr<PipelineSpec> p = ParsePipelineYaml("name: shot\nframes: 1-3\nsteps:\n" + steps);
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  const std::string render = "  - {name: render, scene: {width: 8, height: 8}}\n";
+  EXPECT_EQ(error(render + "  - {name: m, renderer: encode, settings: {frames_from: x}}\n"),
+            "steps[1] (m): settings.frames_from: 'x' is not another step of this job (render, m)");
+  EXPECT_EQ(error("  - {name: sim, renderer: command, settings: {program: sim}}\n"
+                  "  - {name: m, renderer: encode, settings: {frames_from: sim}}\n"),
+            "steps[1] (m): settings.frames_from: step 'sim' returns no frames");
+  EXPECT_EQ(error("  - {name: render, scene: {width: 8, height: 8}, output: {formats: [exr]}}\n"
+                  "  - {name: m, renderer: encode, settings: {frames_from: render}}\n"),
+            "steps[1] (m): settings.frames_from: step 'render' writes no PNG frames "
+            "(output.formats of that step: add png)");
+  EXPECT_EQ(error("  - {name: render, frames: 1-10001, scene: {width: 8, height: 8}}\n"
+                  "  - {name: m, renderer: encode, settings: {frames_from: render}}\n"),
+            "steps[1] (m): settings.frames_from: step 'render' has 10001 frames; at most 10000 "
+            "are taken");
+  EXPECT_EQ(
+      error(render + "  - {name: m, renderer: encode, settings: {frames_from: render}, depends_on: "
+                     "[{step: render, per_frame: true}]}\n"),
+      "steps[1] (m).depends_on[0].per_frame: a step taking another step's frames runs "
+      "once over all of them, after whole steps");
+  StatusOr<JobSpec> alone =
+      ParseJobYaml("name: m\nframes: 1-3\nrenderer: encode\nsettings: {frames_from: r}\n");
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(CheckRunsAlone(*alone).message(),
+            "renderer: encode takes the frames of another step, so it runs only as a step of a "
+            "job with steps (settings.frames_from names that step)");
+  StatusOr<JobSpec> plain = ParseJobYaml("name: m\nframes: 1-3\nrenderer: noop\n");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(CheckRunsAlone(*plain).ok());
+}
+
 }  // namespace
 }  // namespace tessera::spec

@@ -77,6 +77,70 @@ TEST(PluginSpecTest, ErrorsNameTheField) {
             std::string::npos);
 }
 
+// A plugin that takes another step's frames (plugins/encode): input_frames names a required
+// string setting and runs once per task; without output.file it may offer no images; a fixed
+// setting is its default, and a job giving another value is refused.
+TEST(PluginSpecTest, InputFramesFixedSettingsAndPluginsWithoutImages) {
+  const PluginSpec* encode = FindBuiltinPlugin("encode");
+  ASSERT_NE(encode, nullptr);
+  EXPECT_EQ(encode->input_frames_setting, "frames_from");
+  EXPECT_FALSE(encode->per_frame);
+  EXPECT_TRUE(encode->output.empty());
+  EXPECT_EQ(InputFrameName(0), "frames/000000.png");
+  EXPECT_EQ(InputFrameName(9999), "frames/009999.png");
+
+  StatusOr<Settings> resolved = ResolveSettings(*encode, {{"frames_from", "render"}});
+  ASSERT_TRUE(resolved.ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->at("outputs"), "files");
+  EXPECT_EQ(resolved->at("files"), R"(["preview.mp4"])");
+  // Resolved settings pass again as they are (a worker resolves them again); another value not.
+  EXPECT_TRUE(ResolveSettings(*encode, *resolved).ok());
+  StatusOr<Settings> other =
+      ResolveSettings(*encode, {{"frames_from", "render"}, {"files", R"(["x.mp4"])"}});
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().message(),
+            R"(settings.files: fixed by renderer encode (always ["preview.mp4"]))");
+  EXPECT_FALSE(ResolveSettings(*encode, {}).ok());  // frames_from is required
+  RunContext ctx;
+  ctx.task_dir = "/t";
+  ctx.settings = *resolved;
+  StatusOr<std::vector<std::string>> argv = BuildArgv(*encode, ctx);
+  ASSERT_TRUE(argv.ok()) << argv.status().message();
+  const std::string line = [&] {
+    std::string joined;
+    for (const std::string& w : *argv) joined += w + " ";
+    return joined;
+  }();
+  EXPECT_NE(line.find("-framerate 24 -start_number 0 -i /t/frames/%06d.png"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("-crf 23"), std::string::npos) << line;
+  EXPECT_NE(line.find("/t/preview.mp4"), std::string::npos) << line;
+
+  auto error = [](const std::string& yaml) {
+    StatusOr<PluginSpec> p = ParsePluginYaml(yaml, "plugin.yaml");
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  const std::string head = "name: demo\nexecutable: {names: [demo]}\nargs: [x]\nruns: task\n";
+  const std::string no_images =
+      "settings:\n  from: {type: string, required: true}\n"
+      "  outputs: {type: enum, values: [files], default: files, fixed: true}\n";
+  EXPECT_EQ(error(head + "input_frames: {from_setting: from}\n" + no_images), "ok");
+  EXPECT_NE(
+      error(head + no_images.substr(0, no_images.find("  outputs"))).find("output.file: required"),
+      std::string::npos);
+  EXPECT_NE(error(head + "input_frames: {from_setting: nope}\n" + no_images)
+                .find("input_frames.from_setting: 'nope' must be a required string setting"),
+            std::string::npos);
+  EXPECT_NE(error("name: demo\nexecutable: {names: [demo]}\nargs: [x]\n"
+                  "input_frames: {from_setting: from}\n" +
+                  no_images)
+                .find("input_frames: a plugin taking another step's frames runs once per task"),
+            std::string::npos);
+  EXPECT_NE(error(head + "output: {file: a.png}\nsettings: {q: {type: int, fixed: true}}\n")
+                .find("settings.q.fixed: a fixed setting needs its default"),
+            std::string::npos);
+}
+
 TEST(PluginSpecTest, FailureClassesMapExitCodesAndPatterns) {
   // The built-in plugins name their classes: POV-Ray's parse errors, the command convention.
   const PluginSpec* pov = FindBuiltinPlugin("povray");
