@@ -108,4 +108,36 @@ StatusOr<std::string> ReadAll(const std::string& path) {
   return data;
 }
 
+StatusOr<std::string> ReadPlainFile(const std::string& path, int64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) return Status::PermissionDenied(path + " is a link, not a plain file");
+    return Status::NotFound("cannot open " + path + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  std::string data;
+  Status status = Status::Ok();
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = Status::PermissionDenied(path + " is not a plain file");
+  } else if (st.st_size > max_bytes) {
+    status =
+        Status::ResourceExhausted(path + " is " + std::to_string(st.st_size) + " bytes; at most " +
+                                  std::to_string(max_bytes) + " are read");
+  } else {
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != data.size()) status = Status::Internal("cannot read " + path + " whole");
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return data;
+}
+
 }  // namespace tessera::file_io

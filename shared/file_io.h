@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,10 @@ Status WriteAtomically(const std::string& path, const std::vector<std::string_vi
 
 // The whole file (NotFound when it cannot be opened).
 StatusOr<std::string> ReadAll(const std::string& path);
+// The whole of a file someone else may have placed (another step's frame on shared storage):
+// never through a link at its last component (PermissionDenied), only a regular file
+// (PermissionDenied), at most `max_bytes` (ResourceExhausted); NotFound when it is missing.
+StatusOr<std::string> ReadPlainFile(const std::string& path, int64_t max_bytes);
 
 // Data files (the database, blobs, parts, keys, the worker's spool and cache) are the daemon's
 // user's alone: files mode 0600, folders 0700. Creates `dir` (mode 0700; missing parents with

@@ -7,12 +7,12 @@ namespace tessera::api {
 namespace {
 // The page loads nothing but its own files and talks to nothing but its own API: a value that
 // slipped past escaping could neither run script nor send data elsewhere, and no other site may
-// frame the page to trick a click on "Cancel job". Thumbnails are blob: URLs; bars set their
-// width in style attributes.
+// frame the page to trick a click on "Cancel job". Thumbnails and the job page's movies are
+// blob: URLs (fetched with the token); bars set their width in style attributes.
 constexpr const char* kContentSecurityPolicy =
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' blob: data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'";
+    "img-src 'self' blob: data:; media-src blob:; connect-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'";
 }  // namespace
 
 void ServeDashboard(http::Router& router) {

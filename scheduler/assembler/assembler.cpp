@@ -119,12 +119,18 @@ FrameWritten Assembler::StoreInputs(const InputsJob& job) {
   FrameWritten done;
   done.job_id = job.job_id;
   done.kind = FrameWritten::Kind::kInputs;
+  static constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
   for (const auto& [name, path] : job.files) {
-    // One frame in memory at a time; a frame stored before (a restart) is found by its hash.
-    StatusOr<std::string> bytes = file_io::ReadAll(path);
+    // One frame in memory at a time; a frame stored before is found by its hash. The file may
+    // have been placed by a worker (shared storage): never through a link, only a plain PNG, so
+    // nothing else the scheduler can read ever travels to a worker as an input.
+    StatusOr<std::string> bytes = file_io::ReadPlainFile(path, kMaxInputFrameBytes);
+    if (bytes.ok() && std::string_view(*bytes).substr(0, kPngSignature.size()) != kPngSignature) {
+      bytes = Status::InvalidArgument(path + " is not a PNG file");
+    }
     StatusOr<std::string> hash = bytes.ok() ? job.blobs->Put(*bytes) : bytes.status();
     if (!hash.ok()) {
-      done.status = hash.status().WithContext(path);
+      done.status = hash.status();
       done.inputs.clear();
       return done;
     }

@@ -92,7 +92,9 @@ struct FileJob {
 };
 
 // Another step's written frames, taken as a step's input (plugin.yaml input_frames, e.g. an
-// encode): each file is stored in the blob store, for workers to fetch like any job asset.
+// encode): each file -- a plain PNG file of at most kMaxInputFrameBytes, never read through a
+// link -- is stored in the blob store, for workers to fetch like any job asset.
+inline constexpr int64_t kMaxInputFrameBytes = int64_t{1} << 30;
 struct InputsJob {
   int64_t job_id = 0;
   std::vector<std::pair<std::string, std::string>> files;  // asset name, path of the frame file

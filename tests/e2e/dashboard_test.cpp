@@ -14,6 +14,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 
 #include "tests/e2e/chromium.h"
 #include "tests/support/farm.h"
@@ -520,6 +522,135 @@ TEST_F(DashboardTest, CostsAndTheAutoscaler) {
   const std::string workers = Text("table.workers");
   EXPECT_NE(workers.find("0.5000 / h"), std::string::npos) << workers;
   Snapshot("workers-cost");
+  CloseBrowser();
+}
+
+// A file's size as the job page shows it: "812 B", "2.8 KB", "31.5 MB" (powers of 1024, one
+// decimal below 100, none after it).
+std::string FileSize(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  const char* units[] = {"KB", "MB", "GB", "TB"};
+  double value = bytes / 1024.0;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(units)) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), value >= 100 ? "%.0f" : "%.1f", value);
+  std::string number = buf;
+  if (number.size() > 2 && number.compare(number.size() - 2, 2, ".0") == 0) {
+    number.resize(number.size() - 2);
+  }
+  return number + " " + units[unit];
+}
+
+// A JavaScript expression: how many requests the page has made for `path` (with its query) since
+// the resource timings were last cleared.
+std::string RequestsFor(const std::string& path) {
+  return "performance.getEntriesByType('resource').filter(e => { const u = new URL(e.name); "
+         "return u.pathname + u.search === " +
+         Js(path) + "; }).length";
+}
+
+// A command job that returns a movie (ffmpeg encoding H.264): its page lists the file with its
+// size and a download, and plays the movie in a <video> fed from a blob the page fetched with
+// the token -- once, however often the page refreshes, and the player survives the refreshes.
+TEST_F(DashboardTest, AReturnedMoviePlaysOnItsJobPage) {
+  TSR_REQUIRE_TOOL("/usr/bin/ffmpeg",
+                   "no job makes a movie for the job page to play (apt-get install ffmpeg)");
+  LocalFarm farm("dash-movie");
+  // The job names `ffmpeg`, as worker.command_programs must list it; the worker finds it on its
+  // PATH, /usr/bin/ffmpeg.
+  farm.set_command_programs({"ffmpeg"});
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  ASSERT_TRUE(farm.WaitForWorkers(1, 30s)) << farm.SchedulerLog();
+  std::string error;
+  const int64_t id = farm.Submit(
+      "name: turntable\nrenderer: command\nframes: 1\nmax_retries: 0\n"
+      "settings:\n"
+      "  program: ffmpeg\n"
+      "  argv: ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i',\n"
+      "         'testsrc=size=64x48:rate=10', '-frames:v', '10', '-c:v', 'libx264',\n"
+      "         '-pix_fmt', 'yuv420p', 'movie.mp4']\n"
+      "  outputs: files\n"
+      "  files: [movie.mp4]\n",
+      "", &error);
+  ASSERT_GT(id, 0) << error;
+  const json job = farm.WaitForJob(id, 60s);
+  ASSERT_EQ(job["state"], "done") << job.dump() << "\n"
+                                  << Tasks(farm, id).dump() << "\n"
+                                  << farm.SchedulerLog();
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  const json listing = farm.Get(base + "/outputs");
+  uint64_t size = 0;
+  for (const json& f : listing["files"]) {
+    if (f.value("name", "") == "movie.mp4") size = f["size"];
+  }
+  ASSERT_GT(size, 0u) << "the job returned no movie.mp4: " << listing.dump();
+
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#token=" + farm.token()));
+  ASSERT_TRUE(WaitForPage("jobs")) << Dom();
+  // From here on every request of the page is counted (each fetch leaves a resource timing), and
+  // the size of every blob it makes an object URL of is noted.
+  browser_->Evaluate(
+      "performance.setResourceTimingBufferSize(10000); performance.clearResourceTimings();"
+      "window.blobSizes = {};"
+      "URL.createObjectURL = (create => (blob) => {"
+      "  const url = create(blob); window.blobSizes[url] = blob.size; return url; })("
+      "  URL.createObjectURL)");
+  ASSERT_TRUE(browser_->Navigate(farm.api_url() + "/#/jobs/" + std::to_string(id)));
+  ASSERT_TRUE(WaitForJobPage("turntable")) << Dom();
+  const std::string video = "document.querySelector('.outputs:not([hidden]) .movies video')";
+  ASSERT_TRUE(browser_->WaitFor(video + "?.src.startsWith('blob:')", 15s))
+      << "no player for the movie\n"
+      << Dom();
+  EXPECT_EQ(Count(".movies video[controls][preload=metadata]"), 1) << Dom();
+  EXPECT_EQ(Count("table.files tbody tr"), 1) << Dom();
+  EXPECT_EQ(Text("table.files tbody tr .file-name"), "movie.mp4") << Dom();
+  EXPECT_EQ(Text("table.files tbody tr td.num"), FileSize(size)) << Dom();
+  EXPECT_EQ(Text("table.files button[data-act=download]"), "Download") << Dom();
+  EXPECT_EQ(browser_->Evaluate("window.blobSizes[" + video + ".src]"), json(size));
+
+  // Debian's headless Chromium decodes H.264 (canPlayType('video/mp4; codecs="avc1.42E01E"') is
+  // "probably"): the player reads the movie's own size.
+  ASSERT_TRUE(browser_->WaitFor(video + ".readyState >= 1 || " + video + ".error", 15s)) << Dom();
+  const json meta = *browser_->Evaluate(
+      "(v => ({error: v.error?.code ?? 0, message: v.error?.message ?? '', width: v.videoWidth, "
+      "height: v.videoHeight}))(" +
+      video + ")");
+  EXPECT_EQ(meta["error"], 0) << "the browser could not play it: " << meta.dump();
+  EXPECT_EQ(meta["width"], 64) << meta.dump();
+  EXPECT_EQ(meta["height"], 48) << meta.dump();
+
+  // Refreshes (as when the tab comes back into view) neither list the files again nor fetch the
+  // movie again, and leave the player as it was.
+  browser_->Evaluate(video + ".kept = true");
+  for (int i = 0; i < 3; ++i) {
+    const json before = *browser_->Evaluate(RequestsFor(base));
+    browser_->Evaluate("document.dispatchEvent(new Event('visibilitychange'))");
+    ASSERT_TRUE(browser_->WaitFor(RequestsFor(base) + " > " + before.dump(), 10s)) << Dom();
+  }
+  std::this_thread::sleep_for(1s);  // the last refresh paints
+  EXPECT_EQ(browser_->Evaluate(RequestsFor(base + "/outputs?count=1")), json(1));
+  EXPECT_EQ(browser_->Evaluate(RequestsFor(base + "/outputs/movie.mp4")), json(1));
+  EXPECT_EQ(browser_->Evaluate(video + "?.kept === true"), json(true))
+      << "a refresh replaced the player";
+
+  // The download: the file fetched with the token, as an object URL handed to an <a download>
+  // (whose click is recorded here instead of saving a file).
+  browser_->Evaluate(
+      "window.downloads = [];"
+      "HTMLAnchorElement.prototype.click = function() {"
+      "  window.downloads.push({name: this.download, size: window.blobSizes[this.href] ?? -1}); };"
+      "document.querySelector('table.files button[data-act=download]').click()");
+  ASSERT_TRUE(browser_->WaitFor("window.downloads.length === 1", 10s)) << Dom();
+  EXPECT_EQ(browser_->Evaluate("window.downloads[0]"),
+            json({{"name", "movie.mp4"}, {"size", size}}));
+
+  browser_->Evaluate("document.querySelector('.outputs').scrollIntoView()");
+  Snapshot("job-movie");
   CloseBrowser();
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "shared/sha256.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 #include "tests/support/metrics.h"
@@ -149,43 +150,64 @@ TEST_F(EncodeFarmTest, AnEncodeStepMakesAnH264MovieOfAnotherStepsFrames) {
   EXPECT_NE(farm.SchedulerLog().find("12 input frames"), std::string::npos);
 }
 
-TEST_F(EncodeFarmTest, AFrameMissingWhenTheEncodeStartsEndsTheStepWithTheReason) {
+// A frame gone, or replaced by a link (a worker writing to shared storage could plant one to
+// read the scheduler's files), or by something that is not a PNG, when the encode starts: the
+// step ends with the reason, and nothing but the plain PNG frames ever reaches the blob store.
+TEST_F(EncodeFarmTest, AFrameMissingOrALinkWhenTheEncodeStartsEndsTheStepWithTheReason) {
   LocalFarm farm("encode-missing");
-  // A step between render and the encode deletes frame 2's PNG.
-  const std::string script = farm.dir() + "/remove.sh";
-  WriteFile(script, "#!/bin/sh\nrm -f \"$1\"\n");
+  // A step between render and the encode removes frame 2's PNG and puts $2 (if any) there: a
+  // link to the path $3, or the text $4.
+  const std::string script = farm.dir() + "/replace.sh";
+  WriteFile(script,
+            "#!/bin/sh\nrm -f \"$1\"\n"
+            "if [ \"$2\" = link ]; then ln -s \"$3\" \"$1\"; fi\n"
+            "if [ \"$2\" = text ]; then echo \"$3\" > \"$1\"; fi\n");
   ::chmod(script.c_str(), 0755);
+  const std::string secret = farm.dir() + "/secret.txt";
+  WriteFile(secret, "the scheduler's secret\n");
   farm.set_command_programs({script});
   ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
   ASSERT_TRUE(farm.StartWorker("w1"));
   ASSERT_TRUE(farm.WaitForWorkers(1, 30s));
-  const std::string frame2 = farm.dir() + "/data/outputs/shot/render/shot.0002.png";
-  const std::string job_yaml =
-      "name: shot\nframes: 1-3\noutput: {directory: shot}\nsteps:\n"
-      "  - {name: render, scene: scene.yaml}\n"
-      "  - name: remove\n    renderer: command\n    frames: '1'\n"
-      "    settings: {program: " +
-      script + ", argv: ['" + frame2 +
-      "']}\n"
-      "    depends_on: [{step: render}]\n"
-      "  - name: movie\n    renderer: encode\n    settings: {frames_from: render}\n"
-      "    depends_on: [{step: remove}]\n";
-  std::string error;
-  const int64_t id = SubmitSteps(farm, job_yaml, {{"render", TinySceneYaml(16, 12, 1)}}, &error);
-  ASSERT_GT(id, 0) << error;
-  const json ended = farm.WaitForJob(id, 120s);
-  EXPECT_NE(ended["state"], "done") << ended.dump(2);
-  const json movie = StepOf(farm, id, "movie");
-  EXPECT_EQ(movie["state"], "canceled") << movie.dump(2);
-  ASSERT_TRUE(movie["error"].is_string()) << movie.dump(2);
-  EXPECT_NE(movie["error"].get<std::string>().find("cannot take its input frames"),
-            std::string::npos)
-      << movie.dump(2);
-  EXPECT_NE(movie["error"].get<std::string>().find("shot.0002.png"), std::string::npos)
-      << movie.dump(2) << "\n"
-      << frame2;
-  const json job = farm.Get("/api/v1/jobs/" + std::to_string(id))["job"];
-  EXPECT_NE(job.value("error", "").find("step movie"), std::string::npos) << job.dump(2);
+  struct Case {
+    std::string name, how, arg, reason;
+  };
+  for (const Case& c : {Case{"gone", "none", "x", "cannot open"},
+                        Case{"linked", "link", secret, "is a link, not a plain file"},
+                        Case{"text", "text", "not an image", "is not a PNG file"}}) {
+    const std::string frame2 = farm.dir() + "/data/outputs/" + c.name + "/render/shot.0002.png";
+    const std::string job_yaml =
+        "name: shot\nframes: 1-3\noutput: {directory: " + c.name +
+        "}\nsteps:\n"
+        "  - {name: render, scene: scene.yaml}\n"
+        "  - name: replace\n    renderer: command\n    frames: '1'\n"
+        "    settings: {program: " +
+        script + ", argv: ['" + frame2 + "', '" + c.how + "', '" + c.arg +
+        "']}\n"
+        "    depends_on: [{step: render}]\n"
+        "  - name: movie\n    renderer: encode\n    settings: {frames_from: render}\n"
+        "    depends_on: [{step: replace}]\n";
+    std::string error;
+    const int64_t id = SubmitSteps(farm, job_yaml, {{"render", TinySceneYaml(16, 12, 1)}}, &error);
+    ASSERT_GT(id, 0) << error;
+    const json ended = farm.WaitForJob(id, 120s);
+    EXPECT_NE(ended["state"], "done") << c.name << ended.dump(2);
+    const json movie = StepOf(farm, id, "movie");
+    EXPECT_EQ(movie["state"], "canceled") << c.name << movie.dump(2);
+    ASSERT_TRUE(movie["error"].is_string()) << c.name << movie.dump(2);
+    const std::string why = movie["error"];
+    EXPECT_NE(why.find("cannot take its input frames: "), std::string::npos) << why;
+    EXPECT_NE(why.find(frame2), std::string::npos) << why;
+    EXPECT_NE(why.find(c.reason), std::string::npos) << c.name << ": " << why;
+    const json job = farm.Get("/api/v1/jobs/" + std::to_string(id))["job"];
+    EXPECT_NE(job.value("error", "").find("step movie: cannot take its input frames"),
+              std::string::npos)
+        << job.dump(2);
+  }
+  // The secret never became a blob a worker could fetch.
+  EXPECT_FALSE(fs::exists(farm.dir() + "/data/blobs/" + Sha256Hex(ReadFile(secret)).substr(0, 2) +
+                          "/" + Sha256Hex(ReadFile(secret))));
+  EXPECT_TRUE(fs::exists(farm.dir() + "/data/blobs")) << "the frames before frame 2 were stored";
 }
 
 // The colour of the movie's first frame, as ffmpeg decodes it (one pixel: the frame's mean), as

@@ -4,6 +4,7 @@
 #include "shared/file_io.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +61,34 @@ TEST(FileIoTest, LeftoverTempFilesOfGoneWritersAreRemovedAndNothingElse) {
   for (const std::string& f : kept) EXPECT_TRUE(fs::exists(root / f)) << f;
   EXPECT_TRUE(RemoveLeftoverTempFiles((root / "missing").string()).empty());
   fs::remove_all(root);
+}
+
+// A file someone else placed is read only when it is a plain file within the limit: never
+// through a link (which could lead to the daemon's keys), a folder or a FIFO (which would block).
+TEST(FileIoTest, ReadPlainFileRefusesLinksSpecialFilesAndOversizedOnes) {
+  const fs::path dir = fs::temp_directory_path() / ("tsr-plain-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "frame.png", std::ios::binary) << "0123456789";
+  std::ofstream(dir / "secret", std::ios::binary) << "key";
+  fs::create_symlink(dir / "secret", dir / "link.png");
+  ASSERT_EQ(::mkfifo((dir / "fifo.png").c_str(), 0600), 0);
+
+  StatusOr<std::string> ok = ReadPlainFile((dir / "frame.png").string(), 10);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "0123456789");
+  StatusOr<std::string> big = ReadPlainFile((dir / "frame.png").string(), 9);
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("is 10 bytes; at most 9 are read"), std::string::npos);
+  StatusOr<std::string> link = ReadPlainFile((dir / "link.png").string(), 100);
+  EXPECT_EQ(link.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(link.status().message().find("is a link, not a plain file"), std::string::npos);
+  for (const char* name : {"fifo.png", "."}) {
+    StatusOr<std::string> special = ReadPlainFile((dir / name).string(), 100);
+    EXPECT_EQ(special.status().code(), StatusCode::kPermissionDenied) << name;
+    EXPECT_NE(special.status().message().find("is not a plain file"), std::string::npos) << name;
+  }
+  EXPECT_EQ(ReadPlainFile((dir / "gone.png").string(), 100).status().code(), StatusCode::kNotFound);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -101,12 +101,14 @@ export async function optional(path) {
   }
 }
 
-// An image fetched with the token (an <img src> cannot send one), as an object URL the caller
-// revokes.
-export async function imageUrl(path) {
+// A file fetched with the token (an <img src>, a <video src> or an <a download> cannot send
+// one), as an object URL the caller revokes.
+export async function fileUrl(path) {
   const res = await api(path, {raw: true});
   return URL.createObjectURL(await res.blob());
 }
+
+export const imageUrl = fileUrl;
 
 // One Server-Sent Events block ("id: 3\nevent: job\ndata: {...}") as {id, kind, data}.
 function parseEvent(block) {

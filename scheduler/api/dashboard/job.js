@@ -1,8 +1,9 @@
 // One job (#/jobs/ID): its state and counts, the actions the user's role allows, a grid of frame
-// thumbnails that fills in as frames finish (parts of frames in progress), what is running now,
+// thumbnails that fills in as frames finish (parts of frames in progress), the files its tasks
+// (or its steps' tasks) returned, movies among them playing on the page, what is running now,
 // and the failed tasks with their messages and log tails.
 
-import {api, ApiError, imageUrl, optional} from './api.js';
+import {api, ApiError, fileUrl, imageUrl, optional} from './api.js';
 import {taskBar} from './jobs.js';
 import {at, badge, duration, esc, frameRange, gpuTime, money, plural, stateCounts, verdict,
         when} from './ui.js';
@@ -14,6 +15,9 @@ const kLogLines = 80;           // lines of a log shown (the tail)
 const kThumbFetches = 4;        // thumbnails fetched at once
 const kThumbRetryMs = 5000;     // after a fetch failed for want of the scheduler
 const kTaskOrder = ['done', 'running', 'queued', 'failed', 'canceled'];
+const kFinished = ['done', 'failed', 'canceled'];
+const kListFetches = 4;         // file listings fetched at once
+const kDownloadRevokeMs = 60000;  // a download's object URL outlives the browser's read of it
 
 // Without GET .../frames (older schedulers): a frame's state from the tasks that render it.
 function framesFromTasks(job, tasks) {
@@ -270,6 +274,220 @@ function failures(failed, job, ctx) {
          more;
 }
 
+// ---- returned files ----
+// A command job with `outputs: files` returns files into its output folder; a job with steps
+// has them on its steps (a pipeline's encode step returns preview.mp4). They are listed once a
+// job or step has finished -- a failed one keeps what its finished tasks returned -- and listed
+// again only when its state changes (a retried job finishes anew), never on every refresh.
+
+// Whose returned files the page lists: the job's own and, for a job with steps, each step's,
+// labelled with the step's name.
+function outputSources(job) {
+  const own = {id: job.id, state: job.state, label: null};
+  if (!Array.isArray(job.steps)) return [own];
+  return [own, ...job.steps.map((s) => ({id: s.id, state: s.state, label: s.step}))];
+}
+
+function outputPath(id, name) {
+  return `/api/v1/jobs/${id}/outputs/${name.split('/').map(encodeURIComponent).join('/')}`;
+}
+
+const isMovie = (name) => /\.mp4$/i.test(name);
+
+// Bytes as "812 B", "2.8 KB", "31.5 MB", "1.2 GB" (powers of 1024, as megabytes() counts).
+function fileSize(bytes) {
+  const n = Number(bytes) || 0;
+  if (n < 1024) return `${n} B`;
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let value = n / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  const shown = value >= 100 ? String(Math.round(value)) : value.toFixed(1).replace(/\.0$/, '');
+  return `${shown} ${units[unit]}`;
+}
+
+// Forgets what was listed for job `id` (its state changed), with its movies.
+function dropOutputs(st, id) {
+  st.outputs.delete(id);
+  for (const [key, movie] of st.movies) {
+    if (movie.job !== id) continue;
+    if (movie.url) URL.revokeObjectURL(movie.url);
+    st.movies.delete(key);
+  }
+}
+
+function syncOutputs(sources, ctx) {
+  const st = ctx.state;
+  for (const {id, state} of sources) {
+    if (st.outputs.has(id) && st.outputs.get(id).state !== state) dropOutputs(st, id);
+    if (!kFinished.includes(state)) continue;
+    const had = st.outputs.get(id);
+    if (had && !(had.retryAt && had.retryAt <= Date.now())) continue;
+    const entry = {state, loading: true, files: [], truncated: false};
+    st.outputs.set(id, entry);
+    st.listQueue.push({id, entry});
+  }
+  pumpListings(ctx);
+}
+
+// Lists a few jobs' files at once: a job may have many steps.
+function pumpListings(ctx) {
+  const st = ctx.state;
+  while (st.listing < kListFetches && st.listQueue.length) {
+    const {id, entry} = st.listQueue.shift();
+    if (st.outputs.get(id) !== entry) continue;  // its state changed while it waited
+    st.listing += 1;
+    listOutputs(id, entry).finally(() => {
+      st.listing -= 1;
+      if (st.closed) return;
+      if (st.outputs.get(id) === entry) ctx.repaint();
+      pumpListings(ctx);
+    });
+  }
+}
+
+// GET .../outputs with a one-frame page: returned files come with the first page whatever its
+// size. Left out: frame files (the grid's), and in a job's listing its steps' files (with
+// `step`), which each step's own listing has -- also a step's with an output folder of its own.
+async function listOutputs(id, entry) {
+  try {
+    const reply = await optional(`/api/v1/jobs/${id}/outputs?count=1`);
+    for (const f of reply?.files ?? []) {
+      if (f.step != null) continue;
+      if (f.truncated) entry.truncated = true;
+      else if (f.frame == null) entry.files.push(f);
+    }
+  } catch (e) {
+    // An outage: listed again on a paint a little later.
+    if (e instanceof ApiError && e.transient) entry.retryAt = Date.now() + kThumbRetryMs;
+    else entry.error = e.message;
+  }
+  entry.loading = false;
+}
+
+// The files listed for the sources as they stand now: [{source, file}].
+function returnedFiles(sources, st) {
+  const listed = [];
+  for (const source of sources) {
+    const entry = st.outputs.get(source.id);
+    if (!entry || entry.loading || entry.state !== source.state) continue;
+    for (const file of entry.files) listed.push({source, file});
+  }
+  return listed;
+}
+
+// A movie is fetched whole with the token (a <video src> cannot send one), once, when its place
+// on the page scrolls into view; its object URL lives until the page is left.
+async function fetchMovie(id, name, ctx) {
+  const st = ctx.state;
+  const key = `${id}/${name}`;
+  const had = st.movies.get(key);
+  if (had && !(had.retryAt && had.retryAt <= Date.now())) return;
+  const movie = {job: id, loading: true};
+  st.movies.set(key, movie);
+  try {
+    movie.url = await fileUrl(outputPath(id, name));
+  } catch (e) {
+    if (e instanceof ApiError && e.transient) movie.retryAt = Date.now() + kThumbRetryMs;
+    else movie.error = e.message;
+  }
+  movie.loading = false;
+  if (st.closed || st.movies.get(key) !== movie) {
+    if (movie.url) URL.revokeObjectURL(movie.url);
+    return;
+  }
+  ctx.repaint();
+}
+
+// A player per movie. Its own region, so that a change to the list (a download under way)
+// never replaces a playing <video>.
+function moviePlayers(listed, st) {
+  const figures = listed.filter(({file}) => isMovie(file.name)).map(({source, file}) => {
+    const movie = st.movies.get(`${source.id}/${file.name}`);
+    let player;
+    if (movie?.url) {
+      player = `<video controls preload="metadata" src="${esc(movie.url)}"></video>`;
+    } else if (movie?.error) {
+      player = `<div class="movie-ph"><span class="bad">Cannot load the movie: ` +
+               `${esc(movie.error)}</span></div>`;
+    } else {
+      player = `<div class="movie-ph" data-movie="${source.id}" data-name="${esc(file.name)}">` +
+               `<span class="muted">Loading the movie…</span></div>`;
+    }
+    const label = source.label == null ? '' : `<span class="muted">${esc(source.label)} ·</span> `;
+    return `<figure class="movie">${player}<figcaption>${label}${esc(file.name)}</figcaption>` +
+           '</figure>';
+  });
+  return figures.length ? `<div class="movies">${figures.join('')}</div>` : '';
+}
+
+function fileList(listed, sources, job, st) {
+  const withSteps = Array.isArray(job.steps);
+  const notes = [];
+  for (const source of sources) {
+    const entry = st.outputs.get(source.id);
+    if (!entry || entry.loading || entry.state !== source.state) continue;
+    const whose = source.label == null ? 'this job' : `step ${esc(source.label)}`;
+    if (entry.error) {
+      notes.push(`<p class="panel-note act-msg bad">Cannot list the files of ${whose}: ` +
+                 `${esc(entry.error)}</p>`);
+    } else if (entry.truncated) {
+      notes.push(`<p class="panel-note muted">Only the first ${entry.files.length} files of ` +
+                 `${whose} are listed; the rest are in its output folder.</p>`);
+    }
+  }
+  if (!listed.length) return notes.join('');
+  const rows = listed.map(({source, file}) => {
+    const key = `${source.id}/${file.name}`;
+    const busy = st.downloading.has(key) ? ' disabled aria-busy="true"' : '';
+    const failed = st.downloadError?.key === key
+        ? ` <span class="bad small">${esc(st.downloadError.text)}</span>` : '';
+    const step = !withSteps ? ''
+        : source.label == null ? '<td class="muted">this job</td>'
+                               : `<td><a href="#/jobs/${source.id}">${esc(source.label)}</a></td>`;
+    return `<tr data-file="${esc(key)}">${step}<td class="file-name">${esc(file.name)}</td>` +
+           `<td class="num" title="${Number(file.size) || 0} bytes">${fileSize(file.size)}</td>` +
+           `<td class="num"><button type="button" class="link" data-act="download" ` +
+           `data-job="${source.id}" data-name="${esc(file.name)}"${busy}>Download</button>` +
+           `${failed}</td></tr>`;
+  });
+  return `<table class="files"><thead><tr>${withSteps ? '<th>Step</th>' : ''}<th>File</th>` +
+         `<th class="num">Size</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>` +
+         notes.join('');
+}
+
+// Fetches the file with the token and hands its object URL to an <a download> (an address of
+// the API would reach the browser's download without the token).
+async function download(el, ctx) {
+  const st = ctx.state;
+  const id = Number(el.dataset.job);
+  const name = el.dataset.name;
+  const key = `${id}/${name}`;
+  if (st.downloading.has(key)) return;
+  st.downloading.add(key);
+  if (st.downloadError?.key === key) st.downloadError = null;
+  ctx.repaint();
+  // A movie on the page is fetched already.
+  const shown = st.movies.get(key)?.url;
+  try {
+    const url = shown ?? await fileUrl(outputPath(id, name));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = name.split('/').pop();
+    document.body.append(a);
+    a.click();
+    a.remove();
+    if (!shown) setTimeout(() => URL.revokeObjectURL(url), kDownloadRevokeMs);
+  } catch (e) {
+    st.downloadError = {key, text: `Cannot download it: ${e.message}`};
+  }
+  st.downloading.delete(key);
+  if (!st.closed) ctx.repaint();
+}
+
 // Fetches thumbnails a few at a time, as their cells scroll into view.
 function pumpThumbs(ctx) {
   const st = ctx.state;
@@ -307,17 +525,27 @@ export const jobPage = {
   init(route) {
     return {jobId: route.id, thumbs: new Map(), logs: new Map(), open: new Set(), queue: [],
             queued: new Set(), retryAt: new Map(), fetching: 0, msg: null, busy: null,
-            observer: null, closed: false};
+            observer: null, closed: false,
+            // Returned files: job id -> {state, files, truncated, loading, error, retryAt} as
+            // listed when the job had that state; "job/name" -> {job, url, error, retryAt} for
+            // movies; downloads under way ("job/name") and the last one that failed.
+            outputs: new Map(), listQueue: [], listing: 0, movies: new Map(),
+            downloading: new Set(), downloadError: null, outputsShown: false};
   },
   leave(st) {
     st.closed = true;
     st.observer?.disconnect();
     for (const url of st.thumbs.values()) if (url) URL.revokeObjectURL(url);
+    for (const movie of st.movies.values()) if (movie.url) URL.revokeObjectURL(movie.url);
   },
   skeleton() {
     return '<section class="job-head" data-region="head"><p class="loading">Loading job…</p>' +
            '</section><section data-region="actions" class="job-actions"></section>' +
            '<section class="panel" data-region="frames"></section>' +
+           '<section class="panel outputs" hidden><div class="section-head"><h2>Files ' +
+           '<span class="muted" data-region="fileCount"></span></h2><span class="muted small">' +
+           'What its tasks returned</span></div><div data-region="movies"></div>' +
+           '<div data-region="files"></div></section>' +
            '<section data-region="running"></section><section data-region="failures"></section>';
   },
   async load(route) {
@@ -348,11 +576,19 @@ export const jobPage = {
         st.thumbs.delete(f.frame);
       }
     }
+    const sources = outputSources(data.job);
+    syncOutputs(sources, ctx);
+    const listed = returnedFiles(sources, st);
+    const files = fileList(listed, sources, data.job, st);
+    st.outputsShown = files !== '';
     return {
       head: head(data.job, data.frames),
       actions: actions(data.job, ctx),
       // A job with steps has no frames of its own: each step's page shows its frames.
       frames: Array.isArray(data.job.steps) ? '' : frameGrid(data, ctx),
+      fileCount: listed.length ? String(listed.length) : '',
+      movies: moviePlayers(listed, st),
+      files,
       running: runningNow(data.running),
       failures: failures(data.failed, data.job, ctx),
     };
@@ -364,6 +600,11 @@ export const jobPage = {
         for (const entry of entries) {
           if (!entry.isIntersecting) continue;
           st.observer.unobserve(entry.target);
+          const {movie, name} = entry.target.dataset;
+          if (movie) {
+            fetchMovie(Number(movie), name, ctx);
+            continue;
+          }
           const frame = Number(entry.target.dataset.thumb);
           if (st.thumbs.has(frame) || st.queued.has(frame)) continue;
           if ((st.retryAt.get(frame) ?? 0) > Date.now()) continue;
@@ -374,7 +615,9 @@ export const jobPage = {
       }, {rootMargin: '300px'});
     }
     st.observer.disconnect();
-    for (const cell of root.querySelectorAll('[data-thumb]')) st.observer.observe(cell);
+    for (const el of root.querySelectorAll('[data-thumb], [data-movie]')) st.observer.observe(el);
+    const outputs = root.querySelector('.outputs');
+    if (outputs) outputs.hidden = !st.outputsShown;
   },
   async toggle(el, ctx) {
     if (!el.matches('details[data-task]')) return;
@@ -400,6 +643,7 @@ export const jobPage = {
     ctx.repaint();
   },
   async act(name, el, ctx) {
+    if (name === 'download') return download(el, ctx);
     const st = ctx.state;
     const id = st.jobId;
     let body;
