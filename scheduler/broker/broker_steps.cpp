@@ -130,19 +130,19 @@ void Broker::FindInputFrames(const store::JobRecord& record, JobInfo& job) {
 
 void Broker::GatherInputFrames(int64_t job_id, JobInfo& job) {
   if (job.inputs_gathering) return;
+  job.inputs_gathering = true;
   StatusOr<store::JobRecord> from = job.input_frames_from > 0
                                         ? store_.GetJob(job.input_frames_from)
                                         : Status::NotFound("the step it takes frames from is gone");
   if (!from.ok() || options_.blobs == nullptr || !assembler_) {
-    const std::string why =
-        !from.ok() ? from.status().message() : "the scheduler has no blob store";
-    const std::string reason = "cannot take its input frames: " + why;
-    (void)store_.SetJobError(job_id, reason);
-    if (job.pipeline_id)
-      (void)store_.SetJobError(*job.pipeline_id, "step " + job.step + ": " + reason);
-    if (StatusOr<int> n = CancelNow(job_id, reason); !n.ok()) {
-      spdlog::error("job {}: cannot cancel: {}", job_id, n.status().ToString());
-    }
+    // Answered like a failed gathering, after this pass: the callers iterate the jobs that
+    // ending this one would change.
+    assembler::FrameWritten failed;
+    failed.job_id = job_id;
+    failed.kind = assembler::FrameWritten::Kind::kInputs;
+    failed.status =
+        !from.ok() ? from.status() : Status::FailedPrecondition("the scheduler has no blob store");
+    Post([this, failed = std::move(failed)] { OnInputFramesGathered(failed); });
     return;
   }
   assembler::InputsJob gather;
@@ -156,7 +156,6 @@ void Broker::GatherInputFrames(int64_t job_id, JobInfo& job) {
   }
   spdlog::info("job {}: storing the {} frames of step {} as its input", job_id, gather.files.size(),
                from->step);
-  job.inputs_gathering = true;
   assembler_->GatherInputs(std::move(gather));
 }
 
@@ -168,9 +167,9 @@ void Broker::OnInputFramesGathered(const assembler::FrameWritten& gathered) {
   const int64_t job_id = it->first;
   job.inputs_gathering = false;
   if (!gathered.status.ok()) {
-    // A frame file the step wrote is gone or unreadable (deleted by hand, a full data folder):
-    // no worker can encode without it. The step ends with the reason on the job; re-render the
-    // frames step and retry it.
+    // A frame file the step wrote is gone, unreadable or not a plain PNG (deleted by hand, a
+    // full data folder, a link planted on shared storage): no worker can encode without it. The
+    // step ends with the reason on it and the job; re-render the frames step and retry it.
     const std::string reason = "cannot take its input frames: " + gathered.status.message();
     spdlog::error("job {}: {}", job_id, reason);
     (void)store_.SetJobError(job_id, reason);
