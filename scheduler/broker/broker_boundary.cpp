@@ -37,10 +37,11 @@ Broker::Counters Broker::counters() const {
 }
 
 void Broker::OnCaught(const char* what, const char* error) {
-  errors_caught_.fetch_add(1, std::memory_order_relaxed);
   noisy_.Log(spdlog::level::err, std::string("caught:") + what,
              "exception while handling {}: {}; it was dropped and the scheduler goes on", what,
              error);
+  // Counted once logged: whoever sees the count (/metrics, a test) finds the line too.
+  errors_caught_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Broker::DropMessage(const std::string& identity, const std::string& why) {
