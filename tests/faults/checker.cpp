@@ -181,7 +181,6 @@ std::map<std::string, std::map<int, int>> OutputWatcher::Writes(const std::strin
 }
 
 void OutputWatcher::Run() {
-  alignas(inotify_event) char buf[64 * 1024];
   while (!stop_ && fd_ >= 0) {
     {
       std::lock_guard lock(mu_);
@@ -198,10 +197,23 @@ void OutputWatcher::Run() {
     }
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 20) <= 0) continue;
-    const ssize_t n = ::read(fd_, buf, sizeof buf);
-    if (n <= 0) continue;
-    const int run = prober_.run();
     std::lock_guard lock(mu_);
+    ReadEvents();
+  }
+}
+
+void OutputWatcher::SchedulerKilled() {
+  std::lock_guard lock(mu_);
+  ReadEvents();
+  ++kills_;
+}
+
+void OutputWatcher::ReadEvents() {
+  alignas(inotify_event) char buf[64 * 1024];
+  // The run: one per start (counted by kills here, not by the prober's start, which a restarted
+  // scheduler may write before), and one per read-only episode the prober saw.
+  const int run = 1 + kills_ + (prober_.run() - prober_.incarnation());
+  for (ssize_t n; (n = ::read(fd_, buf, sizeof buf)) > 0;) {
     for (char* at = buf; at < buf + n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(at);
       at += sizeof(inotify_event) + e->len;

@@ -95,11 +95,17 @@ class OutputWatcher {
   // Starts watching `dir` as soon as it exists (a job's output folder appears with its first
   // frame).
   void Watch(const std::string& dir);
-  // name -> scheduler run -> writes, for `dir`.
+  // name -> scheduler run (1: the first) -> writes, for `dir`.
   std::map<std::string, std::map<int, int>> Writes(const std::string& dir);
+  // The scheduler was killed and reaped: every write it made is already queued, so they are
+  // read now and counted to its run, and what follows to the next run -- also a restarted
+  // scheduler's first writes (assemblies it resumes) before the prober sees it up.
+  void SchedulerKilled();
 
  private:
   void Run();
+  // Reads the queued events and counts them to the current run; mu_ held.
+  void ReadEvents();
 
   const ApiProber& prober_;
   int fd_ = -1;
@@ -107,6 +113,7 @@ class OutputWatcher {
   std::set<std::string> pending_;                                            // guarded by mu_
   std::map<int, std::string> watches_;                                       // guarded by mu_
   std::map<std::string, std::map<std::string, std::map<int, int>>> writes_;  // guarded by mu_
+  int kills_ = 0;                                                            // guarded by mu_
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -37,8 +37,8 @@ TEST(CheckerSelfTest, ASecondMoveOfAFrameIntoPlaceIsCountedAndTempFilesAreFound)
   WriteAside(dir, "shot.0001.exr", 3);
   const auto writes = watcher.Writes(dir);
   ASSERT_EQ(writes.count("shot.0001.exr"), 1u);
-  EXPECT_EQ(writes.at("shot.0001.exr").at(0), 2) << "written twice in one scheduler run";
-  EXPECT_EQ(writes.at("shot.0002.exr").at(0), 1);
+  EXPECT_EQ(writes.at("shot.0001.exr").at(1), 2) << "written twice in the first scheduler run";
+  EXPECT_EQ(writes.at("shot.0002.exr").at(1), 1);
   EXPECT_EQ(writes.size(), 2u) << "the temporary names are not frames";
 
   std::ofstream(dir + "/.shot.0003.exr.tmp-77-4") << "half";

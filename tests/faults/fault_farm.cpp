@@ -31,6 +31,7 @@ bool FaultFarm::StartScheduler() {
 void FaultFarm::KillScheduler(const std::string& when) {
   prober_.SchedulerDown();
   farm_.KillScheduler(SIGKILL);
+  watcher_.SchedulerKilled();
   ++faults_.scheduler_kills;
   faults_.Add("kill -9 scheduler " + when);
 }
