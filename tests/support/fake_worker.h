@@ -71,13 +71,20 @@ class FakeWorker {
   std::optional<protocol::Envelope> WaitFor(Wanted wanted, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (std::chrono::steady_clock::now() >= next_beat_) {
-        Send(protocol::MessageType::kHeartbeat, protocol::Heartbeat{running});
-        next_beat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-      }
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(20));
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::poll(&item, 1, std::chrono::milliseconds(0));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        // Heartbeats go out between messages, never while one waits unread: a beat sent with an
+        // assignment still in the socket would tell the scheduler the worker does not hold it
+        // (a test thread slowed by a loaded machine reads it late).
+        if (std::chrono::steady_clock::now() >= next_beat_) {
+          Send(protocol::MessageType::kHeartbeat, protocol::Heartbeat{running});
+          next_beat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        }
+        item.revents = 0;
+        zmq::poll(&item, 1, std::chrono::milliseconds(20));
+        if (!(item.revents & ZMQ_POLLIN)) continue;
+      }
       std::vector<zmq::message_t> frames;
       if (!zmq::recv_multipart(socket_, std::back_inserter(frames))) continue;
       auto env = protocol::Decode(frames);
