@@ -424,9 +424,13 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   }
   r.Optional("tiles", &p.tiles);
   {
-    yaml::MapReader in(r.Child("input_frames"), "input_frames");
-    in.Required("from_setting", &p.input_frames_setting);
-    if (static_cast<const YAML::Node&>(root)["input_frames"].IsDefined()) r.Fail(in.Finish());
+    // Optional as a whole; when given, from_setting is required.
+    const YAML::Node input_frames = r.Child("input_frames");
+    if (input_frames.IsDefined()) {
+      yaml::MapReader in(input_frames, "input_frames");
+      in.Required("from_setting", &p.input_frames_setting);
+      r.Fail(in.Finish());
+    }
   }
   {
     yaml::MapReader g(r.Child("progress"), "progress");
