@@ -264,10 +264,9 @@ void HttpApi::JobRoutes() {
            std::map<std::string, std::string> blobs;  // hash -> a path naming it
            if (StatusOr<store::JobRecord> job = store_.GetJob(id); job.ok()) {
              std::vector<store::JobRecord> jobs = {*job};
-             if (StatusOr<std::vector<store::JobRecord>> steps = store_.PipelineSteps(id);
-                 job->has_steps() && steps.ok()) {
-               jobs.insert(jobs.end(), steps->begin(), steps->end());
-             }
+             StatusOr<std::vector<store::JobRecord>> steps =
+                 job->has_steps() ? store_.PipelineSteps(id) : std::vector<store::JobRecord>{};
+             if (steps.ok()) jobs.insert(jobs.end(), steps->begin(), steps->end());
              for (const store::JobRecord& j : jobs) {
                for (const auto& [path, hash] : j.assets) blobs.emplace(hash, path);
              }
