@@ -12,7 +12,7 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
       YAML::Node root,
       config::LoadLayered(path,
                           {"storage", "api", "broker", "assembler", "limits", "projects",
-                           "autoscaler", "cost", "notifications", "log"},
+                           "autoscaler", "cost", "notifications", "openjd", "log"},
                           environ_vars));
   SchedulerConfig c;
   yaml::MapReader top(root, "");
@@ -90,6 +90,7 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
   }
   TSR_ASSIGN_OR_RETURN(c.autoscaler, autoscaler::ParseAutoscalerConfig(top.Child("autoscaler")));
   TSR_ASSIGN_OR_RETURN(c.notifications, events::ParseNotifications(top.Child("notifications")));
+  TSR_ASSIGN_OR_RETURN(c.openjd, api::ParseOpenJdFarm(top.Child("openjd")));
   yaml::MapReader cost(top.Child("cost"), "cost");
   cost.Optional("default_price_per_hour", &c.default_price_per_hour);
   const YAML::Node prices = cost.Child("instance_prices");

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "scheduler/api/openjd_farm.h"
 #include "scheduler/autoscaler/config.h"
 #include "scheduler/events/webhooks.h"
 #include "scheduler/policy/policy.h"
@@ -70,6 +71,8 @@ struct SchedulerConfig {
   double default_price_per_hour = 0;
   // notifications: webhook receivers of the farm's events (events/webhooks.h)
   std::vector<events::WebhookReceiver> notifications;
+  // openjd: environment templates and path mapping rules of every OpenJD job (api/openjd_farm.h)
+  api::OpenJdFarm openjd;
   // log:
   std::string log_level = "info";
 };

@@ -257,6 +257,7 @@ int main(int argc, char** argv) {
   }
   aopts.output_root = output_root;
   aopts.shared_roots = cfg.shared_roots;
+  aopts.openjd = &cfg.openjd;
   aopts.threads = cfg.api_threads;
   aopts.tls_cert_file = cfg.tls_cert_file;
   aopts.tls_key_file = cfg.tls_key_file;

@@ -8,6 +8,7 @@
 
 #include "shared/plugin_catalog.h"
 #include "shared/sha256.h"
+#include "shared/tags.h"
 #include "shared/utf8.h"
 #include "shared/yaml_util.h"
 
@@ -234,13 +235,26 @@ Status ValidateJob(const JobSpec& job) {
                                      std::to_string(list->size()));
     }
     for (size_t i = 0; i < list->size(); ++i) {
-      const std::string& v = (*list)[i];
-      if (v.empty() || v.size() > kMaxNameLength || !utf8::IsValid(v) ||
-          std::any_of(v.begin(), v.end(),
-                      [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+      // A tag entry may name alternatives, "a100|h100" (shared/tags.h): each one a name.
+      const bool tags = list == &job.tags;
+      std::vector<std::string> names = {(*list)[i]};
+      if (tags) names = SplitTagAlternatives((*list)[i]);
+      for (const std::string& v : names) {
+        if (v.empty() || v.size() > kMaxNameLength || !utf8::IsValid(v) ||
+            std::any_of(v.begin(), v.end(),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+          return Status::InvalidArgument(
+              std::string(field) + "[" + std::to_string(i) + "]: must be a name of 1.." +
+              std::to_string(kMaxNameLength) + " characters without control characters" +
+              (tags ? " (or up to " + std::to_string(kMaxTagAlternatives) +
+                          " such names separated by '|', of which a worker needs one)"
+                    : ""));
+        }
+      }
+      if (names.size() > kMaxTagAlternatives) {
         return Status::InvalidArgument(std::string(field) + "[" + std::to_string(i) +
-                                       "]: must be a name of 1.." + std::to_string(kMaxNameLength) +
-                                       " characters without control characters");
+                                       "]: at most " + std::to_string(kMaxTagAlternatives) +
+                                       " alternatives");
       }
     }
   }

@@ -71,6 +71,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -82,13 +83,76 @@
 namespace tessera::openjd {
 
 inline constexpr const char* kSpecificationVersion = "jobtemplate-2023-09";
-inline constexpr int kSessionVersion = 1;
+inline constexpr const char* kEnvironmentSpecificationVersion = "environment-2023-09";
+inline constexpr int kSessionVersion = 2;
 // Where the worker's scene file for a step is named (the CLI sends step_scenes under this).
 inline constexpr const char* kSceneSuffix = ".openjd.json";
+// The spec's limit on the job parameters of one template.
+inline constexpr size_t kMaxJobParameters = 50;
 
-// Whether the YAML/JSON text is an OpenJD job template (top-level specificationVersion starts
-// with "jobtemplate-"). Cheap, never throws.
-bool IsJobTemplate(std::string_view text);
+enum class DocumentKind { kNone, kJobTemplate, kEnvironmentTemplate };
+// What the YAML/JSON text is, by its top-level specificationVersion ("jobtemplate-...",
+// "environment-..."). Cheap, never throws.
+DocumentKind KindOf(std::string_view text);
+inline bool IsJobTemplate(std::string_view text) {
+  return KindOf(text) == DocumentKind::kJobTemplate;
+}
+
+// A path mapping rule (How-Jobs-Are-Run, "Path Mapping"): a PATH parameter's value that starts
+// with source_path (in the submitter's format, POSIX or WINDOWS) continues at destination_path on
+// the worker. Rules apply longest source first; the first that matches wins.
+struct PathMappingRule {
+  std::string source_path_format = "POSIX";  // POSIX or WINDOWS
+  std::string source_path;
+  std::string destination_path;  // absolute on the worker...
+  // ...or, for the folders Tessera itself brings to the session (a bundle's uploaded files),
+  // relative to the session's working directory.
+  bool in_session = false;
+};
+// Rules as the specification writes them: {"version": "pathmapping-1.0", "path_mapping_rules":
+// [{source_path_format, source_path, destination_path}, ...]} (JSON or YAML), or just the list.
+// At most kMaxPathMappingRules; errors name `field`.
+inline constexpr size_t kMaxPathMappingRules = 100;
+StatusOr<std::vector<PathMappingRule>> ParsePathMappingRules(std::string_view text,
+                                                             const std::string& field);
+StatusOr<std::vector<PathMappingRule>> PathMappingRulesFromJson(const nlohmann::json& json,
+                                                                const std::string& field);
+nlohmann::json PathMappingRulesToJson(const std::vector<PathMappingRule>& rules);
+// `path` with the first matching rule applied (rules sorted longest source first), or `path`
+// unchanged. A rule `in_session` must have been made absolute first.
+std::string MapPath(const std::vector<PathMappingRule>& rules, const std::string& path);
+// Longest source first (stable: of two equal lengths, the earlier rule stays first).
+void SortRules(std::vector<PathMappingRule>* rules);
+
+// Tessera's own settings of a job made from a template (an OpenJD template has none of them).
+struct JobSettings {
+  std::optional<int> priority;     // 0..100
+  std::optional<int> max_retries;  // 0..100
+  std::string project;
+  std::vector<std::string> pools;
+};
+
+// Everything besides the template that makes a job from it.
+struct JobInputs {
+  std::map<std::string, std::string> parameters;  // values as text (-p Name=Value)
+  // Environment template texts, outermost first: the farm's, then the submitter's (--env).
+  std::vector<std::string> environments;
+  // The submitting machine's folder of the template (relative PATH defaults are joined with it)
+  // and current folder (relative PATH values are joined with it); absolute, or "" when unknown
+  // (then a relative default or value is refused).
+  std::string template_dir, working_dir;
+  std::vector<PathMappingRule> path_mapping;  // the job's own rules
+  JobSettings settings;
+  // A job bundle's attached files (shared storage not needed): folders of the submitting
+  // machine whose files travel as the job's assets, placed in every session under
+  // kAttachedFolder/<i>/ (PATH values under input_roots[i] are mapped there), and folders whose
+  // files a task writes come back with the job (each under an input root, or a root of its own).
+  std::vector<std::string> input_roots;
+  std::vector<std::string> output_dirs;
+};
+// Where a session holds the attached folders: <working dir>/openjd/data/<i>/; an asset of a
+// bundle is named "openjd/data/<i>/<path inside input_roots[i]>".
+inline constexpr const char* kAttachedFolder = "openjd/data";
 
 struct Translation {
   std::string job_yaml;                            // a Tessera job file with `steps:`
@@ -96,13 +160,25 @@ struct Translation {
   // OpenJD step name -> Tessera step name, in template order.
   std::vector<std::pair<std::string, std::string>> step_names;
   int64_t task_count = 0;  // over all steps
+  std::string job_name;    // the OpenJD job name, resolved
+  // Every job parameter's value (PATH values joined, INTs in base 10), and the PATH ones with
+  // their kind: what a bundle submission uploads (IN, INOUT) and brings back (OUT, INOUT).
+  std::map<std::string, std::string> parameters;
+  struct Path {
+    std::string value, object_type, data_flow;
+  };
+  std::map<std::string, Path> path_parameters;
+  std::vector<std::string> environments;  // names, in entering order (templates' first)
 };
 
-// `parameters`: values given on the command line (-p Name=Value), as text. Errors name the
-// field path ("steps[1].parameterSpace.taskParameterDefinitions[0].range: ...") or the
-// parameter ("parameter Frames: ...").
-StatusOr<Translation> TranslateTemplate(std::string_view template_text,
-                                        const std::map<std::string, std::string>& parameters);
+// Makes a job of a template. Errors name the field path ("steps[1].parameterSpace.
+// taskParameterDefinitions[0].range: ...") or the parameter ("parameter Frames: ..."), and an
+// environment template by its place ("environments[0].environment.variables.X: ...").
+StatusOr<Translation> TranslateTemplate(std::string_view template_text, const JobInputs& inputs);
+
+// Checks a job template or an environment template on its own, without parameter values
+// (`openjd check`): everything the document says, except what depends on a value not given.
+Status CheckTemplate(std::string_view text);
 
 // ---- worker side: one task of a step -------------------------------------------------------
 
@@ -131,21 +207,31 @@ struct EnvironmentPlan {
 };
 
 struct TaskPlan {
-  // Job environments, then step environments, in entering order (exit in reverse).
+  std::string job, step;  // the OpenJD names
+  // Environment templates', then the job's, then the step's environments, in entering order
+  // (exit in reverse).
   std::vector<EnvironmentPlan> environments;
-  // The step script's embedded files (and the empty path-mapping file when a format string
-  // names Session.PathMappingRulesFile).
+  // The step script's embedded files, and the path mapping rules file.
   std::vector<EmbeddedFile> files;
   Action on_run;
   std::vector<std::pair<std::string, std::string>> task_parameters;  // name -> value text
+  std::vector<PathMappingRule> path_mapping;  // applied to PATH values (absolute, sorted)
+  // Folders of the session whose files go back with the job (a bundle's outputs): `dir` relative
+  // to the working directory; a file dir/x returns as name/x.
+  struct Output {
+    std::string dir, name;
+  };
+  std::vector<Output> outputs;
 };
 
 // `session_json`: a step scene from TranslateTemplate; `task_index`: 0-based index into the
 // step's parameter space; `working_dir`: the task's folder (absolute;
-// {{Session.WorkingDirectory}}). Every format string comes back resolved. Files go under
-// <working_dir>/openjd/env-<k>/ (k = 1 for the first environment) and
-// <working_dir>/openjd/task/, each named by its `filename` or else its `name`.
+// {{Session.WorkingDirectory}}); `worker_rules`: the worker's own path mapping rules (after the
+// job's). Every format string comes back resolved. Files go under <working_dir>/openjd/env-<k>/
+// (k = 1 for the first environment) and <working_dir>/openjd/task/, each named by its
+// `filename` or else its `name`.
 StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
-                            const std::string& working_dir);
+                            const std::string& working_dir,
+                            const std::vector<PathMappingRule>& worker_rules = {});
 
 }  // namespace tessera::openjd

@@ -128,8 +128,8 @@ StatusOr<EnvironmentPlan> ReadEnvironment(const json& j, const std::string& dir,
   EnvironmentPlan env;
   TSR_ASSIGN_OR_RETURN(env.name, Text(j, "name", field));
   TSR_ASSIGN_OR_RETURN(std::string scope, Text(j, "scope", field));
-  if (scope != "job" && scope != "step") {
-    return Status::InvalidArgument(field + ".scope: expected job or step");
+  if (scope != "external" && scope != "job" && scope != "step") {
+    return Status::InvalidArgument(field + ".scope: expected external, job or step");
   }
   Values values = session;
   TSR_ASSIGN_OR_RETURN(std::vector<FileSpec> files,
@@ -164,7 +164,8 @@ StatusOr<EnvironmentPlan> ReadEnvironment(const json& j, const std::string& dir,
 }  // namespace
 
 StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
-                            const std::string& working_dir) {
+                            const std::string& working_dir,
+                            const std::vector<PathMappingRule>& worker_rules) {
   if (working_dir.empty() || working_dir[0] != '/') {
     return Status::InvalidArgument("openjd: the working directory '" + working_dir +
                                    "' is not absolute");
@@ -173,18 +174,29 @@ StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
   while (wd.size() > 1 && wd.back() == '/') wd.pop_back();
   json session = json::parse(session_json, nullptr, /*allow_exceptions=*/false);
   if (session.is_discarded()) return Status::InvalidArgument("openjd session: not valid JSON");
-  if (!session.is_object() || !session.contains("version") ||
-      !session["version"].is_number_integer() ||
-      session["version"].get<int64_t>() != kSessionVersion) {
-    return Status::InvalidArgument(
-        "openjd session: version " +
-        (session.is_object() && session.contains("version") ? session["version"].dump()
-                                                            : std::string("(none)")) +
-        " is not understood (this worker reads version " + std::to_string(kSessionVersion) + ")");
+  const int64_t version =
+      session.is_object() && session.contains("version") && session["version"].is_number_integer()
+          ? session["version"].get<int64_t>()
+          : -1;
+  // Version 1 (no path mapping) is still run: jobs stored before it are.
+  if (version != 1 && version != kSessionVersion) {
+    return Status::InvalidArgument("openjd session: version " +
+                                   (session.is_object() && session.contains("version")
+                                        ? session["version"].dump()
+                                        : std::string("(none)")) +
+                                   " is not understood (this worker reads versions 1 and " +
+                                   std::to_string(kSessionVersion) + ")");
   }
-  TSR_RETURN_IF_ERROR(
-      CheckObject(session, {"version", "job", "step", "parameter_space", "environments", "script"},
-                  "openjd session"));
+  if (version == 1) {
+    TSR_RETURN_IF_ERROR(CheckObject(
+        session, {"version", "job", "step", "parameter_space", "environments", "script"},
+        "openjd session"));
+  } else {
+    TSR_RETURN_IF_ERROR(CheckObject(session,
+                                    {"version", "job", "step", "parameter_space", "environments",
+                                     "script", "path_parameters", "path_mapping", "outputs"},
+                                    "openjd session"));
+  }
   try {
     TSR_ASSIGN_OR_RETURN(
         internal::ParameterSpace space,
@@ -195,10 +207,37 @@ StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
                                      " tasks");
     }
     TaskPlan plan;
+    TSR_ASSIGN_OR_RETURN(plan.job, Text(session, "job", "openjd session"));
+    TSR_ASSIGN_OR_RETURN(plan.step, Text(session, "step", "openjd session"));
+    // The job's rules (its own folders in the session made absolute), then the worker's.
+    if (version >= 2) {
+      TSR_ASSIGN_OR_RETURN(plan.path_mapping, internal::RulesFromSession(session["path_mapping"]));
+    }
+    for (PathMappingRule& rule : plan.path_mapping) {
+      if (!rule.in_session) continue;
+      rule.destination_path = internal::JoinPosix(wd, rule.destination_path);
+      rule.in_session = false;
+    }
+    plan.path_mapping.insert(plan.path_mapping.end(), worker_rules.begin(), worker_rules.end());
+    SortRules(&plan.path_mapping);
     const std::string rules_file = wd + "/openjd/path-mapping.json";
-    const Values base = {{"Session.WorkingDirectory", wd},
-                         {"Session.HasPathMappingRules", "false"},
-                         {"Session.PathMappingRulesFile", rules_file}};
+    Values base = {{"Session.WorkingDirectory", wd},
+                   {"Session.HasPathMappingRules", plan.path_mapping.empty() ? "false" : "true"},
+                   {"Session.PathMappingRulesFile", rules_file}};
+    if (version >= 2) {
+      // Param.X of a PATH parameter: its value with the rules applied (RawParam.X was
+      // substituted when the job was made).
+      const json& paths = session["path_parameters"];
+      if (!paths.is_object()) {
+        return Status::InvalidArgument("openjd session: path_parameters: expected an object");
+      }
+      for (const auto& item : paths.items()) {
+        if (!item.value().is_string()) {
+          return Status::InvalidArgument("openjd session: path_parameters: expected text");
+        }
+        base["Param." + item.key()] = MapPath(plan.path_mapping, item.value().get<std::string>());
+      }
+    }
     std::set<std::string> used;
     const json& envs = session["environments"];
     if (!envs.is_array()) return Status::InvalidArgument("openjd session: expected environments");
@@ -211,10 +250,12 @@ StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
     Values values = base;
     const std::vector<std::string> task_values = internal::ValuesAt(space, task_index);
     for (size_t i = 0; i < space.params.size(); ++i) {
-      // No path mapping rules on Tessera: Param and RawParam are the same text.
-      values["Task.Param." + space.params[i].name] = task_values[i];
-      values["Task.RawParam." + space.params[i].name] = task_values[i];
-      plan.task_parameters.emplace_back(space.params[i].name, task_values[i]);
+      const internal::TaskParameter& p = space.params[i];
+      // Task.Param of a PATH task parameter is mapped, Task.RawParam never is.
+      values["Task.Param." + p.name] =
+          p.type == "PATH" ? MapPath(plan.path_mapping, task_values[i]) : task_values[i];
+      values["Task.RawParam." + p.name] = task_values[i];
+      plan.task_parameters.emplace_back(p.name, task_values[i]);
     }
     const json& script = session["script"];
     TSR_RETURN_IF_ERROR(CheckObject(script, {"files", "on_run"}, "script"));
@@ -223,9 +264,28 @@ StatusOr<TaskPlan> PlanTask(std::string_view session_json, int64_t task_index,
         ReadFiles(script["files"], wd + "/openjd/task", "Task.File.", "script.files", &values));
     TSR_ASSIGN_OR_RETURN(plan.files, ResolveFiles(files, values, "script.files", &used));
     TSR_ASSIGN_OR_RETURN(plan.on_run, ReadAction(script["on_run"], values, "script.on_run", &used));
+    if (version >= 2) {
+      const json& outputs = session["outputs"];
+      if (!outputs.is_array()) return Status::InvalidArgument("openjd session: expected outputs");
+      for (const json& o : outputs) {
+        TSR_RETURN_IF_ERROR(CheckObject(o, {"dir", "name"}, "openjd session: outputs"));
+        TaskPlan::Output out;
+        TSR_ASSIGN_OR_RETURN(out.dir, Text(o, "dir", "openjd session: outputs"));
+        TSR_ASSIGN_OR_RETURN(out.name, Text(o, "name", "openjd session: outputs"));
+        // Folders of the session, named by Tessera: never anywhere else.
+        if (out.dir.rfind(std::string(kAttachedFolder) + "/", 0) != 0 ||
+            internal::NormalizePosix(out.dir) != out.dir ||
+            !internal::IsWithin(kAttachedFolder, out.dir) || out.name.empty() ||
+            out.name.find_first_of("/\\") != std::string::npos || out.name[0] == '.') {
+          return Status::InvalidArgument("openjd session: outputs: not a folder of the session");
+        }
+        plan.outputs.push_back(std::move(out));
+      }
+    }
     if (used.count("Session.PathMappingRulesFile")) {
-      // The spec's "no rules": an empty JSON object.
-      plan.files.insert(plan.files.begin(), EmbeddedFile{rules_file, "{}", false});
+      plan.files.insert(
+          plan.files.begin(),
+          EmbeddedFile{rules_file, PathMappingRulesToJson(plan.path_mapping).dump(2), false});
     }
     return plan;
   } catch (const json::exception& e) {

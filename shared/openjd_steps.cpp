@@ -17,262 +17,8 @@ namespace tessera::openjd::internal {
 
 namespace {
 
-constexpr size_t kMaxNameChars = 64;  // step and environment names, embedded file names
-constexpr size_t kMaxTaskParameters = 16;
-constexpr size_t kMaxRangeList = 1024;
+constexpr size_t kMaxNameChars = 64;  // step and environment names
 constexpr size_t kMaxCombinationChars = 1280;
-constexpr size_t kMaxVariableNameChars = 256;
-constexpr size_t kMaxVariableValueChars = 2048;
-constexpr int kMaxNotifyPeriodSeconds = 600;
-constexpr int kDefaultOnExitTimeoutSeconds = 300;
-
-bool HasNewline(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
-bool HasCc(std::string_view s) { return HasControlChar(s); }
-
-// A non-empty list, or absent.
-Status CheckList(const YAML::Node& node, const std::string& field, const char* what) {
-  if (!node.IsSequence() || node.size() == 0) {
-    return Status::InvalidArgument(field + ": expected a list of at least one " + what +
-                                   (node.IsSequence() ? "" : ", got " + yaml::KindName(node)));
-  }
-  return Status::Ok();
-}
-
-StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) {
-    return Status::InvalidArgument(field + ": expected a string, got " + yaml::KindName(node));
-  }
-  return node.Scalar();
-}
-
-// <Action> (spec 5). `on_run`: the step's onRun (its notify period defaults to 120, others 30).
-StatusOr<nlohmann::json> ParseAction(const YAML::Node& node, const std::string& field,
-                                     const Scope& scope, bool on_run, int default_timeout) {
-  yaml::MapReader r(node, field);
-  std::string command;
-  int timeout = default_timeout;
-  r.Required("command", &command).Optional("timeout", &timeout);
-  YAML::Node args = r.Child("args");
-  YAML::Node cancelation = r.Child("cancelation");
-  TSR_RETURN_IF_ERROR(r.Finish());
-  if (r.Has("timeout") && (timeout <= 0 || timeout > spec::kMaxTaskTimeoutSeconds)) {
-    return Status::InvalidArgument(field + ".timeout: must be 1.." +
-                                   std::to_string(spec::kMaxTaskTimeoutSeconds) + " seconds");
-  }
-  if (command.empty()) return Status::InvalidArgument(field + ".command: must not be empty");
-  TSR_ASSIGN_OR_RETURN(FormatString cmd, BindFormat(command, scope, field + ".command"));
-  if (AnyLiteral(cmd, HasCc)) {
-    return Status::InvalidArgument(field + ".command: holds a control character");
-  }
-  nlohmann::json json_args = nlohmann::json::array();
-  if (args.IsDefined() && !args.IsNull()) {
-    if (!args.IsSequence()) return Status::InvalidArgument(field + ".args: expected a list");
-    for (size_t i = 0; i < args.size(); ++i) {
-      TSR_ASSIGN_OR_RETURN(std::string text, Scalar(args[i], Item(field + ".args", i)));
-      TSR_ASSIGN_OR_RETURN(FormatString arg, BindFormat(text, scope, Item(field + ".args", i)));
-      if (AnyLiteral(arg, HasCc)) {
-        return Status::InvalidArgument(Item(field + ".args", i) + ": holds a control character");
-      }
-      json_args.push_back(FormatToJson(arg));
-    }
-  }
-  std::string mode = "TERMINATE";
-  int notify = 0;
-  if (cancelation.IsDefined() && !cancelation.IsNull()) {
-    yaml::MapReader c(cancelation, field + ".cancelation");
-    c.Required("mode", &mode);
-    if (mode == "NOTIFY_THEN_TERMINATE") {
-      notify = on_run ? 120 : 30;
-      c.Optional("notifyPeriodInSeconds", &notify);
-    }
-    TSR_RETURN_IF_ERROR(c.Finish());
-    if (mode != "TERMINATE" && mode != "NOTIFY_THEN_TERMINATE") {
-      return Status::InvalidArgument(field +
-                                     ".cancelation.mode: expected TERMINATE or "
-                                     "NOTIFY_THEN_TERMINATE, got '" +
-                                     mode + "'");
-    }
-    if (mode == "NOTIFY_THEN_TERMINATE" && (notify < 1 || notify > kMaxNotifyPeriodSeconds)) {
-      return Status::InvalidArgument(field + ".cancelation.notifyPeriodInSeconds: must be 1.." +
-                                     std::to_string(kMaxNotifyPeriodSeconds));
-    }
-  }
-  return nlohmann::json{{"command", FormatToJson(cmd)},
-                        {"args", json_args},
-                        {"timeout_s", timeout},
-                        {"cancel_mode", mode},
-                        {"notify_period_s", notify}};
-}
-
-struct RawFile {
-  std::string name, filename, data, field;
-  bool runnable = false;
-};
-
-// <EmbeddedFile> list (spec 6): names first, as the data may refer to any file of the script.
-StatusOr<std::vector<RawFile>> ReadEmbeddedFiles(const YAML::Node& node, const std::string& field) {
-  std::vector<RawFile> files;
-  if (!node.IsDefined() || node.IsNull()) return files;
-  TSR_RETURN_IF_ERROR(CheckList(node, field, "embedded file"));
-  std::set<std::string> names, written;
-  for (size_t i = 0; i < node.size(); ++i) {
-    RawFile f;
-    f.field = Item(field, i);
-    TSR_RETURN_IF_ERROR(RefuseExtensionKeys(node[i], f.field, {{"endOfLine", "FEATURE_BUNDLE_1"}}));
-    yaml::MapReader r(node[i], f.field);
-    std::string type;
-    r.Required("name", &f.name).Required("type", &type).Optional("filename", &f.filename);
-    r.Optional("runnable", &f.runnable).Required("data", &f.data);
-    TSR_RETURN_IF_ERROR(r.Finish());
-    if (!IsIdentifier(f.name)) {
-      return Status::InvalidArgument(f.field + ".name: '" + f.name + "' is not an identifier");
-    }
-    if (!names.insert(f.name).second) {
-      return Status::InvalidArgument(f.field + ".name: another embedded file is named '" + f.name +
-                                     "'");
-    }
-    if (type != "TEXT") {
-      return Status::InvalidArgument(f.field + ".type: expected TEXT, got '" + type + "'");
-    }
-    if (r.Has("filename")) {
-      TSR_RETURN_IF_ERROR(CheckText(f.filename, f.field + ".filename", 1, kMaxNameChars, false));
-      if (f.filename.find_first_of("/\\") != std::string::npos || f.filename == "." ||
-          f.filename == "..") {
-        return Status::InvalidArgument(f.field + ".filename: '" + f.filename +
-                                       "' must be a file name, without folders");
-      }
-    } else {
-      f.filename = f.name;
-    }
-    if (!written.insert(f.filename).second) {
-      return Status::InvalidArgument(f.field +
-                                     ".filename: another embedded file of this script "
-                                     "is written as '" +
-                                     f.filename + "'");
-    }
-    if (f.data.empty()) return Status::InvalidArgument(f.field + ".data: must not be empty");
-    files.push_back(std::move(f));
-  }
-  return files;
-}
-
-StatusOr<nlohmann::json> FilesToJson(const std::vector<RawFile>& files, const Scope& scope) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const RawFile& f : files) {
-    TSR_ASSIGN_OR_RETURN(FormatString data, BindFormat(f.data, scope, f.field + ".data"));
-    out.push_back({{"name", f.name},
-                   {"filename", f.filename},
-                   {"runnable", f.runnable},
-                   {"data", FormatToJson(data)}});
-  }
-  return out;
-}
-
-// A script's `actions` and `embeddedFiles` (the parts both kinds of script share).
-Status RefuseScriptExtensions(const YAML::Node& node, const std::string& field) {
-  return RefuseExtensionKeys(node, field,
-                             {{"let", "EXPR"},
-                              {"bash", "FEATURE_BUNDLE_1"},
-                              {"cmd", "FEATURE_BUNDLE_1"},
-                              {"node", "FEATURE_BUNDLE_1"},
-                              {"powershell", "FEATURE_BUNDLE_1"},
-                              {"python", "FEATURE_BUNDLE_1"}});
-}
-
-}  // namespace
-
-StatusOr<nlohmann::json> ParseEnvironment(const YAML::Node& node, const std::string& field,
-                                          const TemplateContext& ctx, const char* scope_name,
-                                          std::string* name) {
-  TSR_RETURN_IF_ERROR(RefuseExtensionKeys(node, field, {{"let", "EXPR"}}));
-  yaml::MapReader r(node, field);
-  std::string description;
-  r.Required("name", name).Optional("description", &description);
-  YAML::Node script = r.Child("script");
-  YAML::Node variables = r.Child("variables");
-  TSR_RETURN_IF_ERROR(r.Finish());
-  TSR_RETURN_IF_ERROR(CheckText(*name, field + ".name", 1, kMaxNameChars, false));
-  if (r.Has("description")) {
-    TSR_RETURN_IF_ERROR(CheckText(description, field + ".description", 1, 2048, true));
-  }
-  if (!r.Has("script") && !r.Has("variables")) {
-    return Status::InvalidArgument(field + ": an environment needs a script or variables");
-  }
-  nlohmann::json env = {{"name", *name},
-                        {"scope", scope_name},
-                        {"variables", nlohmann::json::array()},
-                        {"files", nlohmann::json::array()},
-                        {"on_enter", nullptr},
-                        {"on_exit", nullptr}};
-  Scope scope = ctx.HostScope();
-  scope.env = true;
-  if (r.Has("script")) {
-    const std::string sfield = field + ".script";
-    TSR_RETURN_IF_ERROR(RefuseScriptExtensions(script, sfield));
-    yaml::MapReader s(script, sfield);
-    YAML::Node actions = s.Child("actions");
-    YAML::Node files_node = s.Child("embeddedFiles");
-    TSR_RETURN_IF_ERROR(s.Finish());
-    TSR_ASSIGN_OR_RETURN(std::vector<RawFile> files,
-                         ReadEmbeddedFiles(files_node, sfield + ".embeddedFiles"));
-    for (const RawFile& f : files) scope.files.insert(f.name);
-    TSR_ASSIGN_OR_RETURN(env["files"], FilesToJson(files, scope));
-    yaml::MapReader a(actions, sfield + ".actions");
-    YAML::Node on_enter = a.Child("onEnter");
-    YAML::Node on_exit = a.Child("onExit");
-    if (!actions.IsDefined() || actions.IsNull()) {
-      a.Fail(Status::InvalidArgument(sfield + ".actions: required field is missing"));
-    }
-    TSR_RETURN_IF_ERROR(a.Finish());
-    if (!a.Has("onEnter") && !a.Has("onExit")) {
-      return Status::InvalidArgument(sfield + ".actions: needs onEnter or onExit");
-    }
-    if (a.Has("onEnter")) {
-      TSR_ASSIGN_OR_RETURN(env["on_enter"],
-                           ParseAction(on_enter, sfield + ".actions.onEnter", scope, false, 0));
-    }
-    if (a.Has("onExit")) {
-      TSR_ASSIGN_OR_RETURN(env["on_exit"], ParseAction(on_exit, sfield + ".actions.onExit", scope,
-                                                       false, kDefaultOnExitTimeoutSeconds));
-    }
-  }
-  if (r.Has("variables")) {
-    const std::string vfield = field + ".variables";
-    if (!variables.IsMap() || variables.size() == 0) {
-      return Status::InvalidArgument(vfield + ": expected a map of NAME: value");
-    }
-    std::set<std::string> seen;
-    for (const auto& kv : variables) {
-      const std::string var = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      const std::string vf = vfield + "." + var;
-      const bool valid = !var.empty() && var.size() <= kMaxVariableNameChars &&
-                         !(var[0] >= '0' && var[0] <= '9') &&
-                         std::all_of(var.begin(), var.end(), [](char c) {
-                           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                                  (c >= '0' && c <= '9') || c == '_';
-                         });
-      if (!valid) {
-        return Status::InvalidArgument(vf +
-                                       ": not a variable name (latin letters, digits and "
-                                       "'_', not starting with a digit, at most 256)");
-      }
-      if (!seen.insert(var).second) return Status::InvalidArgument(vf + ": given twice");
-      TSR_ASSIGN_OR_RETURN(std::string text, Scalar(kv.second, vf));
-      TSR_ASSIGN_OR_RETURN(FormatString value, BindFormat(text, scope, vf));
-      if (AnyLiteral(value, HasNewline)) {
-        return Status::InvalidArgument(vf + ": a variable's value may not hold a newline");
-      }
-      if (CharCount(LiteralText(value)) > kMaxVariableValueChars) {
-        return Status::InvalidArgument(vf + ": at most " + std::to_string(kMaxVariableValueChars) +
-                                       " characters");
-      }
-      env["variables"].push_back({var, FormatToJson(value)});
-    }
-  }
-  return env;
-}
-
-namespace {
 
 // <StepParameterSpaceDefinition> (spec 3.4).
 StatusOr<ParameterSpace> ReadParameterSpace(const YAML::Node& node, const std::string& field,
@@ -318,18 +64,29 @@ StatusOr<ParameterSpace> ReadParameterSpace(const YAML::Node& node, const std::s
     }
     const std::string rfield = pfield + ".range";
     if (range.IsScalar() && param.type == "INT") {
-      // An <IntRangeExpr>, possibly from a job parameter ("{{Param.Frames}}").
+      // An <IntRangeExpr>, possibly from a job parameter ("{{Param.Frames}}"): while checking a
+      // template, its values (and so the step's task count) wait for the job.
       TSR_ASSIGN_OR_RETURN(FormatString text, BindFormat(range.Scalar(), scope, rfield));
-      TSR_ASSIGN_OR_RETURN(param.runs,
-                           ParseIntRangeExpr(LiteralText(text), spec::kMaxFramesPerJob, rfield));
+      if (IsResolved(text)) {
+        TSR_ASSIGN_OR_RETURN(param.runs,
+                             ParseIntRangeExpr(LiteralText(text), kMaxTaskParameterValues, rfield));
+      } else {
+        param.known = false;
+      }
     } else if (range.IsSequence()) {
       TSR_RETURN_IF_ERROR(CheckList(range, rfield, "value"));
-      TSR_RETURN_IF_ERROR(yaml::CheckListSize(range, rfield, kMaxRangeList));
+      TSR_RETURN_IF_ERROR(yaml::CheckListSize(range, rfield, kMaxTaskParameterValues));
       for (size_t k = 0; k < range.size(); ++k) {
         const std::string vfield = Item(rfield, k);
         TSR_ASSIGN_OR_RETURN(std::string raw, Scalar(range[k], vfield));
         TSR_ASSIGN_OR_RETURN(FormatString text, BindFormat(raw, scope, vfield));
         const std::string value = LiteralText(text);
+        if (!IsResolved(text)) {
+          // One value either way: the count is known, the value is checked with the job.
+          param.runs.push_back({0, 1, 1});
+          param.values.push_back(value);
+          continue;
+        }
         if (param.type == "INT") {
           int64_t v = 0;
           if (!ParseInteger(value, &v)) {
@@ -373,14 +130,13 @@ struct StepOut {
   std::string name;                     // OpenJD
   std::string tessera_name;             // Tessera
   std::vector<std::string> depends_on;  // OpenJD names
-  spec::ResourceSpec resources;
-  std::vector<std::string> tags;
-  int64_t tasks = 1;
+  HostNeeds needs;
+  int64_t tasks = 1;  // -1 while checking, when a range waits for a job parameter
   nlohmann::json session;
 };
 
 StatusOr<StepOut> ReadStep(const YAML::Node& node, const std::string& field,
-                           const TemplateContext& ctx, const nlohmann::json& job_environments) {
+                           const TemplateContext& ctx, const nlohmann::json& session_base) {
   StepOut step;
   TSR_RETURN_IF_ERROR(RefuseExtensionKeys(node, field, {{"let", "EXPR"}}));
   yaml::MapReader r(node, field);
@@ -417,10 +173,9 @@ StatusOr<StepOut> ReadStep(const YAML::Node& node, const std::string& field,
   }
   step.tasks = space.count;
   if (r.Has("hostRequirements")) {
-    TSR_RETURN_IF_ERROR(
-        ReadHostRequirements(host, field + ".hostRequirements", ctx, &step.resources, &step.tags));
+    TSR_RETURN_IF_ERROR(ReadHostRequirements(host, field + ".hostRequirements", ctx, &step.needs));
   }
-  nlohmann::json environments = job_environments;
+  nlohmann::json environments = session_base["environments"];
   if (r.Has("stepEnvironments")) {
     TSR_RETURN_IF_ERROR(CheckList(envs, field + ".stepEnvironments", "environment"));
     std::set<std::string> names;
@@ -467,12 +222,12 @@ StatusOr<StepOut> ReadStep(const YAML::Node& node, const std::string& field,
   TSR_RETURN_IF_ERROR(a.Finish());
   TSR_ASSIGN_OR_RETURN(nlohmann::json run,
                        ParseAction(on_run, sfield + ".actions.onRun", scope, true, 0));
-  step.session = {{"version", kSessionVersion},
-                  {"job", ctx.job_name},
-                  {"step", step.name},
-                  {"parameter_space", SpaceToJson(space)},
-                  {"environments", std::move(environments)},
-                  {"script", {{"files", std::move(files_json)}, {"on_run", std::move(run)}}}};
+  if (ctx.checking) return step;
+  step.session = session_base;
+  step.session["step"] = step.name;
+  step.session["parameter_space"] = SpaceToJson(space);
+  step.session["environments"] = std::move(environments);
+  step.session["script"] = {{"files", std::move(files_json)}, {"on_run", std::move(run)}};
   return step;
 }
 
@@ -508,7 +263,8 @@ std::string FindCycle(const std::vector<StepOut>& steps,
 }  // namespace
 
 StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const TemplateContext& ctx,
-                                     const nlohmann::json& job_environments) {
+                                     const nlohmann::json& session_base,
+                                     const JobSettings& settings) {
   if (!steps_node.IsDefined() || steps_node.IsNull()) {
     return Status::InvalidArgument("steps: required field is missing");
   }
@@ -520,11 +276,11 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
   std::set<std::string> tessera_names;
   for (size_t i = 0; i < steps_node.size(); ++i) {
     const std::string field = Item("steps", i);
-    TSR_ASSIGN_OR_RETURN(StepOut step, ReadStep(steps_node[i], field, ctx, job_environments));
+    TSR_ASSIGN_OR_RETURN(StepOut step, ReadStep(steps_node[i], field, ctx, session_base));
     if (!index.emplace(step.name, i).second) {
       return Status::InvalidArgument(field + ".name: another step is named '" + step.name + "'");
     }
-    out.task_count += step.tasks;
+    if (step.tasks > 0) out.task_count += step.tasks;
     if (out.task_count > spec::kMaxTasksPerJob) {
       return Status::ResourceExhausted(field + ": the steps make more than " +
                                        std::to_string(spec::kMaxTasksPerJob) +
@@ -562,8 +318,21 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
     return Status::InvalidArgument("steps: the steps' dependencies form a cycle: " + cycle);
   }
 
+  if (ctx.checking) return out;
+
   YAML::Emitter yaml;
   yaml << YAML::BeginMap << YAML::Key << "name" << YAML::Value << TesseraName(ctx.job_name);
+  // Tessera's own settings, given with the submission: defaults of every step.
+  if (settings.priority) yaml << YAML::Key << "priority" << YAML::Value << *settings.priority;
+  if (settings.max_retries) {
+    yaml << YAML::Key << "max_retries" << YAML::Value << *settings.max_retries;
+  }
+  if (!settings.project.empty()) {
+    yaml << YAML::Key << "project" << YAML::Value << YAML::DoubleQuoted << settings.project;
+  }
+  if (!settings.pools.empty()) {
+    yaml << YAML::Key << "pools" << YAML::Value << YAML::Flow << settings.pools;
+  }
   yaml << YAML::Key << "steps" << YAML::Value << YAML::BeginSeq;
   for (const StepOut& step : steps) {
     yaml << YAML::BeginMap;
@@ -580,7 +349,7 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
       }
       yaml << YAML::EndSeq;
     }
-    const spec::ResourceSpec& res = step.resources;
+    const spec::ResourceSpec& res = step.needs.resources;
     if (res.cpu_cores || res.ram_mb || res.gpus || res.gpu_memory_mb) {
       yaml << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
       if (res.cpu_cores) yaml << YAML::Key << "cpu_cores" << YAML::Value << res.cpu_cores;
@@ -591,8 +360,16 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
       }
       yaml << YAML::EndMap;
     }
-    if (!step.tags.empty()) {
-      yaml << YAML::Key << "tags" << YAML::Value << YAML::Flow << step.tags;
+    if (!step.needs.tags.empty()) {
+      yaml << YAML::Key << "tags" << YAML::Value << YAML::Flow << step.needs.tags;
+    }
+    if (!step.needs.limits.empty()) {
+      yaml << YAML::Key << "limits" << YAML::Value << YAML::Flow << step.needs.limits;
+    }
+    // A bundle's output folders: what its tasks write there comes back as files.
+    if (session_base.contains("outputs") && !session_base["outputs"].empty()) {
+      yaml << YAML::Key << "settings" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+           << "outputs" << YAML::Value << "files" << YAML::EndMap;
     }
     yaml << YAML::EndMap;
     out.step_names.emplace_back(step.name, step.tessera_name);
@@ -600,8 +377,9 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
         step.session.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   yaml << YAML::EndSeq << YAML::EndMap;
-  if (!yaml.good())
+  if (!yaml.good()) {
     return Status::Internal("openjd: emitting the job file: " + yaml.GetLastError());
+  }
   out.job_yaml = std::string(yaml.c_str()) + "\n";
   return out;
 }

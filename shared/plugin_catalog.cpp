@@ -64,9 +64,11 @@ const PluginSpec& OpenJdSpec() {
     SettingSpec outputs;
     outputs.name = "outputs";
     outputs.type = SettingType::kEnum;
-    outputs.values = {"none"};
+    outputs.values = {"none", "files"};
     outputs.default_ = "none";
-    outputs.description = "OpenJD tasks return no images";
+    outputs.description =
+        "OpenJD tasks return no images; files: what they write into a job bundle's output "
+        "folders comes back (set by the translation)";
     p.settings.push_back(std::move(outputs));
     return p;
   }();

@@ -386,6 +386,9 @@ inline constexpr const char* kEncodingWritten = "written";
 // A task's log: what the worker and the renderer said while it ran, its last kMaxTaskLogBytes
 // (sent with the attempt's final message; kept by the scheduler for `tessera logs`).
 inline constexpr size_t kMaxTaskLogBytes = 64 * 1024;
+// A task's status line (Progress.message: what its program says it does), as the scheduler keeps
+// it.
+inline constexpr size_t kMaxStatusLineBytes = 256;
 
 // One file a task made (a command task's `outputs: files`): its path relative to the task's
 // folder, which is where it lands in the job's output folder. The payload is its bytes (at most

@@ -102,4 +102,12 @@ Status Check(std::string_view text, std::string_view field) {
                                  std::to_string(*bad) + ")");
 }
 
+std::string Truncate(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  // Back over continuation bytes (10xxxxxx) to the start of the cut character.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end));
+}
+
 }  // namespace tessera::utf8

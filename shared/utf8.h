@@ -28,6 +28,9 @@ std::string Sanitize(std::string_view text);
 // Sanitises in place; returns whether anything was replaced.
 bool SanitizeInPlace(std::string& text);
 
+// Valid `text` cut to at most `max_bytes`, never inside a character.
+std::string Truncate(std::string_view text, size_t max_bytes);
+
 // InvalidArgument "<field>: not valid UTF-8 (byte N)" for text a person wrote.
 Status Check(std::string_view text, std::string_view field);
 

@@ -265,9 +265,13 @@ bool MapReader::Has(const char* key) const {
 
 YAML::Node MapReader::Take(const char* key) {
   known_.insert(key);
-  if (!node_.IsMap()) return YAML::Node();
+  // A missing key is a valid, undefined node. yaml-cpp's own answer for it is an "invalid"
+  // node on which every type query (IsNull, IsSequence, size) throws InvalidNode -- the
+  // exception a caller testing an optional field for its kind would leak.
+  if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
   const YAML::Node& n = node_;
-  return n[key];
+  YAML::Node child = n[key];
+  return child.IsDefined() ? child : YAML::Node(YAML::NodeType::Undefined);
 }
 
 Status MapReader::Finish() const {

@@ -96,7 +96,8 @@ class MapReader {
     return *this;
   }
 
-  // Returns the raw child (possibly undefined) and marks the key as known.
+  // Returns the raw child (undefined, never yaml-cpp's throwing "invalid" node, when the key is
+  // absent) and marks the key as known.
   YAML::Node Child(const char* key) { return Take(key); }
   bool Has(const char* key) const;
 

@@ -129,6 +129,7 @@ class Agent {
     std::set<std::string> awaiting;  // asset blobs still being fetched for it
     bool cancelled = false;
     double sent_fraction = -1;
+    std::string sent_status;  // the status line last sent
     Clock::time_point sent_at{};
   };
 

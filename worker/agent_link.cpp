@@ -2,6 +2,7 @@
 // connecting and registering, reconnecting with backoff, heartbeats and progress, the
 // scheduler's messages, and CURVE: keys at start-up, enrolment, refused handshakes.
 #include <spdlog/spdlog.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +15,20 @@
 #include "worker/openjd_task.h"
 
 namespace tessera::worker {
+namespace {
+
+// "x86_64" or "arm64" (OpenJD's names), from the kernel's; "" for anything else.
+std::string CpuArchitectureTag() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "";
+  const std::string machine = u.machine;
+  if (machine == "x86_64" || machine == "amd64") return "x86_64";
+  if (machine == "aarch64" || machine == "arm64") return "arm64";
+  return "";
+}
+
+}  // namespace
+
 namespace {
 
 using protocol::MessageType;
@@ -91,6 +106,11 @@ void Agent::Connect(Clock::time_point now) {
   reg.memory_mb_per_slot = options_.memory_mb_per_slot;
   reg.pools = options_.pools;
   reg.tags = options_.tags;
+  // The CPU architecture is a tag of every worker (OpenJD's attr.worker.cpu.arch asks for it).
+  if (const std::string arch = CpuArchitectureTag();
+      !arch.empty() && std::find(reg.tags.begin(), reg.tags.end(), arch) == reg.tags.end()) {
+    reg.tags.push_back(arch);
+  }
   for (const Slot& slot : slots_) reg.running.push_back(slot.runner->ref());
   reg.delivering = spool_.Delivering();
   reg.draining = draining_;
@@ -170,15 +190,17 @@ void Agent::SendProgress(Clock::time_point now) {
   for (Slot& slot : slots_) {
     if (slot.cancelled || now - slot.sent_at < kProgressInterval) continue;
     const double fraction = slot.runner->progress();
-    if (fraction <= slot.sent_fraction) continue;
+    std::string status = slot.runner->status_line();
+    if (fraction <= slot.sent_fraction && status == slot.sent_status) continue;
     protocol::Progress p;
     p.task_id = slot.runner->ref().task_id;
     p.attempt = slot.runner->ref().attempt;
     p.fraction = fraction;
-    p.message = "frame " + std::to_string(slot.runner->current_frame());
+    p.message = status;
     std::vector<zmq::message_t> frames = protocol::Encode(MessageType::kProgress, p);
     TrySend(frames);  // progress is only a hint: never queued
     slot.sent_fraction = fraction;
+    slot.sent_status = std::move(status);
     slot.sent_at = now;
   }
 }

@@ -70,6 +70,7 @@ struct CommandPluginOptions {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(double)> on_progress;            // 0..1 over the whole task
   std::function<void(const std::string&)> on_output;  // every line the renderer prints
+  std::function<void(const std::string&)> on_status;  // a status line it reports (OpenJD)
   std::function<void(int)> on_frame_started;
   // The job's assets: path in the task folder -> cached file (worker/blob_cache.h).
   std::map<std::string, std::string> assets;

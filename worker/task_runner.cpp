@@ -272,8 +272,26 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
   if (const NativePlugin* native = FindNativePlugin(*settings_.native, assign_.renderer)) {
     return RenderNative(*native, out, frames_done);
   }
-  if (assign_.renderer == spec::kRendererOpenJd) return RunOpenJdTask(assign_, ProgramRunOptions());
+  if (assign_.renderer == spec::kRendererOpenJd) return RenderOpenJd(out);
   return RenderCommandPlugin(out, frames_done);
+}
+
+std::string TaskRunner::status_line() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  if (!status_line_.empty()) return status_line_;
+  const int frame = current_frame_.load();
+  return frame > 0 ? "frame " + std::to_string(frame) : "";
+}
+
+Status TaskRunner::RenderOpenJd(zmq::socket_t& out) {
+  CommandPluginOptions options = ProgramRunOptions();
+  options.on_file = [&](const std::string& name, const std::string& path) {
+    return SendFile(out, name, path);
+  };
+  // This worker's shared-storage mounts (worker.path_map) are its path mapping rules too.
+  std::vector<openjd::PathMappingRule> rules;
+  for (const auto& [from, to] : settings_.path_map) rules.push_back({"POSIX", from, to, false});
+  return RunOpenJdTask(assign_, options, rules);
 }
 
 CommandPluginOptions TaskRunner::ProgramRunOptions() {
@@ -288,6 +306,10 @@ CommandPluginOptions TaskRunner::ProgramRunOptions() {
   options.on_progress = [this](double f) { progress_.store(std::clamp(f, 0.0, 1.0)); };
   options.on_frame_started = [this](int frame) { current_frame_.store(frame); };
   options.on_output = [this](const std::string& line) { Log(line); };
+  options.on_status = [this](const std::string& line) {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    status_line_ = line;
+  };
   options.assets = asset_files_;
   options.failure_class = &failure_class_;
   return options;

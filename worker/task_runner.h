@@ -103,6 +103,9 @@ class TaskRunner {
   // Any thread: fraction of the whole task done (0..1) and the frame being rendered.
   double progress() const { return progress_.load(); }
   int current_frame() const { return current_frame_.load(); }
+  // Any thread: the task's status line as its program reports it (OpenJD's openjd_status), or
+  // "frame N" while it renders one; "" before either.
+  std::string status_line() const;
 
   const protocol::TaskRef& ref() const { return ref_; }
   const protocol::Assign& assign() const { return assign_; }
@@ -124,6 +127,8 @@ class TaskRunner {
   CommandPluginOptions ProgramRunOptions();
   // An external program described by its plugin.yaml.
   Status RenderCommandPlugin(zmq::socket_t& out, int* frames_done);
+  // One task of an OpenJD step (worker/openjd_task.h); what its session returns goes as files.
+  Status RenderOpenJd(zmq::socket_t& out);
   // A part of a split frame as its exact accumulation (shared/accumulation.h).
   Status SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
                   const std::string& accumulation, double seconds, const std::string& backend);
@@ -171,7 +176,9 @@ class TaskRunner {
   int files_sent_ = 0;  // kFileResult messages sent (render thread); TaskDone says how many
   std::atomic<double> progress_{0.0};
   std::atomic<int> current_frame_{0};
-  std::thread thread_;  // last: starts after every member above is ready
+  mutable std::mutex status_mu_;
+  std::string status_line_;  // guarded by status_mu_
+  std::thread thread_;       // last: starts after every member above is ready
 };
 
 }  // namespace tessera::worker

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "scheduler/api/history.h"
+#include "scheduler/api/openjd_farm.h"
 #include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
@@ -106,6 +107,9 @@ struct ApiOptions {
   uint64_t min_free_bytes = 0;
   // Webhook deliveries on /metrics (none: the farm has no receivers).
   const events::WebhookNotifier* webhooks = nullptr;
+  // The farm's OpenJD environment templates and path mapping rules (scheduler config openjd:),
+  // added to every OpenJD job; GET /api/v1/openjd/environments lists them (none: no such parts).
+  const OpenJdFarm* openjd = nullptr;
 };
 
 // One authenticated endpoint: what the OpenAPI document must describe.

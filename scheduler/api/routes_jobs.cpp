@@ -50,7 +50,8 @@ void HttpApi::JobRoutes() {
                       options_.blobs,
                       options_.output_root,
                       options_.shared_roots,
-                      auth_.enabled()};
+                      auth_.enabled(),
+                      options_.openjd};
     // ?dry_run=true: every check a submission passes, and what it would create; nothing stored.
     if (req.HasParam("dry_run")) {
       const std::string dry = req.Param("dry_run");

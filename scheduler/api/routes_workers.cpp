@@ -6,6 +6,7 @@
 #include "scheduler/api/http_api.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
+#include "shared/openjd.h"
 #include "shared/plugin_catalog.h"
 
 namespace tessera::api {
@@ -33,6 +34,23 @@ void HttpApi::WorkerRoutes() {
     json out = json::array();
     for (const auto& w : *workers) out.push_back(WorkerView(w, gpu_use.value(w.name, json())));
     Reply(res, 200, {{"workers", out}});
+  });
+
+  // The farm's OpenJD environment templates and path mapping rules: what every OpenJD job made
+  // here enters and maps (scheduler config openjd:), so a client can check a template as the
+  // farm will.
+  Handle("GET", "/api/v1/openjd/environments", Role::kViewer, [this](Req, Res res, const Caller&) {
+    json environments = json::array();
+    std::vector<openjd::PathMappingRule> rules;
+    if (options_.openjd != nullptr) {
+      for (const OpenJdFarm::Environment& env : options_.openjd->environments) {
+        environments.push_back({{"name", env.name}, {"pools", env.pools}, {"template", env.text}});
+      }
+      rules = options_.openjd->path_mapping;
+    }
+    Reply(
+        res, 200,
+        {{"environments", environments}, {"path_mapping", openjd::PathMappingRulesToJson(rules)}});
   });
 
   Handle("GET", "/api/v1/plugins", Role::kViewer, [this](Req, Res res, const Caller&) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/api/openjd_farm.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/job_spec.h"
@@ -29,6 +30,7 @@ struct SubmitContext {
   std::string output_root;                   // every job's output folder lies inside it
   std::vector<std::string> shared_roots;     // where output.shared_dir may point
   bool auth_enabled = true;
+  const OpenJdFarm* openjd = nullptr;  // the farm's environment templates and path mapping rules
 };
 
 // The body: {"job_yaml", "scene_yaml", "user", "assets", "step_scenes"}; a job file with

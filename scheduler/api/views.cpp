@@ -89,6 +89,7 @@ nlohmann::json TaskView(const store::TaskRecord& t) {
           {"worker_name", t.worker_name ? nlohmann::json(*t.worker_name) : nlohmann::json(nullptr)},
           {"progress", t.progress},
           {"message", t.message},
+          {"status_line", t.status_line},
           {"started_at", OptTime(t.started_at_ms)},
           {"finished_at", OptTime(t.finished_at_ms)},
           {"gpu_seconds", t.gpu_seconds},

@@ -19,6 +19,7 @@
 #include "scheduler/autoscaler/decider_internal.h"
 #include "shared/gpu_slots.h"
 #include "shared/protocol.h"
+#include "shared/tags.h"
 
 namespace tessera::autoscaler::decider_internal {
 
@@ -82,7 +83,7 @@ std::string WhyUnfit(const DemandClass& c, const NodeGroup& g) {
     return "not in any of the pools [" + Join(c.pools, ", ") + "]";
   }
   for (const std::string& tag : c.tags) {
-    if (!g.tags.count(tag)) return "lacks the tag '" + tag + "'";
+    if (!spec::TagMet(tag, g.tags)) return "lacks " + spec::TagWanted(tag);
   }
   if (SlotsPerNode(c, g) == 0) {
     if (c.gpu_share > 0 && g.gpus.count > 0 && g.gpus.memory_mib >= c.min_gpu_memory_mib) {

@@ -10,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "shared/plugin_catalog.h"
+#include "shared/utf8.h"
 #include "shared/wall_time.h"
 #include "shared/zmq_monitor.h"
 
@@ -398,7 +399,8 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
         task->LeaseOn(identity)->last_progress = now_;
         MarkJobChanged(task->job_id);
-        (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0));
+        (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0),
+                                     utf8::Truncate(m->message, protocol::kMaxStatusLineBytes));
       }
       break;
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 
 #include "scheduler/broker/broker.h"
 #include "shared/plugin_catalog.h"
@@ -202,7 +203,8 @@ StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
       }
     } else if (!policy::LimitsAllow(job.needs.limits, options_.limits, limits_in_use_)) {
       reason = "a limit is at its maximum:";
-      for (const std::string& name : job.needs.limits) {
+      const std::set<std::string> limits(job.needs.limits.begin(), job.needs.limits.end());
+      for (const std::string& name : limits) {
         auto max = options_.limits.find(name);
         reason += " " + name + " (" + std::to_string(limits_in_use_[name]) + " of " +
                   (max == options_.limits.end() ? std::string("0, not configured")

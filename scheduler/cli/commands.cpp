@@ -312,7 +312,9 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
         table.AddRow({Str(task, "id"), Str(task, "index"),
                       FormatFrames(Int(task, "frame_start"), Int(task, "frame_end")),
                       Str(task, "state"), Str(task, "attempt"), Str(task, "worker_name"),
-                      FormatPercent(Num(task, "progress")), Str(task, "message", "")});
+                      FormatPercent(Num(task, "progress")),
+                      Str(task, "message", "").empty() ? Str(task, "status_line", "")
+                                                       : Str(task, "message", "")});
       }
     }
     table.Print(std::cout);

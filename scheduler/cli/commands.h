@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "scheduler/cli/api_client.h"
 #include "shared/status.h"
@@ -40,11 +41,30 @@ struct ClientOptions {
 std::optional<json> Call(const ClientOptions& options,
                          const std::function<StatusOr<json>(ApiClient&)>& call, int* rc);
 
-// With dry_run: checked locally and by the scheduler (POST /api/v1/jobs?dry_run=true), assets
-// hashed but not uploaded; prints what would be created, and nothing is stored.
-// `parameters`: Name=Value words for an OpenJD template (refused for a Tessera job file).
-int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run = false,
-              const std::vector<std::string>& parameters = {});
+// How `tessera submit` sends a file. With dry_run: checked locally and by the scheduler (POST
+// /api/v1/jobs?dry_run=true), assets hashed but not uploaded; prints what would be created, and
+// nothing is stored. The rest is for Open Job Description templates and job bundles only (a
+// Tessera job file says these things itself).
+struct SubmitOptions {
+  bool dry_run = false;
+  std::vector<std::string> parameters;    // -p Name=Value, or -p file://PATH (a YAML/JSON map)
+  std::vector<std::string> environments;  // --env FILE: environment templates, outermost first
+  std::string path_mapping_rules;         // --path-mapping-rules FILE
+  std::optional<int> priority, max_retries;
+  std::string project;
+  std::vector<std::string> pools;
+  bool ForTemplatesOnly() const {
+    return !parameters.empty() || !environments.empty() || !path_mapping_rules.empty() ||
+           priority || max_retries || !project.empty() || !pools.empty();
+  }
+};
+// `job_file`: a Tessera job file, an OpenJD job template, or a job bundle's folder.
+int RunSubmit(const ClientOptions& options, const std::string& job_file,
+              const SubmitOptions& submit);
+// check.cpp: checks files here, without a scheduler: Tessera job files (and their scenes),
+// OpenJD job templates and environment templates (as `openjd check` does). Prints one line per
+// file; 0 when all are valid, 2 otherwise.
+int RunCheck(const std::vector<std::string>& files);
 // Jobs newest first; empty filters (and limit 0) leave the server's defaults.
 struct JobQuery {
   std::string state, user, project;

@@ -105,15 +105,39 @@ int Main(int argc, char** argv) {
 
   CLI::App* submit =
       AddClientCommand(app, "submit", "Validate a job file and submit it", &options, true);
-  submit->add_option("FILE", job_file, "Job YAML file, or an Open Job Description template")
+  submit
+      ->add_option("FILE", job_file,
+                   "Job YAML file, an Open Job Description template, or a job bundle's folder")
       ->required();
-  std::vector<std::string> template_parameters;
-  submit->add_option("-p,--parameter", template_parameters,
-                     "An OpenJD template's parameter value, Name=Value (repeatable)");
-  bool dry_run = false;
-  submit->add_flag("--dry-run", dry_run,
+  tessera::cli::SubmitOptions submit_options;
+  submit->add_option("-p,--parameter", submit_options.parameters,
+                     "An OpenJD template's parameter value, Name=Value, or file://PATH of a "
+                     "YAML/JSON map (repeatable)");
+  submit->add_flag("--dry-run", submit_options.dry_run,
                    "Check the job here and on the scheduler, print what it would create, store "
                    "nothing");
+  submit->add_option("--env", submit_options.environments,
+                     "An OpenJD environment template the job enters, inside the farm's "
+                     "(repeatable, outermost first)");
+  submit->add_option("--path-mapping-rules", submit_options.path_mapping_rules,
+                     "A file of OpenJD path mapping rules for the job's PATH parameters");
+  submit
+      ->add_option("--priority", submit_options.priority,
+                   "An OpenJD job's priority, 0..100 (a job file says its own)")
+      ->check(CLI::Range(0, 100));
+  submit
+      ->add_option("--max-retries", submit_options.max_retries,
+                   "An OpenJD job's retries per task, 0..100")
+      ->check(CLI::Range(0, 100));
+  submit->add_option("--project", submit_options.project, "An OpenJD job's project");
+  submit->add_option("--pool", submit_options.pools,
+                     "An OpenJD job runs only in this pool (repeatable)");
+
+  std::vector<std::string> check_files;
+  CLI::App* check = app.add_subcommand(
+      "check",
+      "Check job files, OpenJD job and environment templates, or job bundles here (no scheduler)");
+  check->add_option("FILE", check_files, "Files or job bundle folders")->required();
 
   CLI::App* jobs = AddClientCommand(app, "jobs", "List jobs, newest first", &options, true);
   jobs->add_option("--user", job_query.user, "Only jobs this user submitted");
@@ -348,9 +372,8 @@ int Main(int argc, char** argv) {
     return seconds;
   };
 
-  if (submit->parsed()) {
-    return tessera::cli::RunSubmit(options, job_file, dry_run, template_parameters);
-  }
+  if (submit->parsed()) return tessera::cli::RunSubmit(options, job_file, submit_options);
+  if (check->parsed()) return tessera::cli::RunCheck(check_files);
   if (jobs->parsed()) return tessera::cli::RunJobs(options, job_query);
   if (status->parsed() && job_id == 0) return tessera::cli::RunFarmStatus(options);
   if (status->parsed()) return tessera::cli::RunStatus(options, job_id, show_tasks, watch);

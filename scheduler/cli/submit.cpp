@@ -1,6 +1,8 @@
 // `tessera submit`: validate the job (and its scene) locally with the same parsers the scheduler
 // uses, so a mistake is reported with the file and field before anything is sent.
 
+#include "scheduler/cli/submit.h"
+
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -56,6 +58,8 @@ std::string NewIdempotencyKey() {
   return key;
 }
 
+}  // namespace
+
 StatusOr<std::string> ReadTextFile(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return Status::InvalidArgument("is a directory, not a file");
@@ -70,6 +74,8 @@ StatusOr<std::string> ReadTextFile(const fs::path& path) {
   return text.str();
 }
 
+namespace {
+
 // The parsers report problems as Status; this guard only keeps a library exception that slipped
 // through from aborting the CLI.
 template <typename Fn>
@@ -80,6 +86,8 @@ auto Guarded(Fn fn) -> decltype(fn()) {
     return Status::Internal(std::string("unexpected parser failure: ") + e.what());
   }
 }
+
+}  // namespace
 
 int LocalError(const std::string& message) {
   std::cerr << "error: " << message << "\n";
@@ -124,6 +132,8 @@ StatusOr<std::string> UploadAsset(ApiClient& client, const fs::path& file) {
   return Status::Internal("the scheduler did not confirm the upload");
 }
 
+namespace {
+
 // A job naming a C++ plugin that a worker loaded: the scheduler has its declaration, so the job
 // is checked here by the same rules, before anything is uploaded. Quiet on failure: parsing
 // then reports the renderer as unknown, or the request reports the connection.
@@ -145,6 +155,8 @@ void LearnNativePlugins(const ClientOptions& options, const std::string& job_tex
     if (spec.ok()) (void)plugin::RegisterNativePlugin(std::move(*spec));
   }
 }
+
+}  // namespace
 
 // Whose job it is when the job file does not say: the token's user when a token is given (a
 // farm with tokens refuses a job of anyone else), else the login name.
@@ -217,6 +229,8 @@ int PrintDryRun(ApiClient& client, const json& body, bool as_json) {
   return kExitOk;
 }
 
+namespace {
+
 // What travels with a job besides its file: its scene's text and the files it reads (paths
 // relative to scene_dir), read and checked here as the scheduler would.
 struct LocalFiles {
@@ -287,46 +301,20 @@ StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::Job
 
 }  // namespace
 
-// POSTs a checked submission (with one idempotency key, retried while the answer may have been
-// lost); prints the job's id.
-int PostJob(const ClientOptions& options, ApiClient& client, const json& body);
-
-// An Open Job Description template: checked here (the scheduler translates it again, with the
-// same code) and sent as it is, with its parameter values. Its scripts travel inside it; it has
-// no local files to upload.
-int SubmitTemplate(const ClientOptions& options, const std::string& job_file,
-                   const std::string& text, bool dry_run,
-                   const std::vector<std::string>& parameter_words) {
-  std::map<std::string, std::string> parameters;
-  for (const std::string& word : parameter_words) {
-    const size_t eq = word.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return LocalError("-p " + word + ": expected Name=Value");
-    }
-    if (!parameters.emplace(word.substr(0, eq), word.substr(eq + 1)).second) {
-      return LocalError("-p " + word + ": parameter " + word.substr(0, eq) + " is given twice");
-    }
-  }
-  StatusOr<openjd::Translation> translation =
-      Guarded([&] { return openjd::TranslateTemplate(text, parameters); });
-  if (!translation.ok()) return LocalError(job_file, translation.status().message());
-  ApiClient client(options.connection);
-  json body = {{"job_yaml", text}, {"parameters", parameters}};
-  if (std::string user = DefaultUser(options, client); !user.empty()) body["user"] = user;
-  if (dry_run) return PrintDryRun(client, body, options.json);
-  return PostJob(options, client, body);
-}
-
-int RunSubmit(const ClientOptions& options, const std::string& job_file, bool dry_run,
-              const std::vector<std::string>& parameters) {
+int RunSubmit(const ClientOptions& options, const std::string& job_file,
+              const SubmitOptions& submit) {
+  const bool dry_run = submit.dry_run;
+  std::error_code ec;
+  // A folder is an OpenJD job bundle (template.yaml and its files).
+  if (fs::is_directory(job_file, ec)) return SubmitTemplate(options, job_file, submit);
   StatusOr<std::string> job_text = ReadTextFile(job_file);
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
-  if (openjd::IsJobTemplate(*job_text)) {
-    return SubmitTemplate(options, job_file, *job_text, dry_run, parameters);
-  }
-  if (!parameters.empty()) {
-    return LocalError("-p: parameters are for Open Job Description templates; " + job_file +
-                      " is a Tessera job file");
+  if (openjd::IsJobTemplate(*job_text)) return SubmitTemplate(options, job_file, submit);
+  if (submit.ForTemplatesOnly()) {
+    return LocalError(job_file +
+                      " is a Tessera job file: -p, --env, --path-mapping-rules, "
+                      "--priority, --max-retries, --project and --pool are for Open Job "
+                      "Description templates (a job file says these itself)");
   }
   LearnNativePlugins(options, *job_text);
 

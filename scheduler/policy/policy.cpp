@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "shared/plugin_catalog.h"
+#include "shared/tags.h"
 
 namespace tessera::policy {
 namespace {
@@ -30,7 +31,7 @@ std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
     return "not in any of the pools " + nlohmann::json(job.pools).dump();
   }
   for (const std::string& tag : job.tags) {
-    if (!worker.tags.count(tag)) return "lacks the tag '" + tag + "'";
+    if (!spec::TagMet(tag, worker.tags)) return "lacks " + spec::TagWanted(tag);
   }
   const spec::ResourceSpec& need = job.resources;
   if (worker.cpu_cores < need.cpu_cores) {
@@ -62,10 +63,13 @@ std::string WhyNoCpuRoom(const spec::ResourceSpec& need, const WorkerOffer& work
 
 bool LimitsAllow(const std::vector<std::string>& names, const std::map<std::string, int>& max,
                  const std::map<std::string, int>& in_use) {
-  for (const std::string& name : names) {
+  // A name listed n times is n units of it (an OpenJD amount of a licence).
+  std::map<std::string, int> wanted;
+  for (const std::string& name : names) ++wanted[name];
+  for (const auto& [name, count] : wanted) {
     auto limit = max.find(name);
     auto used = in_use.find(name);
-    if (limit == max.end() || (used == in_use.end() ? 0 : used->second) >= limit->second) {
+    if (limit == max.end() || (used == in_use.end() ? 0 : used->second) + count > limit->second) {
       return false;
     }
   }

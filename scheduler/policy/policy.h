@@ -124,8 +124,8 @@ std::string WhyNoGpuRoom(const spec::ResourceSpec& need, const WorkerOffer& work
 // the memory the task asks for ("" when the GPUs could fit it).
 std::string WhyNeverGpus(const spec::ResourceSpec& need, const WorkerOffer& worker);
 
-// Named counted limits: whether one more task holding `names` stays within `max` (a name that
-// is not configured allows nothing).
+// Named counted limits: whether one more task holding `names` stays within `max` (a name listed
+// n times holds n; a name that is not configured allows nothing).
 bool LimitsAllow(const std::vector<std::string>& names, const std::map<std::string, int>& max,
                  const std::map<std::string, int>& in_use);
 

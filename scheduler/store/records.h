@@ -136,6 +136,7 @@ struct TaskRecord {
   std::optional<std::string> worker_name;
   double progress = 0;
   std::string message;
+  std::string status_line;  // what its program last said it does (an OpenJD openjd_status)
   std::optional<int64_t> started_at_ms, finished_at_ms;
   std::vector<int64_t> failed_on;  // workers a charged failure happened on
   bool interrupted = false;        // it was running when the scheduler stopped

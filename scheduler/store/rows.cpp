@@ -70,7 +70,7 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
 const char* const kTaskColumns =
     "t.id, t.job_id, t.idx, t.frame_start, t.frame_end, t.state, t.attempt, t.failures, "
     "t.worker_id, w.name, t.progress, t.message, t.started_at, t.finished_at, t.failed_on, t.part, "
-    "t.gpu_seconds, t.cost, t.failures_total";
+    "t.gpu_seconds, t.cost, t.failures_total, t.status_line";
 
 StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   TaskRecord t;
@@ -95,6 +95,7 @@ StatusOr<TaskRecord> ReadTask(const Stmt& s) {
   t.gpu_seconds = s.Double(16);
   t.cost = s.Double(17);
   t.failures_total = static_cast<int>(s.Int(18));
+  t.status_line = s.Text(19);
   return t;
 }
 

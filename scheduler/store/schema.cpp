@@ -392,6 +392,11 @@ CREATE TABLE webhook_cursors (
     R"sql(
 ALTER TABLE jobs ADD COLUMN failure_policy TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 31 -> 32: a task's status line, what its program last said it does (OpenJD's
+    // openjd_status; "frame N" while a renderer renders one). Cleared when an attempt starts.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN status_line TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == Store::kSchemaVersion);

@@ -55,7 +55,7 @@ struct PluginFiles;  // rows.h
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 31;
+  static constexpr int kSchemaVersion = 32;
 
   // Group commit: while a WriteGroup is alive, the writes made by the thread that opened it
   // form one transaction, and other threads' writes wait. The frequent writes of a broker pass
@@ -153,7 +153,9 @@ class Store {
   Status RequeueTask(int64_t task_id, int attempt, const std::string& message, bool count_failure,
                      int64_t job_id = 0);
   Status FailTask(int64_t task_id, int attempt, const std::string& message, int64_t job_id = 0);
-  Status SetTaskProgress(int64_t task_id, int attempt, double progress);
+  // A running attempt's progress (0..1) and status line (shown with the task).
+  Status SetTaskProgress(int64_t task_id, int attempt, double progress,
+                         const std::string& status_line = "");
   // Straggler backups: a second copy of a running task starts as the next attempt beside the
   // first; either may finish it (FinishTask names the winner). EndCopy drops one copy (charging
   // the task's retry budget when `count_failure`) that
@@ -372,7 +374,8 @@ class Store {
                         bool reattach, std::unordered_map<int64_t, CountDeltas>* counts,
                         const std::vector<int>& gpus = {});
   Status WriteWorkerState(int64_t worker_id, WorkerState state);
-  Status WriteTaskProgress(int64_t task_id, int attempt, double progress);
+  Status WriteTaskProgress(int64_t task_id, int attempt, double progress,
+                           const std::string& status_line);
   // A task's fencing state, read on the writer (inside a transaction).
   struct TaskFence {
     TaskState state = TaskState::kQueued;

@@ -101,7 +101,8 @@ Status Store::TransitionTask(int64_t task_id, int attempt, TaskState to, const s
       Stmt u,
       starting
           ? writer_->Prepare("UPDATE tasks SET state = 'running', attempt = ?2, message = ?3, "
-                             "live_attempts = ?4, worker_id = ?5, progress = 0, started_at = ?6, "
+                             "live_attempts = ?4, worker_id = ?5, progress = 0, status_line = '', "
+                             "started_at = ?6, "
                              "finished_at = NULL "
                              "WHERE id = ?1 AND state = 'queued' AND attempt = ?2 - ?7")
           : writer_->Prepare("UPDATE tasks SET state = ?8, message = ?3, live_attempts = '[]', "
@@ -329,22 +330,25 @@ Status Store::EndCopy(int64_t task_id, int attempt, bool count_failure) {
   });
 }
 
-Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress) {
+Status Store::SetTaskProgress(int64_t task_id, int attempt, double progress,
+                              const std::string& status_line) {
   Deferred op;
   op.kind = Deferred::Kind::kProgress;
   op.id = task_id;
   op.attempt = attempt;
   op.progress = progress;
+  op.message = status_line;
   if (Defer(std::move(op))) return Status::Ok();
   WriteLock lock(*this);
-  return WriteTaskProgress(task_id, attempt, progress);
+  return WriteTaskProgress(task_id, attempt, progress, status_line);
 }
 
-Status Store::WriteTaskProgress(int64_t task_id, int attempt, double progress) {
+Status Store::WriteTaskProgress(int64_t task_id, int attempt, double progress,
+                                const std::string& status_line) {
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare("UPDATE tasks SET progress = ? WHERE id = ? AND attempt = ? "
-                               "AND state = 'running'"));
-  return s.Bind(1, progress).Bind(2, task_id).Bind(3, attempt).Run();
+      Stmt s, writer_->Prepare("UPDATE tasks SET progress = ?, status_line = ? WHERE id = ? AND "
+                               "attempt = ? AND state = 'running'"));
+  return s.Bind(1, progress).Bind(2, status_line).Bind(3, task_id).Bind(4, attempt).Run();
 }
 
 }  // namespace tessera::store

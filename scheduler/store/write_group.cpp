@@ -28,7 +28,7 @@ Status Store::ApplyDeferred(std::vector<Deferred>& ops) {
         s = WriteWorkerState(op.id, op.worker_state);
         break;
       case Deferred::Kind::kProgress:
-        s = WriteTaskProgress(op.id, op.attempt, op.progress);
+        s = WriteTaskProgress(op.id, op.attempt, op.progress, op.message);
         break;
     }
     if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound) {

@@ -32,7 +32,7 @@ parameterDefinitions:
     type: PATH
     objectType: FILE
     dataFlow: IN
-    default: /mnt/shots/sh010.blend
+    default: sh010.blend
   - name: Samples
     type: INT
     default: 64
@@ -107,9 +107,18 @@ steps:
         onRun: {command: ffmpeg, args: ["-i", "{{Param.Shot}}.%04d.exr"]}
 )yaml";
 
+// A submission of a template in /mnt/shots by someone in /home/ana.
+JobInputs Inputs(const std::map<std::string, std::string>& params = {}) {
+  JobInputs inputs;
+  inputs.parameters = params;
+  inputs.template_dir = "/mnt/shots";
+  inputs.working_dir = "/home/ana";
+  return inputs;
+}
+
 std::string ErrorOf(const std::string& text,
                     const std::map<std::string, std::string>& params = {}) {
-  StatusOr<Translation> t = TranslateTemplate(text, params);
+  StatusOr<Translation> t = TranslateTemplate(text, Inputs(params));
   return t.ok() ? "accepted" : t.status().message();
 }
 
@@ -132,7 +141,7 @@ TEST(OpenJdTest, RecognisesJobTemplatesOnly) {
 }
 
 TEST(OpenJdTest, TranslatesStepsResourcesTagsAndDependencies) {
-  StatusOr<Translation> t = TranslateTemplate(kTemplate, {{"Frames", "1-20:2"}});
+  StatusOr<Translation> t = TranslateTemplate(kTemplate, Inputs({{"Frames", "1-20:2"}}));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   // Frames 1,3..19 (10) x the three (Camera, Lens) pairs, plus Encode's single task.
   EXPECT_EQ(t->task_count, 31);
@@ -168,7 +177,7 @@ TEST(OpenJdTest, TranslatesStepsResourcesTagsAndDependencies) {
 
   // The session keeps the range as one run, the parameters substituted, and says its version.
   nlohmann::json session = nlohmann::json::parse(t->step_scenes.at("Render-Beauty"));
-  EXPECT_EQ(session["version"], 1);
+  EXPECT_EQ(session["version"], 2);
   EXPECT_EQ(session["job"], "sh010 render");
   EXPECT_EQ(session["parameter_space"]["parameters"][0]["ranges"],
             nlohmann::json::parse("[[1, 2, 10]]"));
@@ -178,7 +187,7 @@ TEST(OpenJdTest, TranslatesStepsResourcesTagsAndDependencies) {
 }
 
 TEST(OpenJdTest, PlansTasksAcrossAProductAndAnAssociation) {
-  StatusOr<Translation> t = TranslateTemplate(kTemplate, {{"Frames", "1-4"}});
+  StatusOr<Translation> t = TranslateTemplate(kTemplate, Inputs({{"Frames", "1-4"}}));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   const std::string& scene = t->step_scenes.at("Render-Beauty");
   // Frame * (Camera, Lens): 4 frames x 3 pairs; the pair varies fastest and moves together.
@@ -204,7 +213,8 @@ TEST(OpenJdTest, PlansTasksAcrossAProductAndAnAssociation) {
 }
 
 TEST(OpenJdTest, ResolvesFormatStringsInEachScope) {
-  StatusOr<Translation> t = TranslateTemplate(kTemplate, {{"Shot", "sh020"}, {"Frames", "7"}});
+  StatusOr<Translation> t =
+      TranslateTemplate(kTemplate, Inputs({{"Shot", "sh020"}, {"Frames", "7"}}));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(YAML::Load(t->job_yaml)["name"].as<std::string>(), "sh020-render");
   StatusOr<TaskPlan> plan = PlanTask(t->step_scenes.at("Render-Beauty"), 2, "/w/t3/");
@@ -249,7 +259,7 @@ TEST(OpenJdTest, SessionValuesAndPathMappingFile) {
       OneStep("    script:\n      actions:\n        onRun:\n          command: run\n"
               "          args: [\"{{Session.HasPathMappingRules}}\", "
               "\"{{Session.PathMappingRulesFile}}\"]\n"),
-      {});
+      Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   StatusOr<TaskPlan> plan = PlanTask(t->step_scenes.at("s"), 0, "/w");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -257,7 +267,8 @@ TEST(OpenJdTest, SessionValuesAndPathMappingFile) {
   // The file it names exists, holding no rules.
   ASSERT_EQ(plan->files.size(), 1u);
   EXPECT_EQ(plan->files[0].path, "/w/openjd/path-mapping.json");
-  EXPECT_EQ(plan->files[0].data, "{}");
+  EXPECT_EQ(nlohmann::json::parse(plan->files[0].data),
+            nlohmann::json::parse(R"({"version": "pathmapping-1.0", "path_mapping_rules": []})"));
   EXPECT_TRUE(plan->task_parameters.empty());
 }
 
@@ -265,7 +276,8 @@ TEST(OpenJdTest, ParameterValuesAreNeverReparsedAsFormatStrings) {
   const std::string text =
       OneStep("    script: {actions: {onRun: {command: echo, args: [\"{{Param.Msg}}\"]}}}\n",
               "parameterDefinitions: [{name: Msg, type: STRING}]\n");
-  StatusOr<Translation> t = TranslateTemplate(text, {{"Msg", "{{Session.WorkingDirectory}}"}});
+  StatusOr<Translation> t =
+      TranslateTemplate(text, Inputs({{"Msg", "{{Session.WorkingDirectory}}"}}));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   StatusOr<TaskPlan> plan = PlanTask(t->step_scenes.at("s"), 0, "/w");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -273,7 +285,7 @@ TEST(OpenJdTest, ParameterValuesAreNeverReparsedAsFormatStrings) {
 }
 
 TEST(OpenJdTest, ActionsKeepTimeoutsAndCancelation) {
-  StatusOr<Translation> t = TranslateTemplate(kTemplate, {});
+  StatusOr<Translation> t = TranslateTemplate(kTemplate, Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   StatusOr<TaskPlan> plan = PlanTask(t->step_scenes.at("Render-Beauty"), 0, "/w");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -296,7 +308,8 @@ TEST(OpenJdTest, ParameterValuesAreCheckedAgainstTheirDefinitions) {
   EXPECT_EQ(ErrorOf(kTemplate, {{"Frame", "1-5"}}),
             "parameter Frame: the template defines no such parameter (Shot, Frames, Scene, "
             "Samples, Exposure)");
-  EXPECT_EQ(ErrorOf(kTemplate, {{"Samples", "12x"}}), "parameter Samples: '12x' is not an integer");
+  EXPECT_EQ(ErrorOf(kTemplate, {{"Samples", "12x"}}),
+            "parameter Samples: '12x' is not an integer within 64 bits");
   EXPECT_EQ(ErrorOf(kTemplate, {{"Samples", "0"}}), "parameter Samples: 0 is below minValue 1");
   EXPECT_EQ(ErrorOf(kTemplate, {{"Samples", "5000"}}),
             "parameter Samples: 5000 is above maxValue 4096");
@@ -333,7 +346,7 @@ TEST(OpenJdTest, ParameterValuesAreCheckedAgainstTheirDefinitions) {
 }
 
 TEST(OpenJdTest, ReferencesOutsideTheirScopeAreRefusedNamingTheField) {
-  const std::string params = "parameterDefinitions: [{name: P, type: PATH, default: /a}]\n";
+  const std::string params = "parameterDefinitions: [{name: P, type: PATH, default: a}]\n";
   // The job name is resolved at submission: Param.* and RawParam.* only, and not a PATH's Param.
   EXPECT_EQ(ErrorOf("specificationVersion: jobtemplate-2023-09\nname: \"{{Task.Param.F}}\"\n"
                     "steps: [{name: s, script: {actions: {onRun: {command: x}}}}]\n"),
@@ -427,26 +440,21 @@ TEST(OpenJdTest, RefusesWhatTesseraCannotRunByName) {
             "steps[0].hostRequirements.attributes[0].anyOf: attr.worker.os.family must allow "
             "linux (every Tessera worker runs Linux)");
   EXPECT_EQ(
-      ErrorOf(OneStep(host + "attributes: [{name: attr.custom.site, anyOf: [a, b]}]\n" + kRun)),
-      "steps[0].hostRequirements.attributes[0].anyOf: Tessera tags are all required: "
-      "anyOf with several values is not supported");
-  EXPECT_EQ(
       ErrorOf(OneStep(host + "attributes: [{name: attr.worker.gpu.model, anyOf: [a]}]\n" + kRun)),
-      "steps[0].hostRequirements.attributes[0].name: attribute attr.worker.gpu.model is "
-      "not supported (attr.worker.os.family, attr.worker.cpu.arch, attr.custom.*)");
+      "steps[0].hostRequirements.attributes[0].name: 'attr.worker.gpu.model' is in the scope "
+      "attr.worker, which the specification reserves (attr.worker.os.family, cpu.arch are "
+      "defined)");
   EXPECT_EQ(
       ErrorOf(OneStep(host + "amounts: [{name: amount.worker.disk.scratch, min: 10}]\n" + kRun)),
-      "steps[0].hostRequirements.amounts[0].name: amount amount.worker.disk.scratch is not "
-      "supported (Tessera reserves amount.worker.vcpu, amount.worker.memory, "
-      "amount.worker.gpu and amount.worker.gpu.memory)");
-  EXPECT_EQ(ErrorOf(OneStep(host + "amounts: [{name: amount.custom.licenses, min: 1}]\n" + kRun)),
-            "steps[0].hostRequirements.amounts[0].name: amount amount.custom.licenses is not "
-            "supported (Tessera reserves amount.worker.vcpu, amount.worker.memory, "
-            "amount.worker.gpu and amount.worker.gpu.memory)");
+      "steps[0].hostRequirements.amounts[0].name: amount.worker.disk.scratch is not supported "
+      "(Tessera does not reserve scratch disk)");
+  EXPECT_EQ(ErrorOf(OneStep(host + "amounts: [{name: acme:amount.seats, min: 1}]\n" + kRun)),
+            "steps[0].hostRequirements.amounts[0].name: vendor amount acme:amount.seats is not "
+            "supported (custom amounts are amount.custom.<name>, the farm's named limits)");
   EXPECT_EQ(
       ErrorOf(OneStep(host + "amounts: [{name: amount.worker.vcpu, min: 1.5, max: 1.8}]\n" + kRun)),
       "steps[0].hostRequirements.amounts[0]: amount.worker.vcpu max 1.800000 cannot be "
-      "expressed: Tessera reserves whole units, 2.000000 (min rounded up), for each task");
+      "expressed: Tessera reserves whole units, 2 (min rounded up), for each task");
   EXPECT_EQ(
       ErrorOf(OneStep(host + "amounts: [{name: amount.worker.vcpu, min: 2, max: 8}]\n" + kRun)),
       "accepted");
@@ -508,7 +516,7 @@ TEST(OpenJdTest, ParameterSpacesFollowTheSpec) {
   };
   auto values = [&](const std::string& range) -> std::vector<std::string> {
     StatusOr<Translation> t =
-        TranslateTemplate(space("[{name: F, type: INT, range: \"" + range + "\"}]"), {});
+        TranslateTemplate(space("[{name: F, type: INT, range: \"" + range + "\"}]"), Inputs());
     if (!t.ok()) return {t.status().message()};
     std::vector<std::string> out;
     for (int64_t i = 0; i < t->task_count; ++i) {
@@ -529,8 +537,10 @@ TEST(OpenJdTest, ParameterSpacesFollowTheSpec) {
   EXPECT_EQ(values("1-10:4,10-15"), (V{range + ": ranges overlap (1-10 and 10-15)"}));
   EXPECT_EQ(values("1-5:0"),
             (V{range + ": '1-5:0' is not an integer, a range 'A-B' or 'A-B:STEP'"}));
-  EXPECT_EQ(values("1-100001"),
-            (V{range + ": more than 100000 values (a Tessera step runs at most that many tasks)"}));
+  EXPECT_EQ(values("1-1024").size(), 1024u);
+  EXPECT_EQ(values("1-1025"),
+            (V{range + ": more than 1024 values (the specification's most for "
+                       "one task parameter; combine parameters for more tasks)"}));
 
   const std::string comb = "steps[0].parameterSpace.combination";
   const std::string three =
@@ -545,7 +555,7 @@ TEST(OpenJdTest, ParameterSpacesFollowTheSpec) {
   EXPECT_EQ(ErrorOf(space(three, "A * D")), comb + ": no task parameter named 'D'");
   EXPECT_EQ(ErrorOf(space(three, "A * (B, C")), comb + ": expected ',' or ')' at character 9");
   // (A, B) * C: the spec's example order.
-  StatusOr<Translation> t = TranslateTemplate(space(three, "(A,B) * C"), {});
+  StatusOr<Translation> t = TranslateTemplate(space(three, "(A,B) * C"), Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->task_count, 6);
   StatusOr<TaskPlan> p3 = PlanTask(t->step_scenes.at("s"), 3, "/w");
@@ -553,7 +563,7 @@ TEST(OpenJdTest, ParameterSpacesFollowTheSpec) {
   EXPECT_EQ(p3->task_parameters, (std::vector<std::pair<std::string, std::string>>{
                                      {"A", "2"}, {"B", "11"}, {"C", "21"}}));
   // No combination: the product in definition order, the last varying fastest.
-  t = TranslateTemplate(space(three), {});
+  t = TranslateTemplate(space(three), Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->task_count, 18);
   StatusOr<TaskPlan> p = PlanTask(t->step_scenes.at("s"), 17, "/w");
@@ -581,7 +591,7 @@ TEST(OpenJdTest, NamesBecomeUniqueTesseraNames) {
       "  - {name: \"a b\", " +
           s + "}\n  - {name: a-b, " + s + "}\n  - {name: \"a/b\", " + s +
           ", dependencies: [{dependsOn: a-b}]}\n",
-      {});
+      Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   YAML::Node job = YAML::Load(t->job_yaml);
   EXPECT_EQ(job["name"].as<std::string>(), "Plan--caf--1");  // one '-' per character
@@ -593,31 +603,42 @@ TEST(OpenJdTest, NamesBecomeUniqueTesseraNames) {
 }
 
 TEST(OpenJdTest, TenThousandTasksTranslateWithoutExpanding) {
+  // A task parameter has at most 1,024 values (the specification's limit): 10,000 tasks are a
+  // product of two.
   StatusOr<Translation> t = TranslateTemplate(
       OneStep(
           "    parameterSpace:\n      taskParameterDefinitions:\n"
+          "        - {name: Shot, type: INT, range: \"{{Param.Shots}}\"}\n"
           "        - {name: Frame, type: INT, range: \"{{Param.Frames}}\"}\n"
-          "    script: {actions: {onRun: {command: render, args: [\"{{Task.Param.Frame}}\"]}}}\n",
-          "parameterDefinitions: [{name: Frames, type: STRING}]\n"),
-      {{"Frames", "1-10000"}});
+          "    script: {actions: {onRun: {command: render, args: [\"{{Task.Param.Shot}}\", "
+          "\"{{Task.Param.Frame}}\"]}}}\n",
+          "parameterDefinitions: [{name: Frames, type: STRING}, {name: Shots, type: STRING}]\n"),
+      Inputs({{"Frames", "1-100"}, {"Shots", "1-100"}}));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->task_count, 10000);
   EXPECT_EQ(YAML::Load(t->job_yaml)["steps"][0]["frames"].as<std::string>(), "1-10000");
-  EXPECT_LT(t->step_scenes.at("s").size(), 1000u);  // the range is one run, not 10,000 values
+  EXPECT_LT(t->step_scenes.at("s").size(), 2000u);  // each range is one run, not its values
   StatusOr<TaskPlan> plan = PlanTask(t->step_scenes.at("s"), 9999, "/w");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->on_run.args, (std::vector<std::string>{"10000"}));
+  EXPECT_EQ(plan->on_run.args, (std::vector<std::string>{"100", "100"}));
 }
 
 TEST(OpenJdTest, SessionsOfAnotherVersionOrShapeAreRefused) {
-  StatusOr<Translation> t = TranslateTemplate(OneStep(kRun), {});
+  StatusOr<Translation> t = TranslateTemplate(OneStep(kRun), Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   nlohmann::json session = nlohmann::json::parse(t->step_scenes.at("s"));
   ASSERT_TRUE(PlanTask(session.dump(), 0, "/w").ok());
-  nlohmann::json v2 = session;
-  v2["version"] = 2;
-  EXPECT_EQ(PlanTask(v2.dump(), 0, "/w").status().message(),
-            "openjd session: version 2 is not understood (this worker reads version 1)");
+  nlohmann::json v3 = session;
+  v3["version"] = 3;
+  EXPECT_EQ(PlanTask(v3.dump(), 0, "/w").status().message(),
+            "openjd session: version 3 is not understood (this worker reads versions 1 and 2)");
+  // A session of version 1 (a job stored before path mapping) still runs.
+  nlohmann::json v1 = session;
+  v1["version"] = 1;
+  v1.erase("path_parameters");
+  v1.erase("path_mapping");
+  v1.erase("outputs");
+  EXPECT_TRUE(PlanTask(v1.dump(), 0, "/w").ok());
   nlohmann::json extra = session;
   extra["chunks"] = 4;
   EXPECT_EQ(PlanTask(extra.dump(), 0, "/w").status().message(),
@@ -631,7 +652,7 @@ TEST(OpenJdTest, SessionsOfAnotherVersionOrShapeAreRefused) {
 }
 
 TEST(OpenJdTest, TheJobFileIsATesseraPipeline) {
-  StatusOr<Translation> t = TranslateTemplate(kTemplate, {});
+  StatusOr<Translation> t = TranslateTemplate(kTemplate, Inputs());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   StatusOr<spec::PipelineSpec> p = spec::ParsePipelineYaml(t->job_yaml);
   if (!p.ok() && p.status().message().find("openjd") != std::string::npos) {

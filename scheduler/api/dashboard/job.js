@@ -210,7 +210,10 @@ function runningNow(now) {
                         `<td>${esc(t.worker_name ?? '—')}</td><td>${t.attempt}</td>` +
                         `<td><span class="bar-wrap"><span class="bar"><i style="width:` +
                         `${(100 * t.progress).toFixed(1)}%"></i></span><span class="bar-label">` +
-                        `${Math.round(100 * t.progress)}%</span></span></td>` +
+                        `${Math.round(100 * t.progress)}%</span></span>` +
+                        (t.status_line ? `<div class="muted status-line">${esc(t.status_line)}</div>`
+                                       : '') +
+                        '</td>' +
                         `<td>${when(t.started_at)}</td></tr>`)
              .join('') +
          '</tbody></table>';
