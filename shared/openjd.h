@@ -130,6 +130,10 @@ struct JobSettings {
   std::optional<int> max_retries;  // 0..100
   std::string project;
   std::vector<std::string> pools;
+  // The farm's bound on an environment's onEnter that gives no timeout of its own (0: none):
+  // a setup that never ends fails its task, naming the environment, instead of holding a
+  // worker forever (scheduler config openjd.environment_timeout_s).
+  int environment_timeout_s = 0;
 };
 
 // Everything besides the template that makes a job from it.

@@ -246,6 +246,8 @@ struct TemplateContext {
   bool checking = false;                      // values unknown
   std::set<std::string> job_environment_names;
   std::string job_name;  // resolved (or as written, while checking)
+  // Seconds an environment's onEnter may run when the template gives no timeout (0: none).
+  int environment_timeout_s = 0;
   // Fields resolved when the job is made (the job name, ranges, host requirements).
   Scope TemplateScope() const {
     Scope s;

@@ -310,6 +310,18 @@ void Tighter(std::optional<T>* into, const std::optional<T>& other, bool is_min)
   if (!*into || (is_min ? *other > **into : *other < **into)) *into = other;
 }
 
+// An absolute path in either form: POSIX ("/x"), or a Windows drive ("P:\\x", "P:/x") or share
+// ("\\\\server\\share") written on an artist's machine -- the path mapping rules' business, never
+// joined with a POSIX folder.
+bool IsAbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return true;
+  if (path.size() >= 3 && IsLatinAlpha(path[0]) && path[1] == ':' &&
+      (path[2] == '\\' || path[2] == '/')) {
+    return true;
+  }
+  return path.size() >= 2 && path[0] == '\\' && path[1] == '\\';
+}
+
 }  // namespace
 
 Status CheckParameterValue(const ParameterDefinition& p, const std::string& raw,
@@ -481,7 +493,7 @@ Status ResolveParameterValues(const std::vector<ParameterDefinition>& defs, cons
     std::string raw;
     if (given != inputs.parameters.end()) {
       raw = given->second;
-      if (p.type == "PATH" && !raw.empty() && raw[0] != '/') {
+      if (p.type == "PATH" && !raw.empty() && !IsAbsolutePath(raw)) {
         // A relative value is the submitter's, from where they stood (spec 2.2).
         if (inputs.working_dir.empty()) {
           return Status::InvalidArgument(field + ": " + Quoted(raw) +
@@ -494,7 +506,7 @@ Status ResolveParameterValues(const std::vector<ParameterDefinition>& defs, cons
       raw = *p.default_value;
       if (p.type == "PATH") {
         // A default is relative to the template's folder and stays inside it (spec 2.2).
-        if (!raw.empty() && raw[0] == '/') {
+        if (IsAbsolutePath(raw)) {
           return Status::InvalidArgument(
               field + ": the default " + Quoted(raw) +
               " is absolute; a PATH default is relative to the template's folder");

@@ -204,8 +204,8 @@ StatusOr<nlohmann::json> ParseEnvironment(const YAML::Node& node, const std::str
       return Status::InvalidArgument(sfield + ".actions: needs onEnter or onExit");
     }
     if (a.Has("onEnter")) {
-      TSR_ASSIGN_OR_RETURN(env["on_enter"],
-                           ParseAction(on_enter, sfield + ".actions.onEnter", scope, false, 0));
+      TSR_ASSIGN_OR_RETURN(env["on_enter"], ParseAction(on_enter, sfield + ".actions.onEnter",
+                                                        scope, false, ctx.environment_timeout_s));
     }
     if (a.Has("onExit")) {
       TSR_ASSIGN_OR_RETURN(env["on_exit"], ParseAction(on_exit, sfield + ".actions.onExit", scope,

@@ -250,6 +250,7 @@ StatusOr<Translation> TranslateTemplate(std::string_view template_text, const Jo
       TemplateContext ctx = ContextOf(defs);
       ctx.checking = false;
       ctx.values = values;
+      ctx.environment_timeout_s = inputs.settings.environment_timeout_s;
       return ctx;
     };
     TemplateContext ctx = bound(doc.defs);

@@ -279,8 +279,10 @@ Status TaskRunner::RenderAll(zmq::socket_t& out, int* frames_done) {
 std::string TaskRunner::status_line() const {
   std::lock_guard<std::mutex> lock(status_mu_);
   if (!status_line_.empty()) return status_line_;
+  // An OpenJD task's "frame" is only its index: it says what it does itself, or nothing.
   const int frame = current_frame_.load();
-  return frame > 0 ? "frame " + std::to_string(frame) : "";
+  return frame > 0 && assign_.renderer != spec::kRendererOpenJd ? "frame " + std::to_string(frame)
+                                                                : "";
 }
 
 Status TaskRunner::RenderOpenJd(zmq::socket_t& out) {

@@ -31,7 +31,11 @@ StatusOr<OpenJdFarm> ParseOpenJdFarm(const YAML::Node& node) {
   yaml::MapReader r(node, "openjd");
   const YAML::Node environments = r.Child("environments");
   const YAML::Node rules = r.Child("path_mapping");
+  r.Optional("environment_timeout_s", &farm.environment_timeout_s);
   TSR_RETURN_IF_ERROR(r.Finish());
+  if (farm.environment_timeout_s < 0 || farm.environment_timeout_s > 7 * 24 * 3600) {
+    return Status::InvalidArgument("openjd.environment_timeout_s: must be 0..604800 seconds");
+  }
   if (environments.IsDefined() && !environments.IsNull()) {
     if (!environments.IsSequence()) {
       return Status::InvalidArgument("openjd.environments: expected a list of {file, pools}");

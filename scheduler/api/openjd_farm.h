@@ -7,6 +7,7 @@
 //       - {file: /etc/tessera/openjd/gpu.yaml, pools: [gpu]}  # jobs submitted to pool gpu
 //     path_mapping:                 # rules for PATH parameters, as the specification writes them
 //       - {source_path_format: WINDOWS, source_path: "P:\\", destination_path: /mnt/projects}
+//     environment_timeout_s: 3600   # an onEnter without a timeout of its own ends by then
 // Environment templates are read and checked when the scheduler starts (a bad one stops it,
 // naming the file and the field); a job keeps the environments it was made with.
 
@@ -29,6 +30,8 @@ struct OpenJdFarm {
   };
   std::vector<Environment> environments;
   std::vector<openjd::PathMappingRule> path_mapping;
+  // Seconds an environment's onEnter may run when its template gives no timeout (0: none).
+  int environment_timeout_s = 3600;
 
   // The environment templates a job submitted to `pools` enters, outermost first.
   std::vector<std::string> EnvironmentsFor(const std::vector<std::string>& pools) const;

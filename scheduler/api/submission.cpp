@@ -243,6 +243,7 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body, const OpenJdFarm* fa
       inputs.environments = std::move(environments);
       inputs.path_mapping.insert(inputs.path_mapping.end(), farm->path_mapping.begin(),
                                  farm->path_mapping.end());
+      inputs.settings.environment_timeout_s = farm->environment_timeout_s;
     }
     TSR_ASSIGN_OR_RETURN(openjd::Translation translation,
                          openjd::TranslateTemplate(out.job_yaml, inputs));

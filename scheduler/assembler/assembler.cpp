@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "scheduler/assembler/part_spool.h"
 #include "scheduler/blobs/blob_store.h"
@@ -119,13 +120,40 @@ FrameWritten Assembler::StoreInputs(const InputsJob& job) {
   FrameWritten done;
   done.job_id = job.job_id;
   done.kind = FrameWritten::Kind::kInputs;
+  done.inputs = job.base;
   static constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
-  for (const auto& [name, path] : job.files) {
-    // One frame in memory at a time; a frame stored before is found by its hash. The file may
-    // have been placed by a worker (shared storage): never through a link, only a plain PNG, so
-    // nothing else the scheduler can read ever travels to a worker as an input.
+  // The folders' files, listed here (never on the broker's thread): plain files only.
+  std::vector<std::tuple<std::string, std::string, bool>> files;  // name, path, must be a PNG
+  for (const auto& [name, path] : job.files) files.emplace_back(name, path, true);
+  for (const auto& [folder, prefix] : job.folders) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(std::filesystem::symlink_status(folder, ec))) continue;
+    for (std::filesystem::recursive_directory_iterator it(folder, ec), end; it != end;
+         it.increment(ec)) {
+      if (ec) break;
+      if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+      files.emplace_back(prefix + "/" + it->path().lexically_relative(folder).generic_string(),
+                         it->path().string(), false);
+    }
+  }
+  if (files.size() > static_cast<size_t>(spec::kMaxAssets)) {
+    done.status =
+        Status::ResourceExhausted("more than " + std::to_string(spec::kMaxAssets) + " input files");
+    done.inputs.clear();
+    return done;
+  }
+  for (const auto& [name, path, png] : files) {
+    if (Status valid = spec::ValidateAssetPath(name, path); !valid.ok()) {
+      done.status = valid;
+      done.inputs.clear();
+      return done;
+    }
+    // One file in memory at a time; a file stored before is found by its hash. The file may
+    // have been placed by a worker (shared storage): never through a link, a frame only a plain
+    // PNG, so nothing else the scheduler can read ever travels to a worker as an input.
     StatusOr<std::string> bytes = file_io::ReadPlainFile(path, kMaxInputFrameBytes);
-    if (bytes.ok() && std::string_view(*bytes).substr(0, kPngSignature.size()) != kPngSignature) {
+    if (bytes.ok() && png &&
+        std::string_view(*bytes).substr(0, kPngSignature.size()) != kPngSignature) {
       bytes = Status::InvalidArgument(path + " is not a PNG file");
     }
     StatusOr<std::string> hash = bytes.ok() ? job.blobs->Put(*bytes) : bytes.status();

@@ -91,13 +91,19 @@ struct FileJob {
   std::string name;
 };
 
-// Another step's written frames, taken as a step's input (plugin.yaml input_frames, e.g. an
-// encode): each file -- a plain PNG file of at most kMaxInputFrameBytes, never read through a
-// link -- is stored in the blob store, for workers to fetch like any job asset.
+// Other steps' files, taken as a step's input, stored in the blob store for workers to fetch
+// like any job asset: the written frames of a step (plugin.yaml input_frames, e.g. an encode) --
+// each a plain PNG file -- and the files earlier steps of an OpenJD job bundle returned (every
+// plain file under the folders). Nothing is read through a link, no file is larger than
+// kMaxInputFrameBytes, and at most spec::kMaxAssets files are taken.
 inline constexpr int64_t kMaxInputFrameBytes = int64_t{1} << 30;
 struct InputsJob {
   int64_t job_id = 0;
   std::vector<std::pair<std::string, std::string>> files;  // asset name, path of the frame file
+  // Folder (absolute) -> the asset name its files get under it ("openjd/data/0/out").
+  std::vector<std::pair<std::string, std::string>> folders;
+  // Assets the result starts from (a bundle's attached files); taken files win over them.
+  std::map<std::string, std::string> base;
   blobs::BlobStore* blobs = nullptr;
 };
 

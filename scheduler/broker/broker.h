@@ -450,8 +450,12 @@ class Broker {
   // A step taking another step's frames (plugin.yaml input_frames): LoadJob finds that step, and
   // once it is done its PNG frames are stored in the blob store on an assembler thread and become
   // this step's assets (stored: blob GC keeps them while the job lives), then its task queues.
+  // An OpenJD step of a job bundle likewise takes what the steps before it returned into its
+  // sessions' output folders, over the bundle's attached files.
   void FindInputFrames(const store::JobRecord& record, JobInfo& job);
+  void FindReturnedFiles(const store::JobRecord& record, JobInfo& job);
   void GatherInputFrames(int64_t job_id, JobInfo& job);
+  void GatherReturnedFiles(int64_t job_id, JobInfo& job);
   void OnInputFramesGathered(const assembler::FrameWritten& gathered);
   // How `tessera why` names a job `job` depends on: "step render" (a step of the same job) or
   // "job 12".

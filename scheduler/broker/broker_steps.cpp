@@ -5,9 +5,13 @@
 // instead of waiting forever), and an operation on the job (cancel, pause, priority, retry,
 // re-render) is applied to each of its steps. The job's counters and state follow its steps' in
 // the store (schema 29's triggers). A step whose plugin takes another step's frames (an encode)
-// gets them here as its assets once that step is done.
+// gets them here as its assets once that step is done; so does an OpenJD step of a job bundle
+// with what the steps before it returned (their files come into its sessions' output folders).
 
 #include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
@@ -113,6 +117,7 @@ void Broker::CancelStepsOfEndedSteps() {
 }
 
 void Broker::FindInputFrames(const store::JobRecord& record, JobInfo& job) {
+  if (record.renderer == spec::kRendererOpenJd) return FindReturnedFiles(record, job);
   const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindRenderer(record.renderer);
   if (!plugin || plugin->input_frames_setting.empty() || !record.pipeline_id) return;
   // Gathered whenever the step is loaded (submitted, retried, re-rendered, a restart), so it
@@ -128,9 +133,56 @@ void Broker::FindInputFrames(const store::JobRecord& record, JobInfo& job) {
   }
 }
 
+void Broker::FindReturnedFiles(const store::JobRecord& record, JobInfo& job) {
+  if (!record.pipeline_id || (record.depends_on.empty() && record.frame_depends_on.empty())) {
+    return;
+  }
+  // The session's output folders (a job bundle's; shared/openjd.h): none, nothing to take.
+  const nlohmann::json session =
+      nlohmann::json::parse(*job.scene_yaml, nullptr, /*allow_exceptions=*/false);
+  if (!session.is_object() || !session.contains("outputs") || !session["outputs"].is_array() ||
+      session["outputs"].empty()) {
+    return;
+  }
+  StatusOr<std::vector<store::JobRecord>> steps = store_.PipelineSteps(*record.pipeline_id);
+  if (!steps.ok()) return;
+  for (const nlohmann::json& out : session["outputs"]) {
+    if (out.is_object() && out.value("dir", nlohmann::json()).is_string() &&
+        out.value("name", nlohmann::json()).is_string()) {
+      job.session_outputs.emplace_back(out["dir"].get<std::string>(),
+                                       out["name"].get<std::string>());
+    }
+  }
+  // Every step before it, and a step with none before it: its assets are the bundle's own (it
+  // never takes any), the ones every session starts from.
+  std::map<int64_t, const store::JobRecord*> by_id;
+  for (const store::JobRecord& step : *steps) by_id[step.id] = &step;
+  std::set<int64_t> before;
+  std::vector<int64_t> todo = record.depends_on;
+  todo.insert(todo.end(), record.frame_depends_on.begin(), record.frame_depends_on.end());
+  while (!todo.empty()) {
+    const int64_t id = todo.back();
+    todo.pop_back();
+    auto it = by_id.find(id);
+    if (it == by_id.end() || !before.insert(id).second) continue;
+    todo.insert(todo.end(), it->second->depends_on.begin(), it->second->depends_on.end());
+    todo.insert(todo.end(), it->second->frame_depends_on.begin(),
+                it->second->frame_depends_on.end());
+  }
+  for (const store::JobRecord& step : *steps) {
+    if (step.depends_on.empty() && step.frame_depends_on.empty()) {
+      job.attachments_from = step.id;
+      break;
+    }
+  }
+  job.input_files_from.assign(before.begin(), before.end());
+  job.inputs_pending = !job.input_files_from.empty() && !job.session_outputs.empty();
+}
+
 void Broker::GatherInputFrames(int64_t job_id, JobInfo& job) {
   if (job.inputs_gathering) return;
   job.inputs_gathering = true;
+  if (!job.input_files_from.empty()) return GatherReturnedFiles(job_id, job);
   StatusOr<store::JobRecord> from = job.input_frames_from > 0
                                         ? store_.GetJob(job.input_frames_from)
                                         : Status::NotFound("the step it takes frames from is gone");
@@ -159,6 +211,32 @@ void Broker::GatherInputFrames(int64_t job_id, JobInfo& job) {
   assembler_->GatherInputs(std::move(gather));
 }
 
+void Broker::GatherReturnedFiles(int64_t job_id, JobInfo& job) {
+  assembler::InputsJob gather;
+  gather.job_id = job_id;
+  gather.blobs = options_.blobs;
+  StatusOr<store::JobRecord> attached = store_.GetJob(job.attachments_from);
+  if (attached.ok()) gather.base = attached->assets;
+  for (int64_t id : job.input_files_from) {
+    StatusOr<store::JobRecord> step = store_.GetJob(id);
+    if (!step.ok()) continue;
+    for (const auto& [dir, name] : job.session_outputs) {
+      gather.folders.emplace_back((std::filesystem::path(step->output_dir) / name).string(), dir);
+    }
+  }
+  if (options_.blobs == nullptr || !assembler_) {
+    assembler::FrameWritten failed;
+    failed.job_id = job_id;
+    failed.kind = assembler::FrameWritten::Kind::kInputs;
+    failed.status = Status::FailedPrecondition("the scheduler has no blob store");
+    Post([this, failed = std::move(failed)] { OnInputFramesGathered(failed); });
+    return;
+  }
+  spdlog::info("job {}: storing what the {} step(s) before it returned as its input", job_id,
+               job.input_files_from.size());
+  assembler_->GatherInputs(std::move(gather));
+}
+
 void Broker::OnInputFramesGathered(const assembler::FrameWritten& gathered) {
   auto it = leases_.jobs().find(gathered.job_id);
   // Canceled (or the store was rolled back) meanwhile: a later load gathers them again.
@@ -170,7 +248,11 @@ void Broker::OnInputFramesGathered(const assembler::FrameWritten& gathered) {
     // A frame file the step wrote is gone, unreadable or not a plain PNG (deleted by hand, a
     // full data folder, a link planted on shared storage): no worker can encode without it. The
     // step ends with the reason on it and the job; re-render the frames step and retry it.
-    const std::string reason = "cannot take its input frames: " + gathered.status.message();
+    const std::string reason =
+        std::string(job.input_files_from.empty() ? "cannot take its input frames: "
+                                                 : "cannot take the files the steps before it "
+                                                   "returned: ") +
+        gathered.status.message();
     spdlog::error("job {}: {}", job_id, reason);
     (void)store_.SetJobError(job_id, reason);
     if (job.pipeline_id) {

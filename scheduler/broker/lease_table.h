@@ -71,6 +71,12 @@ struct JobInfo {
   // whether its frames are still to be stored as this step's assets; its tasks wait meanwhile
   // (broker_steps.cpp).
   int64_t input_frames_from = 0;
+  // An OpenJD step of a job bundle: the steps before it (all it depends on, directly or not),
+  // whose returned files come into its sessions' output folders ({session folder, the name
+  // they returned under}), and the step whose assets are the bundle's attached files.
+  std::vector<int64_t> input_files_from;
+  std::vector<std::pair<std::string, std::string>> session_outputs;
+  int64_t attachments_from = 0;
   bool inputs_pending = false;
   bool inputs_gathering = false;      // with the assembler now
   std::optional<std::string> notice;  // as last written to the store

@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -105,14 +106,22 @@ void AddSubmitCommand(CLI::App& app) {
                 submit_s, *bare);
     double template_s = 0;
     if (*openjd) {
+      // A task parameter has at most 1,024 values (the specification's limit): the tasks are
+      // shots x frames, up to 1,000 frames a shot.
+      const int frames = std::min(*tasks, 1000);
+      const int shots = std::max(1, *tasks / frames);
       const std::string text =
           "specificationVersion: jobtemplate-2023-09\nname: big-template\n"
-          "parameterDefinitions: [{name: Frames, type: STRING}]\n"
+          "parameterDefinitions: [{name: Frames, type: STRING}, {name: Shots, type: STRING}]\n"
           "steps:\n  - name: Work\n    parameterSpace:\n      taskParameterDefinitions:\n"
+          "        - {name: Shot, type: INT, range: \"{{Param.Shots}}\"}\n"
           "        - {name: Frame, type: INT, range: \"{{Param.Frames}}\"}\n"
-          "    script: {actions: {onRun: {command: 'true', args: [\"{{Task.Param.Frame}}\"]}}}\n";
-      nlohmann::json job = {{"job_yaml", text},
-                            {"parameters", {{"Frames", "1-" + std::to_string(*tasks)}}}};
+          "    script: {actions: {onRun: {command: 'true', args: [\"{{Task.Param.Shot}}\", "
+          "\"{{Task.Param.Frame}}\"]}}}\n";
+      nlohmann::json job = {
+          {"job_yaml", text},
+          {"parameters",
+           {{"Frames", "1-" + std::to_string(frames)}, {"Shots", "1-" + std::to_string(shots)}}}};
       start = Clock::now();
       res = cli.Post("/api/v1/jobs", job.dump(), "application/json");
       template_s = Seconds(start);
@@ -120,8 +129,8 @@ void AddSubmitCommand(CLI::App& app) {
         throw CLI::RuntimeError(
             "template submit failed: " + (res ? res->body : std::string("no answer")), 1);
       }
-      std::printf("%d-task OpenJD template accepted in %.3f s (%.2f x the job file)\n", *tasks,
-                  template_s, template_s / submit_s);
+      std::printf("%d-task OpenJD template accepted in %.3f s (%.2f x the job file)\n",
+                  shots * frames, template_s, template_s / submit_s);
     }
     http.Stop();
     broker.Stop();

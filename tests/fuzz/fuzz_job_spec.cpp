@@ -1,7 +1,8 @@
 // Fuzzes the job file parser (shared/job_spec.h) as the API and the CLI use it: ParseJobYaml,
 // then ValidateJob and what the scheduler derives from an accepted job; a job file with steps
 // (shared/job_steps.h) through ParsePipelineYaml, each step as a job; an Open Job Description
-// template (shared/openjd.h) through TranslateTemplate, the job file it makes through
+// template (shared/openjd.h) through CheckTemplate and TranslateTemplate (defaults, a bundle's
+// folders; an environment template around a job), the job file it makes through
 // ParsePipelineYaml (which must accept it) and each step's session through PlanTask (its first
 // and last task). A job that parses must hold only valid UTF-8 (the store writes its lists as
 // JSON text, which would throw otherwise).
@@ -28,10 +29,35 @@ void MustBeValid(const std::string& text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (tessera::openjd::IsJobTemplate(text)) {
+  const tessera::openjd::DocumentKind kind = tessera::openjd::KindOf(text);
+  if (kind == tessera::openjd::DocumentKind::kEnvironmentTemplate) {
+    // Checked alone, then wrapped around a one-step job with every value its parameters need
+    // taken from their defaults.
+    if (!tessera::openjd::CheckTemplate(text).ok()) return 0;
+    tessera::openjd::JobInputs inputs;
+    inputs.environments = {std::string(text)};
+    inputs.template_dir = "/bundle";
+    inputs.working_dir = "/home/ana";
+    (void)tessera::openjd::TranslateTemplate(
+        "specificationVersion: jobtemplate-2023-09\nname: j\nsteps:\n  - name: s\n"
+        "    script: {actions: {onRun: {command: run}}}\n",
+        inputs);
+    return 0;
+  }
+  if (kind == tessera::openjd::DocumentKind::kJobTemplate) {
+    // Checked without values, then made with the defaults (relative PATHs joined) and, for
+    // the path mapping code, its own text as rules.
+    const bool checked = tessera::openjd::CheckTemplate(text).ok();
+    tessera::openjd::JobInputs inputs;
+    inputs.template_dir = "/bundle";
+    inputs.working_dir = "/home/ana";
+    inputs.output_dirs = {"/bundle/out"};
+    inputs.input_roots = {"/bundle"};
     tessera::StatusOr<tessera::openjd::Translation> translation =
-        tessera::openjd::TranslateTemplate(text, {});
+        tessera::openjd::TranslateTemplate(text, inputs);
     if (!translation.ok()) return 0;
+    // What makes a job checks a template at least as strictly as a check of it alone.
+    if (!checked) std::abort();
     MustBeValid(translation->job_yaml);
     tessera::StatusOr<tessera::spec::PipelineSpec> pipeline =
         tessera::spec::ParsePipelineYaml(translation->job_yaml);
@@ -39,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const tessera::spec::StepSpec& step : pipeline->steps) {
       const std::string& session = translation->step_scenes.at(step.name);
       for (int64_t index : {int64_t{0}, int64_t{step.job.frame_end} - 1}) {
-        (void)tessera::openjd::PlanTask(session, index, "/work/task");
+        (void)tessera::openjd::PlanTask(session, index, "/work/task",
+                                        {{"WINDOWS", "C:\\", "/mnt/c", false}});
       }
     }
     return 0;

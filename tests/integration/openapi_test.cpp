@@ -389,6 +389,7 @@ TEST(OpenApiTest, RealResponsesConformToTheDocument) {
   EXPECT_EQ(scaler["groups"][0]["name"], "spot") << scaler.dump();
   c.Expect(200, "GET", "/api/v1/workers");
   c.Expect(200, "GET", "/api/v1/plugins");
+  c.Expect(200, "GET", "/api/v1/openjd/environments");
   c.Expect(200, "GET", "/api/v1/summary");
   c.Expect(200, "GET", "/metrics");
   c.ExpectStream(200, "/api/v1/events?since=0");

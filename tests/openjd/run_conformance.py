@@ -14,8 +14,10 @@ its own runner judges them, with Tessera in the place of the reference `openjd` 
     code asked for; an `.invalid.` test passes when the submission is refused or the job fails.
     Tests for another OS (runOn) are skipped, as upstream does.
 
-Usage: run_conformance.py --suite DIR [--bin DIR] [PATTERN]
-  DIR holds 2023-09/base/...; --bin holds tessera, tessera-scheduler and tessera-worker.
+Usage: run_conformance.py [--suite DIR] [--bin DIR] [PATTERN]
+  DIR holds 2023-09/base/... (default: $TESSERA_OPENJD_CONFORMANCE, else a copy of the suite
+  beside the repository, ../shared/openjd-conformance); --bin holds tessera, tessera-scheduler
+  and tessera-worker (default: the repository's build/bin).
   PATTERN (fnmatch) selects test files by name.
 Exit status: 0 when every test passed, 1 otherwise, 77 when the suite folder is missing (the
 test is skipped).
@@ -267,8 +269,11 @@ def run_jobs(tessera: Path, farm: Farm, folder: Path, pattern, work: Path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", required=True, help="the conformance-tests folder")
-    parser.add_argument("--bin", default=str(Path(__file__).resolve().parents[2] / "build/bin"))
+    repo = Path(__file__).resolve().parents[2]
+    parser.add_argument("--suite", default=os.environ.get("TESSERA_OPENJD_CONFORMANCE") or
+                        str(repo.parent / "shared" / "openjd-conformance"),
+                        help="the conformance-tests folder")
+    parser.add_argument("--bin", default=str(repo / "build" / "bin"))
     parser.add_argument("pattern", nargs="?", help="only test files matching this (fnmatch)")
     args = parser.parse_args()
     base = Path(args.suite) / "2023-09" / "base"

@@ -27,7 +27,47 @@ TEST(SchedulerConfigTest, ExampleConfigParsesToTheDefaults) {
   EXPECT_EQ(cfg->broker_listen, defaults.broker_listen);
   EXPECT_EQ(cfg->heartbeat_ms, defaults.heartbeat_ms);
   EXPECT_TRUE(cfg->limits.empty());
+  EXPECT_TRUE(cfg->openjd.environments.empty());
+  EXPECT_TRUE(cfg->openjd.path_mapping.empty());
+  EXPECT_EQ(cfg->openjd.environment_timeout_s, defaults.openjd.environment_timeout_s);
   EXPECT_TRUE(ValidateSchedulerConfig(*cfg).ok());
+}
+
+TEST(SchedulerConfigTest, OpenJdEnvironmentTemplatesAreReadAndCheckedAtStart) {
+  const std::string dir = ::testing::TempDir();
+  const std::string env = dir + "/farm-env-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(env) << "specificationVersion: environment-2023-09\nenvironment:\n  name: Conda\n"
+                        "  variables: {X: \"1\"}\n";
+  StatusOr<SchedulerConfig> cfg = LoadText(
+      "openjd:\n  environments: [{file: " + env +
+      ", pools: [gpu]}]\n  path_mapping: [{source_path_format: WINDOWS, source_path: 'P:\\', "
+      "destination_path: /mnt/p}]\n  environment_timeout_s: 60\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_EQ(cfg->openjd.environments.size(), 1u);
+  EXPECT_EQ(cfg->openjd.environments[0].name, "Conda");
+  EXPECT_EQ(cfg->openjd.EnvironmentsFor({"gpu"}).size(), 1u);
+  EXPECT_TRUE(cfg->openjd.EnvironmentsFor({"cpu"}).empty());
+  ASSERT_EQ(cfg->openjd.path_mapping.size(), 1u);
+  EXPECT_EQ(cfg->openjd.path_mapping[0].source_path, "P:\\");
+  EXPECT_EQ(cfg->openjd.environment_timeout_s, 60);
+  // A template that is bad, missing, or not an environment template stops the scheduler,
+  // naming the file and the field.
+  std::ofstream(env) << "specificationVersion: environment-2023-09\nenvironment:\n  name: X\n"
+                        "  variables: {X: \"{{Param.Nope}}\"}\n";
+  cfg = LoadText("openjd:\n  environments: [{file: " + env + "}]\n");
+  EXPECT_EQ(cfg.status().message(),
+            "openjd.environments[0].file: " + env +
+                ": environment.variables.X: {{Param.Nope}}: no job parameter named 'Nope'");
+  cfg = LoadText("openjd:\n  environments: [{file: /nonexistent.yaml}]\n");
+  EXPECT_EQ(cfg.status().message(), "openjd.environments[0].file: cannot read '/nonexistent.yaml'");
+  std::ofstream(env) << "name: x\nrenderer: noop\nframes: 1\n";
+  cfg = LoadText("openjd:\n  environments: [{file: " + env + "}]\n");
+  EXPECT_EQ(cfg.status().message(),
+            "openjd.environments[0].file: " + env +
+                " is not an OpenJD environment template (specificationVersion: "
+                "environment-2023-09)");
+  cfg = LoadText("openjd:\n  environment_timeout_s: -1\n");
+  EXPECT_EQ(cfg.status().message(), "openjd.environment_timeout_s: must be 0..604800 seconds");
 }
 
 TEST(SchedulerConfigTest, LimitsAndEnvironmentOverrides) {

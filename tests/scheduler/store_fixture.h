@@ -63,12 +63,13 @@ class StoreFixture : public ::testing::Test {
   // the store would never write).
   // Takes a database back to schema 28 (run before a test's own undoing of older schemas):
   // without the steps of jobs (29), webhook cursors and job end events (30), failure policies
-  // (31).
+  // (31), tasks' status lines (32).
   static constexpr const char* kBackToSchema28 =
       "DROP TRIGGER step_counts_to_job; DROP TRIGGER job_state_from_steps;"
       "DROP TRIGGER job_end_events; DROP INDEX jobs_by_pipeline; DROP TABLE webhook_cursors;"
       "ALTER TABLE jobs DROP COLUMN pipeline_id; ALTER TABLE jobs DROP COLUMN step;"
-      "ALTER TABLE jobs DROP COLUMN step_depends_on; ALTER TABLE jobs DROP COLUMN failure_policy;";
+      "ALTER TABLE jobs DROP COLUMN step_depends_on; ALTER TABLE jobs DROP COLUMN failure_policy;"
+      "ALTER TABLE tasks DROP COLUMN status_line;";
 
   void Sql(const std::string& sql) {
     sqlite3* db = nullptr;
