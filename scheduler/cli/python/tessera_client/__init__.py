@@ -24,6 +24,7 @@ from .models import (ApiToken, CostDay, Costs, DryRun, Event, FetchResult, Frame
                      JoinToken, NewApiToken, NewJoinToken, OutputFile, Plugin, Plugins,
                      PluginSetting, Submission, Summary, Task, TaskAttempt, TaskCounts, TaskLog,
                      UploadedAsset, WhoAmI, Why, Worker, WorkerAction, WorkerPlugins)
+from .paths import path_problem, safe_asset_name
 from .submit import SubmitProgress
 
 __version__ = "0.1.0"
@@ -37,5 +38,5 @@ __all__ = [
     "Event", "FetchResult", "Frame", "Job", "JoinToken", "NewApiToken", "NewJoinToken",
     "OutputFile", "Plugin", "Plugins", "PluginSetting", "Submission", "Summary", "Task",
     "TaskAttempt", "TaskCounts", "TaskLog", "UploadedAsset", "WhoAmI", "Why", "Worker",
-    "WorkerAction", "WorkerPlugins", "__version__",
+    "WorkerAction", "WorkerPlugins", "path_problem", "safe_asset_name", "__version__",
 ]
