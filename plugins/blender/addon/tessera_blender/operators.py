@@ -141,6 +141,11 @@ def _run(plan: _Plan) -> None:
 
 def _explain(error: BaseException) -> str:
     """The artist's one line for a failure; a bug's traceback goes to the console only."""
+    if isinstance(error, tc.AuthenticationError):
+        return (f"the farm refused the token (HTTP 401: {error}); check the Tessera add-on's "
+                "preferences")
+    if isinstance(error, tc.PermissionDeniedError):
+        return f"the farm does not allow this (HTTP 403: {error})"
     if isinstance(error, (tc.TesseraError, ValueError, MissingFilesError)):
         return str(error)
     traceback.print_exception(type(error), error, error.__traceback__)
