@@ -14,7 +14,8 @@ def write_checker_png(path: Path, size: int = 16, seed: int = 0) -> None:
         row = bytearray([0])
         for x in range(size):
             on = ((x // 4) + (y // 4)) % 2 == 0
-            row += bytes([(200 + seed) % 256, 40, 40]) if on else bytes([30, 30, (220 + seed) % 256])
+            colour = [(200 + seed) % 256, 40, 40] if on else [30, 30, (220 + seed) % 256]
+            row += bytes(colour)
         rows += bytes(row)
 
     def chunk(kind: bytes, data: bytes) -> bytes:

@@ -159,19 +159,28 @@ def test_job_operations(farm) -> None:
     assert job.user == "admin" and job.state in ("queued", "running")
     assert [j.id for j in client.jobs(user="admin", limit=1)] == [job.id]
     assert client.pause(job.id).state == "paused"
+    assert job.id in [j.id for j in client.jobs(state="paused")]
     assert client.resume(job.id).state in ("queued", "running")
     assert client.set_priority(job.id, 80).priority == 80
     with pytest.raises(InvalidArgumentError) as e:
         client.set_priority(job.id, 500)
-    assert e.value.status == 400
+    assert e.value.status == 400 and e.value.field == "priority"
     assert client.cancel(job.id).state == "canceled"
     with pytest.raises(ConflictError) as e:
         client.cancel(job.id)
     assert e.value.status == 409
-    retried = client.retry(job.id)
-    assert retried.raw["tasks_requeued"] >= 1 and retried.state in ("queued", "running")
-    client.cancel(job.id)
     assert client.delete(job.id) == job.id
+
+    # A job whose tasks fail (sleep refuses "x"): its log says why, and retry runs them again.
+    failing = client.submit({**sleeper("fails", "1-2", 0), "max_retries": 0,
+                             "settings": {"program": "sleep", "argv": ["x"]}}).job
+    ended = client.wait(failing.id, timeout=60)
+    assert ended.state == "failed" and not ended.succeeded and ended.error
+    attempt = client.task_log(client.tasks(failing.id, state="failed")[0].id).attempts[-1]
+    assert attempt.outcome == "failed" and attempt.message
+    retried = client.retry(failing.id)
+    assert retried.raw["tasks_requeued"] == 2
+    assert client.wait(failing.id, timeout=60).state == "failed"
 
 
 def test_worker_actions(farm) -> None:

@@ -7,7 +7,7 @@ newer scheduler adds is never lost). Timestamps stay ISO 8601 text, as the API s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Type, TypeVar
 
 __all__ = [
     "WhoAmI", "TaskCounts", "Job", "DryRun", "Task", "TaskAttempt", "TaskLog", "Why", "Frame",
@@ -35,8 +35,26 @@ def _build(cls: Type[T], data: Any, **nested: Any) -> T:
     return cls(**kwargs)
 
 
+def _list_of(convert: Callable[[Any], Any]) -> Callable[[Any], List[Any]]:
+    return lambda items: [convert(item) for item in items or []]
+
+
+class _Result:
+    """A result read from the API's JSON; `_nested` converts fields that are results too."""
+
+    _nested: ClassVar[Dict[str, Callable[[Any], Any]]] = {}
+
+    @classmethod
+    def from_json(cls: Type[T], data: Any) -> T:
+        """Builds the result from the API's JSON object (fields it lacks keep their
+        defaults)."""
+        data = data if isinstance(data, dict) else {}
+        nested = {name: convert(data.get(name)) for name, convert in cls._nested.items()}
+        return _build(cls, data, **nested)
+
+
 @dataclass
-class WhoAmI:
+class WhoAmI(_Result):
     """The caller as the scheduler sees its token."""
 
     user: str = ""
@@ -45,13 +63,9 @@ class WhoAmI:
     auth: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "WhoAmI":
-        return _build(cls, data)
-
 
 @dataclass
-class TaskCounts:
+class TaskCounts(_Result):
     """Tasks by state."""
 
     total: int = 0
@@ -61,13 +75,9 @@ class TaskCounts:
     failed: int = 0
     canceled: int = 0
 
-    @classmethod
-    def from_json(cls, data: Any) -> "TaskCounts":
-        return _build(cls, data)
-
 
 @dataclass
-class Job:
+class Job(_Result):
     """A job as the scheduler stores it (``state``: queued, running, paused, done, failed,
     canceled)."""
 
@@ -113,15 +123,12 @@ class Job:
         """Whether the job ended done."""
         return self.state == "done"
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Job":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data, tasks=TaskCounts.from_json(data.get("tasks")),
-                      steps=[Job.from_json(s) for s in data.get("steps") or []])
+
+Job._nested = {"tasks": TaskCounts.from_json, "steps": _list_of(Job.from_json)}
 
 
 @dataclass
-class DryRun:
+class DryRun(_Result):
     """What a submission would create; nothing was stored."""
 
     name: str = ""
@@ -136,13 +143,9 @@ class DryRun:
     steps: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "DryRun":
-        return _build(cls, data)
-
 
 @dataclass
-class Task:
+class Task(_Result):
     """One task: a chunk of frames (or a tile / sample part of one)."""
 
     id: int = 0
@@ -164,13 +167,9 @@ class Task:
     cost: float = 0.0
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Task":
-        return _build(cls, data)
-
 
 @dataclass
-class TaskAttempt:
+class TaskAttempt(_Result):
     """One attempt of a task: where it ran and how it ended (``outcome``)."""
 
     attempt: int = 0
@@ -184,14 +183,12 @@ class TaskAttempt:
     ended_at: Optional[str] = None
     log: str = ""
 
-    @classmethod
-    def from_json(cls, data: Any) -> "TaskAttempt":
-        return _build(cls, data)
-
 
 @dataclass
-class TaskLog:
+class TaskLog(_Result):
     """A task's attempt history with each attempt's log."""
+
+    _nested = {"attempts": _list_of(TaskAttempt.from_json)}
 
     task_id: int = 0
     state: str = ""
@@ -201,15 +198,9 @@ class TaskLog:
     attempts: List[TaskAttempt] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "TaskLog":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data,
-                      attempts=[TaskAttempt.from_json(a) for a in data.get("attempts") or []])
-
 
 @dataclass
-class Why:
+class Why(_Result):
     """Why a task is (not) running."""
 
     task_id: int = 0
@@ -219,13 +210,9 @@ class Why:
     checkpoint: Optional[Dict[str, int]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Why":
-        return _build(cls, data)
-
 
 @dataclass
-class Frame:
+class Frame(_Result):
     """One frame of a job: its state and how many of its parts are done."""
 
     frame: int = 0
@@ -235,13 +222,9 @@ class Frame:
     thumbnail: bool = False
     flag: Optional[str] = None
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Frame":
-        return _build(cls, data)
-
 
 @dataclass
-class Worker:
+class Worker(_Result):
     """A worker the farm knows (``state``: idle, busy, offline)."""
 
     id: int = 0
@@ -267,25 +250,17 @@ class Worker:
     last_seen: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Worker":
-        return _build(cls, data)
-
 
 @dataclass
-class WorkerAction:
+class WorkerAction(_Result):
     """A worker action the scheduler carried out (drain, revoke, readmit, disable, enable)."""
 
     worker: str = ""
     action: str = ""
 
-    @classmethod
-    def from_json(cls, data: Any) -> "WorkerAction":
-        return _build(cls, data)
-
 
 @dataclass
-class PluginSetting:
+class PluginSetting(_Result):
     """A setting a renderer takes: its type, range or allowed values, default."""
 
     name: str = ""
@@ -296,14 +271,12 @@ class PluginSetting:
     min: Optional[float] = None
     max: Optional[float] = None
 
-    @classmethod
-    def from_json(cls, data: Any) -> "PluginSetting":
-        return _build(cls, data)
-
 
 @dataclass
-class Plugin:
+class Plugin(_Result):
     """A renderer the scheduler knows, and what a job may give it."""
+
+    _nested = {"settings": _list_of(PluginSetting.from_json)}
 
     name: str = ""
     description: str = ""
@@ -316,32 +289,25 @@ class Plugin:
         """The setting called `name`, or None."""
         return next((s for s in self.settings if s.name == name), None)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Plugin":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data,
-                      settings=[PluginSetting.from_json(s) for s in data.get("settings") or []])
-
 
 @dataclass
-class WorkerPlugins:
+class WorkerPlugins(_Result):
     """The renderers one connected worker offers: name -> version."""
+
+    _nested = {"plugins": lambda items: {p.get("name", ""): p.get("version", "")
+                                         for p in items or [] if isinstance(p, dict)}}
 
     id: int = 0
     name: str = ""
     plugins: Dict[str, str] = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "WorkerPlugins":
-        data = data if isinstance(data, dict) else {}
-        offered = {p.get("name", ""): p.get("version", "") for p in data.get("plugins") or []
-                   if isinstance(p, dict)}
-        return _build(cls, data, plugins=offered)
-
 
 @dataclass
-class Plugins:
+class Plugins(_Result):
     """Every renderer the scheduler knows, and which connected worker offers which."""
+
+    _nested = {"plugins": _list_of(Plugin.from_json),
+               "workers": _list_of(WorkerPlugins.from_json)}
 
     plugins: List[Plugin] = field(default_factory=list)
     workers: List[WorkerPlugins] = field(default_factory=list)
@@ -354,15 +320,9 @@ class Plugins:
         """The connected workers that offer the renderer `name`."""
         return [w.name for w in self.workers if name in w.plugins]
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Plugins":
-        data = data if isinstance(data, dict) else {}
-        return cls([Plugin.from_json(p) for p in data.get("plugins") or []],
-                   [WorkerPlugins.from_json(w) for w in data.get("workers") or []])
-
 
 @dataclass
-class OutputFile:
+class OutputFile(_Result):
     """A file of a job's output: a frame file (``frame``, ``format``) or a returned file."""
 
     name: str = ""
@@ -373,14 +333,12 @@ class OutputFile:
     step: Optional[str] = None
     sha256: Optional[str] = None
 
-    @classmethod
-    def from_json(cls, data: Any) -> "OutputFile":
-        return _build(cls, data)
-
 
 @dataclass
-class Summary:
+class Summary(_Result):
     """The farm at a glance: jobs, tasks and workers by state, cost, alerts, version."""
+
+    _nested = {"tasks": TaskCounts.from_json}
 
     jobs: Dict[str, int] = field(default_factory=dict)
     tasks: TaskCounts = field(default_factory=TaskCounts)
@@ -391,40 +349,28 @@ class Summary:
     version: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Summary":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data, tasks=TaskCounts.from_json(data.get("tasks")))
-
 
 @dataclass
-class CostDay:
+class CostDay(_Result):
     """What the farm cost on one UTC day."""
 
     day: str = ""
     cost: float = 0.0
     gpu_seconds: float = 0.0
 
-    @classmethod
-    def from_json(cls, data: Any) -> "CostDay":
-        return _build(cls, data)
-
 
 @dataclass
-class Costs:
+class Costs(_Result):
     """The farm's cost per UTC day, and their total."""
+
+    _nested = {"days": _list_of(CostDay.from_json)}
 
     days: List[CostDay] = field(default_factory=list)
     total: float = 0.0
 
-    @classmethod
-    def from_json(cls, data: Any) -> "Costs":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data, days=[CostDay.from_json(d) for d in data.get("days") or []])
-
 
 @dataclass
-class ApiToken:
+class ApiToken(_Result):
     """An API token (never its secret)."""
 
     id: int = 0
@@ -435,26 +381,19 @@ class ApiToken:
     expires_at: Optional[str] = None
     state: str = ""
 
-    @classmethod
-    def from_json(cls, data: Any) -> "ApiToken":
-        return _build(cls, data)
-
 
 @dataclass
-class NewApiToken:
+class NewApiToken(_Result):
     """A token just created: ``token`` is its secret, shown this once."""
+
+    _nested = {"api_token": ApiToken.from_json}
 
     token: str = field(default="", repr=False)
     api_token: ApiToken = field(default_factory=ApiToken)
 
-    @classmethod
-    def from_json(cls, data: Any) -> "NewApiToken":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data, api_token=ApiToken.from_json(data.get("api_token")))
-
 
 @dataclass
-class JoinToken:
+class JoinToken(_Result):
     """A worker join token (never its secret)."""
 
     id: int = 0
@@ -466,24 +405,17 @@ class JoinToken:
     worker: Optional[str] = None
     state: str = ""
 
-    @classmethod
-    def from_json(cls, data: Any) -> "JoinToken":
-        return _build(cls, data)
-
 
 @dataclass
-class NewJoinToken:
+class NewJoinToken(_Result):
     """A join token just created, with the scheduler's public key its workers pin."""
+
+    _nested = {"join_token": JoinToken.from_json}
 
     token: str = field(default="", repr=False)
     join_token: JoinToken = field(default_factory=JoinToken)
     scheduler_public_key: str = ""
     security: str = ""
-
-    @classmethod
-    def from_json(cls, data: Any) -> "NewJoinToken":
-        data = data if isinstance(data, dict) else {}
-        return _build(cls, data, join_token=JoinToken.from_json(data.get("join_token")))
 
 
 @dataclass

@@ -147,7 +147,7 @@ def prepare_job(job: JobInput, files: Optional[Mapping[str, Union[str, os.PathLi
     receive (a missing file, a path that leaves the task folder).
     """
     if isinstance(job, Mapping):
-        text = json.dumps(dict(job), ensure_ascii=False)
+        text = json.dumps(dict(job), ensure_ascii=False, default=str)
         where = "job"
         base = Path(base_dir) if base_dir is not None else Path.cwd()
         parsed: Any = dict(job)
@@ -228,6 +228,8 @@ def upload_blob(transport: Transport, path: Path, sha256: str, size: int,
     if state.get("complete"):
         return False
     offset = int(state.get("received") or 0)
+    if not 0 <= offset <= size:  # an upload of other bytes under this hash: start over
+        offset = 0
     try:
         f = open(path, "rb")
     except OSError as e:
