@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from farm import REPO, LocalFarm, free_port, require, wait_for
 from pngs import write_checker_png
 
