@@ -90,10 +90,10 @@ class Process:
 class LocalFarm:
     """A scheduler with API tokens on (the default) and workers, in a temporary folder."""
 
-    def __init__(self, name: str, config: str = "") -> None:
+    def __init__(self, name: str, config: str = "", security: str = "insecure") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"tessera-py-{name}-"))
         (self.dir / "scheduler.yaml").write_text(
-            "broker:\n  security: insecure\n  heartbeat_ms: 500\n  liveness: 6\n" + config)
+            f"broker:\n  security: {security}\n  heartbeat_ms: 500\n  liveness: 6\n" + config)
         self.scheduler: Optional[Process] = None
         self.workers: Dict[str, Process] = {}
         self.api_url = ""
@@ -117,8 +117,10 @@ class LocalFarm:
 
     def start_worker(self, name: str, *extra: str, env: Optional[Dict[str, str]] = None) -> None:
         argv = [binary("tessera-worker"), "--scheduler", self.broker, "--name", name,
-                "--backend", "cpu", "--threads", "1", "--data-dir", str(self.dir / name),
-                "--log-level", "info", *extra]
+                "--backend", "cpu", "--data-dir", str(self.dir / name), "--log-level", "info",
+                *extra]
+        if "--threads" not in extra:
+            argv += ["--threads", "1"]
         self.workers[name] = Process(argv, self.dir / f"worker-{name}.log",
                                      env={**os.environ, **(env or {})})
 

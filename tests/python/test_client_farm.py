@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from farm import free_port, wait_for
+from farm import LocalFarm, free_port, wait_for
 from pngs import write_checker_png
 from tessera_client import (AuthenticationError, Client, ConflictError, InvalidArgumentError,
                             InvalidInputError, Job, NotFoundError, PermissionDeniedError,
@@ -64,7 +64,7 @@ def test_farm_calls(farm) -> None:
     assert "groups" in client.autoscaler()
     assert "tessera_queue_depth" in client.metrics()
     plugins = client.plugins()
-    assert plugins.plugin("noop") is not None or plugins.plugin("pathtracer") is not None
+    assert plugins.plugin("blender").setting("samples").max == 65536
     assert set(plugins.offered_by("command")) == {"w1"}
     workers = {w.name: w for w in client.workers()}
     assert {"w1", "w2"} <= set(workers) and workers["w1"].pools == ["main"]
@@ -172,7 +172,7 @@ def test_job_operations(farm) -> None:
     assert client.delete(job.id) == job.id
 
     # A job whose tasks fail (sleep refuses "x"): its log says why, and retry runs them again.
-    failing = client.submit({**sleeper("fails", "1-2", 0), "max_retries": 0,
+    failing = client.submit({**sleeper("fails", "1-2", 0), "max_retries": 0, "blocklist_after": 0,
                              "settings": {"program": "sleep", "argv": ["x"]}}).job
     ended = client.wait(failing.id, timeout=60)
     assert ended.state == "failed" and not ended.succeeded and ended.error
@@ -193,8 +193,8 @@ def test_worker_actions(farm) -> None:
     farm.wait_for_workers(3)
     assert client.drain_worker("w3").action == "drain"
     assert wait_for(lambda: client.worker("w3").state == "offline", 30)
-    assert client.revoke_worker("w3").action == "revoke"
-    assert client.readmit_worker("w3").action == "readmit"
+    with pytest.raises(NotFoundError, match="enrolled"):
+        client.revoke_worker("w3")  # an unencrypted farm enrols no keys
 
 
 def test_tokens_wrong_token_and_wrong_role(farm) -> None:
@@ -228,11 +228,28 @@ def test_tokens_wrong_token_and_wrong_role(farm) -> None:
         as_viewer.whoami()
     with pytest.raises(PermissionDeniedError):
         ana.tokens()
+    with pytest.raises(ConflictError, match="without CURVE"):
+        admin.create_join_token()
 
-    joining = admin.create_join_token(note="spot fleet", ttl_s=3600, uses=2)
-    assert joining.token.startswith("tsrj-") and joining.join_token.max_uses == 2
-    assert joining.join_token.id in {t.id for t in admin.join_tokens()}
-    assert admin.revoke_join_token(joining.join_token.id).state == "revoked"
+
+def test_join_tokens_and_enrolled_workers_on_an_encrypted_farm() -> None:
+    farm = LocalFarm("join", security="curve")
+    try:
+        farm.start_scheduler()
+        admin = farm.client()
+        joining = admin.create_join_token(note="spot fleet", ttl_s=3600, uses=2)
+        assert joining.token.startswith("tsrj-") and joining.join_token.max_uses == 2
+        assert joining.security == "curve" and joining.scheduler_public_key
+        assert joining.join_token.id in {t.id for t in admin.join_tokens()}
+        farm.start_worker("node-1", "--join-token", joining.token, "--public-key",
+                          joining.scheduler_public_key)
+        farm.wait_for_workers(1)
+        assert admin.revoke_worker("node-1").action == "revoke"
+        assert wait_for(lambda: admin.worker("node-1").state == "offline", 30)
+        assert admin.readmit_worker("node-1").action == "readmit"
+        assert admin.revoke_join_token(joining.join_token.id).state == "revoked"
+    finally:
+        farm.stop()
 
 
 def test_bad_input_is_refused_with_the_apis_words(farm, tmp_path: Path) -> None:

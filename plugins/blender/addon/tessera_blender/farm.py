@@ -80,8 +80,8 @@ def describe_farm(client: "tc.Client") -> FarmInfo:
 def refresh(prefs: Any) -> FarmInfo:
     """describe_farm() for the preferences' farm, kept in INFO; an error is kept as text."""
     global INFO
-    try:
-        INFO = describe_farm(connect(prefs))
+    try:  # on Blender's main thread: a farm that does not answer holds the UI this long
+        INFO = describe_farm(connect(prefs, timeout=10.0))
     except tc.TesseraError as e:
         INFO = FarmInfo(server=prefs.server, error=str(e))
     return INFO

@@ -168,7 +168,7 @@ class TESSERA_OT_submit(bpy.types.Operator):
 
     _timer: Any = None
     _thread: Optional[threading.Thread] = None
-    _error: Optional[BaseException] = None
+    _outcome: Dict[str, BaseException] = {}
 
     @classmethod
     def poll(cls, context: Any) -> bool:
@@ -176,7 +176,7 @@ class TESSERA_OT_submit(bpy.types.Operator):
 
     def _start(self, context: Any) -> Optional[_Plan]:
         STATE.running, STATE.error, STATE.job_id, STATE.dashboard_url = True, "", None, ""
-        STATE.text, STATE.fraction, STATE.uploaded = "Saving a copy", 0.0, []
+        STATE.text, STATE.fraction, STATE.uploaded, STATE.carried = "Saving a copy", 0.0, [], []
         STATE.cancel.clear()
         try:
             return _plan(self, context)
@@ -210,13 +210,15 @@ class TESSERA_OT_submit(bpy.types.Operator):
         if plan is None:
             return {"CANCELLED"}
 
-        def work() -> None:
+        outcome: Dict[str, BaseException] = {}
+
+        def work() -> None:  # touches no Blender data: the plan holds all it needs
             try:
                 _run(plan)
             except BaseException as e:  # noqa: BLE001 - handed to the main thread
-                self._error = e
+                outcome["error"] = e
 
-        self._error = None
+        self._outcome = outcome
         self._thread = threading.Thread(target=work, name="tessera-submit", daemon=True)
         self._thread.start()
         wm = context.window_manager
@@ -241,8 +243,8 @@ class TESSERA_OT_submit(bpy.types.Operator):
         wm.event_timer_remove(self._timer)
         wm.progress_end()
         context.workspace.status_text_set(None)
-        if self._error is not None:
-            self._fail(_explain(self._error))
+        if "error" in self._outcome:
+            self._fail(_explain(self._outcome["error"]))
             return {"CANCELLED"}
         return self._finish()
 
