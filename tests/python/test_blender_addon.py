@@ -86,8 +86,9 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
                   "outside_name": "ball.png", "results": str(tmp_path / "results.json")}
         (tmp_path / "params.json").write_text(json.dumps(params))
         user = tmp_path / "blender-user"
+        (tmp_path / "tmp").mkdir()
         env = {**os.environ, "BLENDER_USER_CONFIG": str(user / "config"),
-               "BLENDER_USER_SCRIPTS": str(user / "scripts")}
+               "BLENDER_USER_SCRIPTS": str(user / "scripts"), "TMPDIR": str(tmp_path / "tmp")}
         run([blender, "-b", "--factory-startup", "-noaudio", "--python",
              str(HERE / "blender" / "drive_addon.py"), "--", str(tmp_path / "params.json")],
             tmp_path / "drive_addon.log", env=env)
@@ -122,8 +123,9 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
         assert second["job_id"] != first["job_id"]
         client.cancel(second["job_id"])
         assert [j.id for j in client.jobs(state="canceled")] == [second["job_id"]]
-        # The artist's file and paths are as they were.
+        # The artist's file and paths are as they were; the copies sent are gone.
         assert sha256(blend) == original
+        assert not [p for p in (tmp_path / "tmp").rglob("*") if p.is_file()]
         assert any(p.startswith("//tex/wood chips (1).png") for p in results["paths_after"])
         assert str(tmp_path / "library" / "ball.png") in results["paths_after"]
 

@@ -10,6 +10,7 @@ Cancel stops an upload before the job is created.
 
 from __future__ import annotations
 
+import os
 import threading
 import traceback
 import webbrowser
@@ -71,6 +72,7 @@ class _Plan:
     files: Dict[str, str]
     base_dir: str
     dry_run: bool
+    copy: str  # the copy of the .blend, removed once it is sent (or refused)
 
 
 def _frames(operator: Any, scene: Any, settings: Any) -> "tuple[int, int]":
@@ -106,11 +108,21 @@ def _plan(operator: Any, context: Any) -> _Plan:
         print("Tessera: not carried (linked libraries' own files; render those from shared "
               "storage):", *shot.not_carried, sep="\n  ")
     STATE.carried = sorted(files)
-    return _Plan(client, job, files, bpy.path.abspath("//"), operator.dry_run)
+    return _Plan(client, job, files, bpy.path.abspath("//"), operator.dry_run, shot.scene_path)
 
 
 def _run(plan: _Plan) -> None:
     """The network part (any thread): check the farm, upload what it lacks, submit."""
+    try:
+        _send(plan)
+    finally:
+        try:
+            os.remove(plan.copy)
+        except OSError:
+            pass
+
+
+def _send(plan: _Plan) -> None:
     client = plan.client
     offering = client.plugins().offered_by(farm.RENDERER)
     if not offering:
