@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from farm import CLIENT_DIR, REPO
+from farm import CLIENT_DIR, REPO, require
 from tessera_client import Client, InvalidInputError, models, resolve_connection
 from tessera_client.errors import InvalidArgumentError, error_for_status
 from tessera_client.paths import path_problem, safe_asset_name
@@ -165,6 +166,27 @@ print('ok')
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_pip_installs_it_from_the_repository(tmp_path: Path) -> None:
+    """`pip install scheduler/cli/python` (here offline: no build isolation) gives a package
+    that imports from anywhere."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True)
+    require(done.returncode == 0, f"pip is not installed for {sys.executable} "
+                                  "(apt-get install python3-pip)")
+    source = tmp_path / "source"
+    shutil.copytree(CLIENT_DIR, source, ignore=shutil.ignore_patterns("__pycache__", "build",
+                                                                        "*.egg-info"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
+                           "--no-deps", "--no-index", "--target", str(tmp_path / "site"),
+                           str(source)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    check = subprocess.run([sys.executable, "-c", "import tessera_client; "
+                            "print(tessera_client.__file__, tessera_client.__version__)"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                           env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith(str(tmp_path / "site")), check.stdout
 
 
 def test_the_client_is_python_39_syntax() -> None:
