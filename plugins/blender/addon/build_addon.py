@@ -56,6 +56,7 @@ def build_dir(out: Path) -> None:
 
 
 def main(argv: "list[str]") -> int:
+    """The command line: --zip and/or --dir."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--zip", type=Path, help="write the installable zip here")
     parser.add_argument("--dir", type=Path, help="write the add-on folder under this folder")

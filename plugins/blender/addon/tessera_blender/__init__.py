@@ -33,12 +33,14 @@ def last_submission() -> Dict[str, Any]:
 
 
 def register() -> None:
+    """Adds the settings, preferences, operators and panel to Blender."""
     properties.register()
     for cls in _CLASSES:
         bpy.utils.register_class(cls)
 
 
 def unregister() -> None:
+    """Removes what register() added."""
     for cls in reversed(_CLASSES):
         bpy.utils.unregister_class(cls)
     properties.unregister()

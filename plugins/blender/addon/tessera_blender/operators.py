@@ -207,6 +207,7 @@ class TESSERA_OT_submit(bpy.types.Operator):
         return {"FINISHED"}
 
     def execute(self, context: Any) -> Set[str]:
+        """From a script: everything to the end, here."""
         plan = self._start(context)
         if plan is None:
             return {"CANCELLED"}
@@ -218,6 +219,7 @@ class TESSERA_OT_submit(bpy.types.Operator):
         return self._finish()
 
     def invoke(self, context: Any, event: Any) -> Set[str]:
+        """From the panel: the copy here, the upload and submit on a thread."""
         plan = self._start(context)
         if plan is None:
             return {"CANCELLED"}
@@ -240,6 +242,7 @@ class TESSERA_OT_submit(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def modal(self, context: Any, event: Any) -> Set[str]:
+        """Shows the thread's progress; Esc cancels the upload."""
         if event.type == "ESC":
             STATE.cancel.set()
         if event.type != "TIMER":

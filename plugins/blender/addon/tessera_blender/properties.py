@@ -76,10 +76,12 @@ class TesseraJobSettings(bpy.types.PropertyGroup):
 
 
 def register() -> None:
+    """Adds the settings to every scene (scene.tessera)."""
     bpy.utils.register_class(TesseraJobSettings)
     bpy.types.Scene.tessera = PointerProperty(type=TesseraJobSettings)
 
 
 def unregister() -> None:
+    """Removes the scenes' settings."""
     del bpy.types.Scene.tessera
     bpy.utils.unregister_class(TesseraJobSettings)

@@ -35,6 +35,7 @@ class Response:
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+        """Follows nothing: the 3xx surfaces as an ApiError."""
         return None  # the 3xx surfaces as an error instead of carrying the token elsewhere
 
 
