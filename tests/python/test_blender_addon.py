@@ -70,7 +70,7 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
     farm, bare = LocalFarm("addon"), LocalFarm("addon-bare")
     try:
         farm.start_scheduler()
-        farm.start_worker("w1", "--threads", "2")
+        farm.start_worker("w1", "--threads", "2", "--pool", "main")
         bare.start_scheduler()
         empty = tmp_path / "no-renderers"
         empty.mkdir()
@@ -97,6 +97,11 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
         # Installed as an ordinary add-on into the temporary user folder.
         assert Path(results["installed_in"]) == user / "scripts" / "addons"
         assert "blender offered by w1" in results["connection"]
+        # The panel draws every setting; its choices are the farm's.
+        panel = results["panel"]
+        assert {"job_name", "chunk_size", "priority", "pool", "tags", "tiles_x", "device",
+                "gpu_api", "override_samples", "output_pattern"} <= set(panel["drawn"]), panel
+        assert (panel["gpu_api"], panel["pool"]) == ("CUDA", "main"), panel
         # Bad input: a clear message, nothing submitted.
         expected = {
             "unsaved": "save the .blend file first",

@@ -36,6 +36,36 @@ bpy.ops.tessera.test_connection()
 results["connection"] = sys.modules["tessera_blender"].farm.summary_line(
     sys.modules["tessera_blender"].farm.INFO)
 
+
+
+class Layout:
+    """Stands in for Blender's UI layout: records the properties the panel draws."""
+
+    drawn = []
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+    def prop(self, data, name, **kwargs):
+        assert hasattr(data, name), name
+        Layout.drawn.append(name)
+        return self
+
+    def operator(self, idname, **kwargs):
+        assert hasattr(bpy.ops.tessera, idname.split(".")[1]), idname
+        return self
+
+
+panel = bpy.types.TESSERA_PT_submit
+settings = bpy.context.scene.tessera
+for device, tiles in (("CPU", 1), ("GPU", 2)):
+    settings.device, settings.tiles_x = device, tiles
+    panel.draw(type("Panel", (), {"layout": Layout()})(), bpy.context)
+settings.pool = "main"  # a pool the farm's workers serve is a choice (TypeError otherwise)
+results["panel"] = {"drawn": sorted(set(Layout.drawn)), "gpu_api": settings.gpu_api,
+                    "pool": settings.pool}
+settings.device, settings.tiles_x, settings.pool = "CPU", 1, "ANY"
+
 attempt("frames_outside", frame_start=1, frame_end=40)
 prefs.token = "tsra-" + "0" * 64
 attempt("wrong_token", frame_start=1, frame_end=2)

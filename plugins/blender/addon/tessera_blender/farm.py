@@ -4,6 +4,7 @@ and what the farm offers (renderers and their settings, pools, tags), cached for
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -12,10 +13,13 @@ try:  # the copy of the client the add-on's build put inside it
 except ImportError:  # a checkout of the repository with scheduler/cli/python on sys.path
     import tessera_client as tc  # type: ignore[no-redef]
 
-__all__ = ["tc", "FarmInfo", "connect", "describe_farm", "INFO", "RENDERER"]
+__all__ = ["tc", "FarmInfo", "INFO", "RENDERER", "UNKNOWN", "connect", "describe_farm", "refresh",
+           "refresh_in_background", "summary_line", "farm_job"]
 
 # The farm's renderer this add-on submits to (plugins/blender/plugin.yaml).
 RENDERER = "blender"
+# An enum's value while the farm has not said what it offers (the renderer's default applies).
+UNKNOWN = "FARM_DEFAULT"
 
 
 @dataclass
@@ -87,6 +91,29 @@ def refresh(prefs: Any) -> FarmInfo:
     return INFO
 
 
+_REFRESHING = threading.Lock()
+
+
+def refresh_in_background(prefs: Any) -> None:
+    """Asks the farm once, on a thread, when nothing is known yet (the panel's first draw), so
+    its choices are there without a click. The preferences are read here, on the main thread."""
+    if INFO.server or INFO.error or not _REFRESHING.acquire(blocking=False):
+        return
+    server, token, ca_file = prefs.server.strip(), prefs.token.strip(), bpy_path(prefs.ca_file)
+
+    def work() -> None:
+        global INFO
+        try:
+            INFO = describe_farm(tc.Client(server=server or None, token=token or None,
+                                           ca_file=ca_file or None, timeout=10.0))
+        except tc.TesseraError as e:
+            INFO = FarmInfo(server=server, error=str(e))
+        finally:
+            _REFRESHING.release()
+
+    threading.Thread(target=work, name="tessera-farm-info", daemon=True).start()
+
+
 def summary_line(info: FarmInfo) -> str:
     """One line for the status bar and the preferences."""
     if info.error:
@@ -115,7 +142,7 @@ def farm_job(settings: Any, scene: Any, frames: "tuple[int, int]", scene_name: s
         job["output"]["pattern"] = settings.output_pattern.strip()
     values: Dict[str, Any] = {"samples": settings.samples if settings.override_samples
                               else scene.cycles.samples, "seed": scene.cycles.seed}
-    if settings.device == "GPU":
+    if settings.device == "GPU" and settings.gpu_api != UNKNOWN:
         values["gpu_api"] = settings.gpu_api
     tiles = (settings.tiles_x, settings.tiles_y)
     if tiles != (1, 1):

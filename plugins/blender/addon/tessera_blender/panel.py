@@ -8,6 +8,7 @@ import bpy
 
 from . import farm
 from .operators import STATE
+from .preferences import preferences
 
 __all__ = ["TESSERA_PT_submit", "CLASSES"]
 
@@ -27,6 +28,7 @@ class TESSERA_PT_submit(bpy.types.Panel):
         layout.use_property_decorate = False
         scene = context.scene
         s = scene.tessera
+        farm.refresh_in_background(preferences(context))
         info = farm.INFO
 
         layout.prop(s, "job_name")
@@ -79,7 +81,9 @@ class TESSERA_PT_submit(bpy.types.Panel):
         else:
             row.operator("tessera.submit", icon="EXPORT")
         row = layout.row(align=True)
-        row.operator("tessera.open_dashboard", icon="URL")
+        row.operator("tessera.open_dashboard", icon="URL",
+                     text=f"Open Job {STATE.job_id} in Dashboard" if STATE.job_id
+                     else "Open in Dashboard")
         row.operator("tessera.refresh", text="", icon="FILE_REFRESH")
 
         if STATE.error:

@@ -26,8 +26,10 @@ def _pools(self: Any, context: Any) -> List[Tuple[str, str, str]]:
 
 def _gpu_apis(self: Any, context: Any) -> List[Tuple[str, str, str]]:
     setting = farm.INFO.setting("gpu_api")
-    values = setting.values if setting is not None and setting.values else ["CUDA"]
-    items = [(v, v, f"Cycles renders with {v} on the task's GPUs") for v in values]
+    if setting is None or not setting.values:
+        items = [(farm.UNKNOWN, "Farm's Default", "The farm's default (Refresh to choose)")]
+    else:
+        items = [(v, v, f"Cycles renders with {v} on the task's GPUs") for v in setting.values]
     _ITEMS["gpu_api"] = items
     return items
 
