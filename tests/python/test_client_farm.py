@@ -138,6 +138,18 @@ def test_dict_jobs_dry_runs_and_templates(farm, tmp_path: Path) -> None:
     assert dry.job is None and dry.dry_run.tasks == 10 and dry.dry_run.assets == 1
     assert not dry.uploaded and len(client.jobs()) == before
 
+    # A job with steps: each step's scene and files travel; its frames come back per step.
+    steps = client.submit({"name": "steps", "frames": "1-2", "steps": [
+        {"name": "left", "scene": "scene.yaml"},
+        {"name": "right", "scene": "scene.yaml", "depends_on": [{"step": "left"}]}]},
+        base_dir=tmp_path)
+    assert [a.name for a in steps.assets] == ["wood.png"]
+    assert client.wait(steps.job.id, timeout=120).succeeded
+    fetched = client.fetch(steps.job.id, tmp_path / "steps")
+    assert sorted(fetched.fetched) == sorted(f"{side}/steps.{n:04d}.{ext}"
+                                             for side in ("left", "right") for n in (1, 2)
+                                             for ext in ("exr", "png")), fetched
+
     template = {
         "specificationVersion": "jobtemplate-2023-09", "name": "ojd",
         "parameterDefinitions": [{"name": "Seconds", "type": "STRING", "default": "0"}],

@@ -123,8 +123,20 @@ def test_links_in_the_destination_are_never_followed(stub: Stub, tmp_path: Path)
 
 
 def test_a_step_name_cannot_leave_the_folder(stub: Stub, tmp_path: Path) -> None:
-    stub.listing = {"job_id": 1, "files": [], "steps": [{"step": "..", "job_id": 2,
-                                                         "output_dir": "/"}]}
+    client = Client(server=stub.url, token="tsra-t")
+    for step in ({"step": "..", "job_id": 2}, {"step": "a/b", "job_id": 2},
+                 {"step": "loop", "job_id": 1}):
+        stub.listing = {"job_id": 1, "files": [listed("ok/fine.png", b"fine")],
+                        "steps": [{**step, "output_dir": "/"}]}
+        stub.files = {"ok/fine.png": b"fine"}
+        with pytest.raises(UnsafePathError):
+            client.fetch(1, tmp_path / "dest")
+        assert everything_under(tmp_path) == ["dest"], step
+
+
+def test_one_bad_name_among_good_ones_writes_nothing(stub: Stub, tmp_path: Path) -> None:
+    stub.listing["files"] = [listed("sub/a.png", b"a"), listed("sub/../../x.png", b"x")]
+    stub.files = {"sub/a.png": b"a"}
     with pytest.raises(UnsafePathError):
         Client(server=stub.url, token="tsra-t").fetch(1, tmp_path / "dest")
     assert everything_under(tmp_path) == ["dest"]

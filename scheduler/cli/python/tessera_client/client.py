@@ -17,11 +17,11 @@ from .config import Connection, resolve_connection
 from .errors import (CancelledError, InvalidInputError, TesseraError, UnreachableError,
                      UnsafePathError)
 from .events import EventStream, JobWatch
-from .fetch import FetchProgress, download_output, is_whole, safe_target
+from .fetch import (FetchProgress, check_name, download_output, is_whole, safe_folder,
+                    safe_target)
 from .models import (ApiToken, Costs, DryRun, FetchResult, Frame, Job, JoinToken,
                      NewApiToken, NewJoinToken, OutputFile, Plugins, Submission, Summary, Task,
                      TaskLog, UploadedAsset, WhoAmI, Why, Worker, WorkerAction)
-from .paths import path_problem
 from .submit import JobInput, SubmitProgress, hash_file, prepare_job, upload_blob
 from .transport import Transport
 
@@ -415,14 +415,19 @@ class Client:
 
     def _fetch_into(self, job_id: int, root: Path, prefix: str, result: FetchResult,
                     progress: Optional[Callable[[FetchProgress], None]],
-                    cancel: Optional[threading.Event]) -> None:
+                    cancel: Optional[threading.Event], step_of: Optional[int] = None) -> None:
         raw_files, steps = self._outputs(job_id)
         files = [OutputFile.from_json(f) for f in raw_files if not f.get("truncated")]
+        # A step has no steps: a listing that says otherwise is not followed (no loops).
+        steps = steps if step_of is None else []
+        for f in files:  # every name is checked before anything is written
+            check_name(f.name)
         for step in steps:
-            if path_problem(step.get("step")) or "/" in str(step.get("step")):
-                raise UnsafePathError(f"the server named a step {step.get('step')!r} that is not "
-                                      "a plain folder name; nothing is written")
-        targets = [safe_target(root, f.name) for f in files]  # every name checked first
+            check_name(step.get("step"), "step folder")
+            if "/" in step["step"] or step.get("job_id") == job_id:
+                raise UnsafePathError(f"the server listed a step {step['step']!r} that is not a "
+                                      "plain folder name or not another job; nothing is written")
+        targets = [safe_target(root, f.name) for f in files]
         for i, (listed, target) in enumerate(zip(files, targets), 1):
             shown = prefix + listed.name
             if is_whole(target, listed):
@@ -438,10 +443,8 @@ class Client:
                                             on_bytes)
             result.fetched.append(shown)
         for step in steps:
-            folder = root / step["step"]
-            safe_target(root, step["step"] + "/x")  # the step's folder is a real folder
-            self._fetch_into(_id(step.get("job_id")), folder, prefix + step["step"] + "/",
-                             result, progress, cancel)
+            self._fetch_into(_id(step.get("job_id")), safe_folder(root, step["step"]),
+                             prefix + step["step"] + "/", result, progress, cancel, job_id)
 
     # ---- workers -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from .models import OutputFile
 from .paths import path_problem
 from .transport import Transport
 
-__all__ = ["FetchProgress", "safe_target", "download_output", "is_whole"]
+__all__ = ["FetchProgress", "check_name", "safe_folder", "safe_target", "download_output", "is_whole"]
 
 _CHUNK = 1 << 20
 
@@ -41,25 +41,40 @@ class FetchProgress:
     bytes_total: int
 
 
+def check_name(name: object, what: str = "file") -> None:
+    """Raises UnsafePathError unless `name` (from the server) is a plain relative path."""
+    problem = path_problem(name)
+    if problem:
+        raise UnsafePathError(f"the server named a {what} '{name!s:.200}', which {problem}; "
+                              "nothing is written outside the destination folder")
+
+
+def safe_folder(root: Path, part: str) -> Path:
+    """The folder `part` (one plain name from the server) inside `root`, created if missing.
+    Raises UnsafePathError for a name with a '/', or a link or file in its place."""
+    check_name(part, "folder")
+    if "/" in part:
+        raise UnsafePathError(f"the server named a folder '{part:.200}' with a '/'; nothing is "
+                              "written")
+    folder = root / part
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        os.mkdir(folder)
+        return folder
+    if not stat.S_ISDIR(mode):
+        raise UnsafePathError(f"{folder} is a link or a file, not a folder; not written")
+    return folder
+
+
 def safe_target(root: Path, name: str) -> Path:
     """The path `name` (from the server) names inside `root`, creating its folders. Raises
     UnsafePathError, writing nothing, for a name or a folder that could lead outside `root`."""
-    problem = path_problem(name)
-    if problem:
-        raise UnsafePathError(f"the server named a file '{name!s:.200}', which {problem}; "
-                              "nothing is written outside the destination folder")
+    check_name(name, "file")
     parts = name.split("/")
     current = root
     for part in parts[:-1]:
-        current = current / part
-        try:
-            mode = os.lstat(current).st_mode
-        except FileNotFoundError:
-            os.mkdir(current)
-            continue
-        if not stat.S_ISDIR(mode):
-            raise UnsafePathError(f"{name}: {current} is a link or a file, not a folder; "
-                                  "not written")
+        current = safe_folder(current, part)
     target = current / parts[-1]
     for path in (target, target.with_name(target.name + ".part")):
         try:
