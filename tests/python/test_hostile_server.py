@@ -174,3 +174,8 @@ def test_a_redirect_does_not_carry_the_token_elsewhere(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_server_without_api_v1_is_named_as_such(stub: Stub) -> None:
+    problem = Client(server=stub.url, token="tsra-t").check_api_version()
+    assert problem is not None and "disagree on the API version" in problem
