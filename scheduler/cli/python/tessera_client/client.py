@@ -273,18 +273,18 @@ class Client:
             while True:
                 try:
                     last = self.job(job_id)
-                    unreachable_since = None
                 except UnreachableError:
                     now = time.monotonic()
                     unreachable_since = unreachable_since or now
                     if last is None or now - unreachable_since > _UNREACHABLE_GRACE_S:
                         raise
-                if last is not None:
+                else:
+                    unreachable_since = None
                     seen = (last.state, last.progress, last.tasks)
                     if progress is not None and seen != shown:
                         progress(last)
                     shown = seen
-                    if last.finished and unreachable_since is None:
+                    if last.finished:
                         return last
                 pause = recheck if watch.live else poll_interval
                 if timeout is not None:
