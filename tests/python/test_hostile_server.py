@@ -1,19 +1,22 @@
 """A hostile server cannot make the client write outside the folder it fetches into, nor take
-its token elsewhere: a small HTTP stub on 127.0.0.1 answers the outputs API with names that
-climb out (``..``), absolute paths, names through links, too many bytes and wrong hashes."""
+its token elsewhere, nor hold it forever: a small HTTP stub on 127.0.0.1 answers the outputs API
+with names that climb out (``..``), absolute paths, names through links, too many bytes and
+wrong hashes, redirects elsewhere, or never answers."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from tessera_client import Client, TransferError, UnsafePathError, ApiError
+from tessera_client import ApiError, Client, TransferError, UnreachableError, UnsafePathError
 
 
 class Stub:
@@ -179,3 +182,12 @@ def test_a_redirect_does_not_carry_the_token_elsewhere(tmp_path: Path) -> None:
 def test_a_server_without_api_v1_is_named_as_such(stub: Stub) -> None:
     problem = Client(server=stub.url, token="tsra-t").check_api_version()
     assert problem is not None and "disagree on the API version" in problem
+
+
+def test_a_server_that_never_answers_times_out() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        started = time.monotonic()
+        with pytest.raises(UnreachableError, match="timed out"):
+            Client(server=f"http://127.0.0.1:{silent.getsockname()[1]}", token="tsra-t",
+                   timeout=1).whoami()
+        assert time.monotonic() - started < 5
