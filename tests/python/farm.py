@@ -190,7 +190,11 @@ class CuttingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self._target)
+            try:
+                upstream = socket.create_connection(self._target)
+            except OSError:
+                client.close()
+                continue
             with self._lock:
                 self._open += [client, upstream]
             threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
