@@ -60,7 +60,7 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
     project = tmp_path / "project"
     write_checker_png(project / "tex" / "wood chips (1).png")
     write_checker_png(tmp_path / "library" / "ball.png", seed=90)
-    blend = project / "shot.blend"
+    blend = project / "shot (v2).blend"  # a name the farm takes only after the add-on cleans it
     run([blender, "-b", "--factory-startup", "-noaudio", "--python",
          str(HERE / "blender" / "make_shot.py"), "--", str(blend),
          str(project / "tex" / "wood chips (1).png"), str(tmp_path / "library" / "ball.png")],
@@ -121,7 +121,7 @@ def test_the_addon_submits_a_shot_the_farm_renders_like_blender(tmp_path: Path) 
         first, second = results["first"], results["second"]
         assert first["outcome"] == ["FINISHED"], first
         assert sorted(first["carried"]) == sorted(first["uploaded"]), first
-        assert "tex/wood chips _1_.png" in first["carried"]
+        assert {"shot _v2_.blend", "tex/wood chips _1_.png"} <= set(first["carried"]), first
         assert any(name.startswith("external/library-") for name in first["carried"]), first
         # The same shot again from the same session: every file is on the farm already.
         assert second["outcome"] == ["FINISHED"] and second["uploaded"] == [], second

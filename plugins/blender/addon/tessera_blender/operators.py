@@ -108,7 +108,8 @@ def _plan(operator: Any, context: Any) -> _Plan:
         print("Tessera: not carried (linked libraries' own files; render those from shared "
               "storage):", *shot.not_carried, sep="\n  ")
     STATE.carried = sorted(files)
-    return _Plan(client, job, files, bpy.path.abspath("//"), operator.dry_run, shot.scene_path)
+    return _Plan(client, job, files, os.path.dirname(shot.scene_path), operator.dry_run,
+                 shot.scene_path)
 
 
 def _run(plan: _Plan) -> None:
@@ -172,7 +173,9 @@ class TESSERA_OT_submit(bpy.types.Operator):
 
     job_name: StringProperty(name="Job Name", description="Overrides the panel's")
     frame_start: IntProperty(name="Start", description="First frame (default: the panel's)")
-    frame_end: IntProperty(name="End", description="Last frame (default: the panel's)")
+    frame_end: IntProperty(name="End",
+                           description="Last frame (default: Start when only Start is given, "
+                                       "else the panel's)")
     chunk_size: IntProperty(name="Chunk", min=1, max=1000, default=1)
     priority: IntProperty(name="Priority", min=0, max=100, default=50)
     samples: IntProperty(name="Samples", min=1, max=65536, default=128)

@@ -4,6 +4,7 @@ content-addressed blob (SHA-256), uploaded only when the farm lacks it, in resum
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -76,17 +77,19 @@ def _read_text(path: Path, what: str) -> str:
 
 def _is_text(path: Path) -> bool:
     """A scene the farm takes as text: UTF-8 without NUL bytes. Anything else (a .blend) travels
-    as an asset under its file name."""
+    as an asset under its file name. Reads until the first byte that says binary."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InvalidInputError(f"scene: cannot read {path}: {e.strerror}") from None
-    if b"\0" in data:
-        return False
-    try:
-        data.decode("utf-8")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(_HASH_BLOCK), b""):
+                if b"\0" in block:
+                    return False
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return False
+    except OSError as e:
+        raise InvalidInputError(f"scene: cannot read {path}: {e.strerror}") from None
     return True
 
 
