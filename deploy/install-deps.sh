@@ -12,9 +12,9 @@ PACKAGES=(
   libcpp-httplib-dev libboost1.74-dev libssl-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   povray povray-includes blender ffmpeg prometheus chromium
+  python3 python3-pytest python3-yaml python3-pip python3-setuptools
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   cloud-init shellcheck systemd openssl iproute2
-  python3 python3-yaml
 )
 # kubectl (the manifests' kustomize build) is Debian's kubernetes-client, unless one is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
