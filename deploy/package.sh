@@ -8,8 +8,10 @@
 # The archive holds bin/, lib/systemd/system/ and share/tessera/examples/, to be unpacked into
 # /usr/local (as deploy/cloud-init/*.yaml do):
 #   tar -xzf tessera-<version>-linux-<arch>.tar.gz -C /usr/local --no-same-owner --no-overwrite-dir
-# The binaries link against the Debian 12 libraries listed in those templates, so build on
-# Debian 12 for Debian 12 machines.
+# Those binaries link against Debian 12's libraries, so that archive is for Debian 12 machines.
+# On x86_64 it also makes tessera-worker-<version>-linux-x86_64.tar.gz (deploy/bundle.sh): the
+# worker and the CLI with every library they load, for any x86_64 Linux; the cloud-init
+# templates in deploy/cloud-init/ install that one.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,3 +44,7 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
   -C "$stage" -cf - bin lib share | gzip -9n > "$name.tar.gz"
 echo "package: $PWD/$name.tar.gz"
 tar -tzvf "$name.tar.gz"
+
+if [ "$(uname -m)" = x86_64 ]; then
+  "$repo/deploy/bundle.sh" "$build_dir"
+fi
