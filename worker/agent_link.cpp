@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "shared/openjd.h"
@@ -341,7 +342,10 @@ void Agent::DrainMonitor(Clock::time_point now) {
     const uint16_t event = next->event;
     const uint32_t value = next->value;
     if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      if (handshake_failures_++ == 0) handshake_failing_since_ = now;
+      // A scheduler that cannot read the handshake closes the connection at once; one that
+      // answers too late (ETIMEDOUT) may only be busy.
+      const bool timed_out = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && value == ETIMEDOUT;
+      if (!timed_out && handshake_failures_++ == 0) handshake_failing_since_ = now;
       if (!answered_ && handshake_failures_ >= 3 &&
           now - handshake_failing_since_ >= kHandshakeGiveUp) {
         reject_status_ = Status::FailedPrecondition(
