@@ -14,6 +14,7 @@ PACKAGES=(
   povray povray-includes blender ffmpeg prometheus chromium
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   cloud-init shellcheck systemd openssl iproute2
+  python3 debootstrap
 )
 # kubectl (the manifests' kustomize build) is Debian's kubernetes-client, unless one is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
