@@ -32,7 +32,7 @@ require_root_and_tools() {
 # what is left after 10 s. (SIGINT would not do: background jobs of a script ignore it.)
 PIDS=()
 cleanup() {
-  local pid i
+  local pid="" i
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for ((i = 0; i < 50; i++)); do
     for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && break; done
