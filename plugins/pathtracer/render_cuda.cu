@@ -110,13 +110,14 @@ std::string NoDeviceReason(cudaError_t err) {
   }
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  std::string reason = "the NVIDIA driver is too old for this worker's CUDA " +
-                       CudaVersionString(runtime) + " runtime";
   using GetVersion = int (*)(int*);
   int version = 0;
   auto get = reinterpret_cast<GetVersion>(::dlsym(driver.get(), "cuDriverGetVersion"));
-  if (get != nullptr && get(&version) == 0)
-    reason += " (it supports CUDA " + CudaVersionString(version) + ")";
+  std::string reason = "the NVIDIA driver";
+  if (get != nullptr && get(&version) == 0) {
+    reason += " supports CUDA up to " + CudaVersionString(version) + ",";
+  }
+  reason += " older than this worker's CUDA " + CudaVersionString(runtime) + " runtime";
   return reason;
 }
 

@@ -9,7 +9,11 @@
 # program the worker starts runs on the system's own C library, with no bundle path in its
 # environment. Then what operators get wrong: no /proc, no NVIDIA driver, an expired join token,
 # a scheduler key that is not the scheduler's: each a clear message and an exit status.
-#   bundle_old_systems_test.sh BUILD_DIR BUNDLE_DIR SOURCE_DIR     (ctest: bundle_old_systems_test)
+# The NVIDIA driver's libraries stay the system's: in "cloud" stand-ins for an old driver's
+# libcuda and for libnvidia-ml (the tests' fake NVML) sit where only the system's loader cache
+# finds them, and the bundled worker must find them there.
+#   bundle_old_systems_test.sh BUILD_DIR BUNDLE_DIR SOURCE_DIR FAKE_NVML
+#                                                   (ctest: bundle_old_systems_test)
 # Skips (77) when the Debian package source cannot be reached: the root file systems come from
 # it once, then from the cache (tests/deploy/rootfs.sh).
 set -euo pipefail
@@ -17,10 +21,12 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 BIN="$(cd "$1" && pwd)/bin"
 BUNDLE_DIR="$2"
 SOURCE="$3"
+FAKE_NVML="$4"
 WORK="$(mktemp -d)"
 # shellcheck source=tests/deploy/bundle_lib.sh
 . "$HERE/bundle_lib.sh"
-require_root_and_tools unshare chroot mknod curl python3 idiff
+require_root_and_tools unshare chroot mknod curl python3 idiff cc
+[ -f "$FAKE_NVML" ] || fail "no fake NVML at $FAKE_NVML (target tsr_fake_nvml)"
 archive="$(find "$BUNDLE_DIR" -maxdepth 1 -name 'tessera-worker-*-linux-x86_64.tar.gz' 2>/dev/null |
   head -n 1)"
 [ -n "$archive" ] || fail "no bundle in $BUNDLE_DIR (bundle_make_test makes it)"
@@ -41,6 +47,19 @@ tar -xzf "$archive" -C "$older"
 mv "$older/lib/tessera-worker/$version" "$older/lib/tessera-worker/0.0.0"
 sed -i "s/^version=.*/version=0.0.0/" "$older/bin/tessera-worker" "$older/bin/tessera"
 cp -a "$older/." "$WORK/minbase/usr/local/"
+
+# A driver in a folder only the system's loader cache names, as Red Hat's packages install it:
+# libcuda of a driver for CUDA 11.4 (too old for any runtime this builds with) and the fake NVML.
+nvidia="$WORK/cloud/opt/nvidia/lib64"
+mkdir -p "$nvidia"
+printf '%s\n' 'int cuDriverGetVersion(int* v) { *v = 11040; return 0; }' \
+  'int cuInit(unsigned int flags) { (void)flags; return 3; }' > "$WORK/fake-cuda.c"
+cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$nvidia/libcuda.so.1" "$WORK/fake-cuda.c"
+cp "$FAKE_NVML" "$nvidia/libnvidia-ml.so.1"
+echo /opt/nvidia/lib64 > "$WORK/cloud/etc/ld.so.conf.d/nvidia.conf"
+echo '{"gpus": [{"util": 42, "mem_used_mb": 1024, "mem_total_mb": 24576}]}' \
+  > "$WORK/cloud/etc/fake-nvml.json"
+chroot "$WORK/cloud" ldconfig
 
 for variant in minbase cloud; do
   ROOT="$WORK/$variant"
@@ -83,8 +102,17 @@ for pid in "$pid_minbase" "$pid_cloud"; do
   grep -q "/usr/local/lib/tessera-worker/$version/lib/libc.so.6" "/proc/$pid/maps" ||
     fail "worker $pid does not run on the bundled C library"
 done
-grep -q "no NVIDIA driver" "$WORK/worker-minbase.log" ||
-  fail "a worker without the NVIDIA driver does not say so: $(grep -i cuda "$WORK/worker-minbase.log")"
+# Without a driver, and with an old one found through the system's loader cache (a build
+# without CUDA says so instead).
+if grep -q "built without CUDA" "$WORK/worker-minbase.log"; then
+  echo "this build has no CUDA backend: the workers do not look for libcuda"
+else
+  grep -q "no CUDA devices (no NVIDIA driver: libcuda.so.1: cannot open" \
+    "$WORK/worker-minbase.log" || fail "a worker without the NVIDIA driver does not say so:" \
+    "$(grep -i cuda "$WORK/worker-minbase.log")"
+  grep -q "the NVIDIA driver supports CUDA up to 11.4, older than" "$WORK/worker-cloud.log" ||
+    fail "the bundled worker did not find the system's libcuda: $(grep -i cuda "$WORK/worker-cloud.log")"
+fi
 
 # The example's first two frames on each worker.
 example="$SOURCE/deploy/examples/bouncing-spheres"
@@ -142,6 +170,16 @@ for variant in minbase cloud; do
   echo "$variant: a renderer runs on the system's own C library, with a clean environment"
 done
 
+# A drain (SIGTERM) ends each bundled worker with exit 0, nothing left-out ever called.
+for variant in minbase cloud; do
+  pid="pid_$variant"
+  kill -TERM "${!pid}"
+  status=0
+  wait "${!pid}" || status=$?
+  [ "$status" = 0 ] || fail "the $variant worker exited $status after SIGTERM"
+  if grep "this bundle leaves" "$WORK/worker-$variant.log"; then fail "a placeholder was called"; fi
+done
+
 # What operators get wrong, each in minbase with its own data folder.
 ROOT="$WORK/minbase"
 try_worker() { # EXPECTED_STATUS MESSAGE_REGEX WHAT ARGS...
@@ -167,4 +205,9 @@ ROOT="$ROOT" try_worker 1 "not that scheduler's key" "another scheduler's key" \
 ROOT="$ROOT" try_worker 2 "no usable CUDA device" "backend cuda without a driver" \
   in_root "${worker[@]}" --data-dir /var/lib/cuda --name cuda --backend cuda
 [ -d "$ROOT/usr/local/lib/tessera-worker/0.0.0" ] || fail "the older bundle was not there"
+# The system's libnvidia-ml, for a worker with (simulated) GPUs: found through the loader cache.
+ROOT="$WORK/cloud" try_worker 124 "GPU telemetry through libnvidia-ml.so.1" \
+  "libnvidia-ml from the system" in_root env TESSERA_WORKER_SIMULATE_GPUS=1 \
+  TESSERA_FAKE_NVML=/etc/fake-nvml.json timeout -k 5 8 /usr/local/bin/tessera-worker \
+  --config /etc/tessera/worker.yaml --data-dir /var/lib/nvml --name nvml --pool nvml
 echo "PASS"
