@@ -26,6 +26,11 @@ require_root_and_tools() {
   for tool in "$@"; do
     command -v "$tool" >/dev/null || require "$tool is not installed"
   done
+  # Root in a container may still lack them (CAP_SYS_ADMIN, CAP_MKNOD).
+  unshare --mount --propagation private true 2>/dev/null ||
+    require "mount namespaces cannot be made here"
+  mknod "$WORK/probe-null" c 1 3 2>/dev/null || require "device nodes cannot be made here"
+  rm -f "$WORK/probe-null"
 }
 
 # Background processes to stop at exit: SIGTERM (an idle worker leaves at once), SIGKILL for
