@@ -5,11 +5,13 @@
 # BUILD_DIR defaults to build-release in the repository; CMAKE_ARGs go to the configure step
 # (e.g. -DRENDER_CUDA=ON to insist on the CUDA backend, which is built whenever nvcc is found).
 #
-# The archive holds bin/, lib/systemd/system/ and share/tessera/examples/, to be unpacked into
-# /usr/local (as deploy/cloud-init/*.yaml do):
+# The archive holds bin/, lib/systemd/system/, share/tessera/examples/ and
+# share/tessera/cloud-init/, to be unpacked into /usr/local:
 #   tar -xzf tessera-<version>-linux-<arch>.tar.gz -C /usr/local --no-same-owner --no-overwrite-dir
-# The binaries link against the Debian 12 libraries listed in those templates, so build on
-# Debian 12 for Debian 12 machines.
+# Those binaries link against Debian 12's libraries, so that archive is for Debian 12 machines.
+# On x86_64 it also makes tessera-worker-<version>-linux-x86_64.tar.gz (deploy/bundle.sh): the
+# worker and the CLI with every library they load, for any x86_64 Linux; the cloud-init
+# templates in deploy/cloud-init/ install that one.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,12 +31,15 @@ name="tessera-$version-linux-$(uname -m)"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-install -d -m 0755 "$stage/bin" "$stage/lib/systemd/system" "$stage/share/tessera/examples"
+install -d -m 0755 "$stage/bin" "$stage/lib/systemd/system" "$stage/share/tessera/examples" \
+  "$stage/share/tessera/cloud-init"
 for program in tessera-scheduler tessera-worker tessera; do
   install -m 0755 --strip "$build_dir/bin/$program" "$stage/bin/$program"
 done
 install -m 0644 "$repo"/deploy/systemd/*.service "$stage/lib/systemd/system/"
 install -m 0644 "$repo"/deploy/examples/*.yaml "$stage/share/tessera/examples/"
+# The autoscaler's node groups name these (deploy/autoscaler/*.yaml: cloud_init).
+install -m 0644 "$repo"/deploy/cloud-init/*.yaml "$stage/share/tessera/cloud-init/"
 
 # The same sources give the same archive: fixed owner, order and timestamps (the commit's).
 epoch="${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}"
@@ -42,3 +47,7 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
   -C "$stage" -cf - bin lib share | gzip -9n > "$name.tar.gz"
 echo "package: $PWD/$name.tar.gz"
 tar -tzvf "$name.tar.gz"
+
+if [ "$(uname -m)" = x86_64 ]; then
+  "$repo/deploy/bundle.sh" "$build_dir"
+fi

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "shared/disk_space.h"
 #include "shared/image_oiio.h"
@@ -164,9 +166,35 @@ float SrgbToLinear(float v) {
   return v <= 0.04045f ? v / 12.92f : std::pow((v + 0.055f) / 1.055f, 2.4f);
 }
 
-StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels) {
-  auto in = OIIO::ImageInput::open(path);
+StatusOr<std::unique_ptr<OIIO::ImageInput>> OpenForReading(const std::string& path) {
+  // OpenImageIO's format names for what is refused, and their extensions once it has them.
+  static const std::set<std::string> refused = [] {
+    OIIO::attribute("try_all_readers", 0);
+    std::set<std::string> names = {"ffmpeg", "openvdb", "raw", "dicom", "heif"};
+    for (const auto& [format, extensions] : OIIO::get_extension_map()) {
+      if (names.count(format)) names.insert(extensions.begin(), extensions.end());
+    }
+    return names;
+  }();
+  // Without an extension OpenImageIO takes the file's name for a format name.
+  const std::filesystem::path file(path);
+  std::string key =
+      file.has_extension() ? file.extension().string().substr(1) : file.filename().string();
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (refused.count(key)) {
+    return Status::InvalidArgument(path + ": ." + key +
+                                   " files are not read (movie, volume, "
+                                   "camera RAW, DICOM and HEIF formats); renderers' images "
+                                   "are: EXR, PNG, TIFF, JPEG, HDR, TGA, BMP, DPX, ...");
+  }
+  std::unique_ptr<OIIO::ImageInput> in = OIIO::ImageInput::open(path);
   if (!in) return Status::NotFound(path + ": cannot open: " + OIIO::geterror());
+  return in;
+}
+
+StatusOr<ImageBuffer> Read(const std::string& path, bool* integer_pixels) {
+  TSR_ASSIGN_OR_RETURN(std::unique_ptr<OIIO::ImageInput> in, OpenForReading(path));
   const OIIO::ImageSpec& spec = in->spec();
   if (integer_pixels) {
     *integer_pixels = spec.format.basetype != OIIO::TypeDesc::FLOAT &&

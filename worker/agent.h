@@ -207,6 +207,13 @@ class Agent {
   bool reenrol_tried_ = false;  // a refused enrolled key is re-enrolled only once per run
   bool draining_ = false;       // I/O thread's view of drain_requested_
   bool leaving_ = false;        // I/O thread's view of leave_requested_
+  // CURVE handshakes that failed (other than the scheduler's ZAP refusal) since the scheduler
+  // last answered. One that never answered in this run is given up on after kHandshakeGiveUp:
+  // the key is not its key, or it does not speak CURVE, and retrying cannot change that.
+  static constexpr std::chrono::seconds kHandshakeGiveUp{10};
+  bool answered_ = false;
+  int handshake_failures_ = 0;
+  Clock::time_point handshake_failing_since_{};
   Clock::time_point leave_deadline_{};
   Clock::time_point idle_since_{};  // drain/leave: when the last task ended
 

@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "shared/openjd.h"
@@ -223,6 +224,8 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
       if (w->heartbeat_ms > 0) heartbeat_ms_ = w->heartbeat_ms;
       if (w->liveness > 0) liveness_ = w->liveness;
       worker_id_.store(w->worker_id);
+      answered_ = true;
+      handshake_failures_ = 0;
       if (state_ != LinkState::kReady) {
         spdlog::info("registered with {} as worker {} (heartbeat {} ms, liveness {})",
                      options_.scheduler_address, w->worker_id, heartbeat_ms_, liveness_);
@@ -343,6 +346,8 @@ void Agent::OnEnrolled(const protocol::Envelope& env, Clock::time_point now) {
     }
   }
   enrolled_ = true;
+  answered_ = true;
+  handshake_failures_ = 0;
   spdlog::info("enrolled as worker {}{}; reconnecting with its own key pair",
                e.ok() ? e->name : options_.name,
                options_.key_file.empty() ? "" : " (key pair saved to " + options_.key_file + ")");
@@ -359,6 +364,21 @@ void Agent::DrainMonitor(Clock::time_point now) {
     const uint16_t event = next->event;
     const uint32_t value = next->value;
     if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      // A scheduler that cannot read the handshake closes the connection at once; one that
+      // answers too late (ETIMEDOUT) may only be busy.
+      const bool timed_out = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && value == ETIMEDOUT;
+      if (!timed_out && handshake_failures_++ == 0) handshake_failing_since_ = now;
+      if (!answered_ && handshake_failures_ >= 3 &&
+          now - handshake_failing_since_ >= kHandshakeGiveUp) {
+        reject_status_ = Status::FailedPrecondition(
+            "every CURVE handshake with " + options_.scheduler_address + " failed for " +
+            std::to_string(kHandshakeGiveUp.count()) + " s (" +
+            std::to_string(handshake_failures_) +
+            " tries): scheduler.public_key is not that scheduler's key (`tessera-scheduler "
+            "--print-public-key` on it shows it), or it does not use CURVE (broker.security)");
+        spdlog::error("{}", reject_status_.message());
+        return;
+      }
       if (AllowNoisyLog(now)) {
         spdlog::warn(
             "CURVE handshake with {} failed: is scheduler.public_key the scheduler's "

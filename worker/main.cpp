@@ -4,7 +4,8 @@
 // the worker exits); a second SIGTERM hands the running tasks back with checkpoints and exits;
 // SIGINT stops at once (renders are cancelled and their tasks requeued). A spot-interruption
 // notice (cloud.provider) acts like the second SIGTERM.
-// Exit codes: 0 clean stop, 1 rejected (e.g. revoked) or failed at run time, 2 bad config/flags.
+// Exit codes: 0 clean stop; 1 rejected (revoked, a join token refused, a scheduler key that is
+// not the scheduler's) or failed at run time; 2 bad config/flags, or a host without /proc.
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -54,6 +55,9 @@ void WaitForSignals(const sigset_t* set, Agent* agent, const std::atomic<bool>* 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Started by the worker bundle's launcher (deploy/bundle/launcher.sh) the process is named
+  // after the bundled dynamic loader; ps, top and pgrep should show the worker.
+  ::prctl(PR_SET_NAME, "tessera-worker");
   tessera::worker::ConfigFlags flags;
   CLI::App app{"Tessera worker agent: renders tasks from a tessera-scheduler"};
   app.add_option("--config", flags.config_path,
@@ -97,6 +101,15 @@ int main(int argc, char** argv) {
     // SIGTERM drains, as from an operator; a parent already gone leaves nothing to work for.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() == 1) return 0;
+  }
+
+  // The renderers the worker starts (Blender, POV-Ray, the CUDA driver) and its hardware probe
+  // read /proc: without it (a bare chroot) they fail in ways that name nothing.
+  if (::access("/proc/self/stat", R_OK) != 0) {
+    std::fprintf(stderr,
+                 "tessera-worker: /proc is not mounted here; the worker and the renderers it "
+                 "starts need it (mount -t proc proc /proc)\n");
+    return 2;
   }
 
   const std::string hostname = tessera::worker::Hostname();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "shared/image_oiio.h"
 #include "shared/utf8.h"
 
 namespace tessera::pathtracer {
@@ -73,8 +74,9 @@ StatusOr<spec::MeshData> LoadObjMesh(const std::string& path) {
 
 StatusOr<RgbImage> LoadRgbImage(const std::string& path) {
   TSR_RETURN_IF_ERROR(CheckReadable(path));
-  auto in = OIIO::ImageInput::open(path);
-  if (!in) return Status::InvalidArgument("'" + path + "': " + OIIO::geterror());
+  StatusOr<std::unique_ptr<OIIO::ImageInput>> opened = image::OpenForReading(path);
+  if (!opened.ok()) return Status::InvalidArgument(opened.status().message());
+  std::unique_ptr<OIIO::ImageInput> in = std::move(opened).value();
   const OIIO::ImageSpec& spec = in->spec();
   if (spec.width <= 0 || spec.height <= 0 || spec.nchannels <= 0) {
     return Status::InvalidArgument("'" + path + "': empty image");

@@ -3,9 +3,11 @@
 // checked between passes. Every CUDA call is checked and becomes a Status, never an abort.
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,29 @@ std::string CudaVersionString(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
+// Why the runtime found no device, in words: it reports "driver version is insufficient" also
+// when there is no driver at all, so ask for the driver's library the way the runtime does.
+std::string NoDeviceReason(cudaError_t err) {
+  if (err != cudaErrorInsufficientDriver) return cudaGetErrorString(err);
+  std::unique_ptr<void, int (*)(void*)> driver(::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL),
+                                               ::dlclose);
+  if (!driver) {
+    const char* error = ::dlerror();
+    return std::string("no NVIDIA driver: ") + (error ? error : "libcuda.so.1 cannot be loaded");
+  }
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  using GetVersion = int (*)(int*);
+  int version = 0;
+  auto get = reinterpret_cast<GetVersion>(::dlsym(driver.get(), "cuDriverGetVersion"));
+  std::string reason = "the NVIDIA driver";
+  if (get != nullptr && get(&version) == 0) {
+    reason += " supports CUDA up to " + CudaVersionString(version) + ",";
+  }
+  reason += " older than this worker's CUDA " + CudaVersionString(runtime) + " runtime";
+  return reason;
+}
+
 }  // namespace
 
 std::vector<CudaDevice> ListCudaDevices(std::string* why) {
@@ -104,7 +129,7 @@ std::vector<CudaDevice> ListCudaDevices(std::string* why) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = cudaGetErrorString(err);
+    if (why) *why = NoDeviceReason(err);
     return devices;
   }
   int driver = 0;

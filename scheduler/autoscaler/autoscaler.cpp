@@ -409,6 +409,7 @@ StatusOr<NodeRequest> Autoscaler::MakeRequest(const Group& group, const std::str
   }
   std::string text = std::move(read).value();
   const auto package = group.config.vars.find("package_url");
+  const auto cloud = group.config.vars.find("cloud_provider");
   const std::map<std::string, std::string> values = {
       {"TESSERA_SCHEDULER_ADDRESS", address},
       {"TESSERA_SCHEDULER_PUBLIC_KEY", broker_.public_key_hex()},
@@ -416,7 +417,8 @@ StatusOr<NodeRequest> Autoscaler::MakeRequest(const Group& group, const std::str
       {"TESSERA_WORKER_NAME", name},
       {"TESSERA_POOLS", FlowList(spec.pools)},
       {"TESSERA_TAGS", FlowList(spec.tags)},
-      {"TESSERA_PACKAGE_URL", package == group.config.vars.end() ? "" : package->second}};
+      {"TESSERA_PACKAGE_URL", package == group.config.vars.end() ? "" : package->second},
+      {"TESSERA_CLOUD_PROVIDER", cloud == group.config.vars.end() ? "none" : cloud->second}};
   for (const auto& [key, value] : values) {
     const std::string placeholder = "${" + key + "}";
     for (size_t at = text.find(placeholder); at != std::string::npos;

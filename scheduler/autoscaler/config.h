@@ -23,7 +23,7 @@ struct GroupConfig {
   std::map<std::string, std::string> vars;
   // A cloud-init file (deploy/cloud-init/) rendered for each node into {user_data}: its
   // ${TESSERA_...} placeholders get the scheduler's address and key, a one-use join token, the
-  // node's name, pools and tags, and vars.package_url.
+  // node's name, pools and tags, vars.package_url and vars.cloud_provider (default none).
   std::string cloud_init;
 };
 

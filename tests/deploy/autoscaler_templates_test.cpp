@@ -3,6 +3,7 @@
 // the kubernetes template names the worker Deployment of deploy/kubernetes/, whose pods register
 // under their own names.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -100,6 +101,18 @@ TEST(AutoscalerTemplates, EveryPlaceholderIsFilledAndCommandsAreComplete) {
     EXPECT_NE(create.find("{name}"), std::string::npos);
     EXPECT_NE(create.find("{user_data"), std::string::npos);
     EXPECT_NE(terminate.find("{id}"), std::string::npos);
+    // Its nodes install the worker bundle with a template of deploy/cloud-init/ (installed by
+    // package.sh under share/tessera/cloud-init/) and watch their own cloud's spot notices.
+    const std::string cloud_init = root["cloud_init"] ? root["cloud_init"].as<std::string>() : "";
+    EXPECT_EQ(fs::path(cloud_init).parent_path(), "/usr/local/share/tessera/cloud-init");
+    EXPECT_TRUE(fs::exists(kRepo / "deploy" / "cloud-init" / fs::path(cloud_init).filename()))
+        << cloud_init;
+    const std::string tool = provider["create"][0].as<std::string>();
+    EXPECT_EQ(vars["cloud_provider"], tool == "aliyun"  ? "alibaba"
+                                      : tool == "tccli" ? "tencent"
+                                                        : "aws");
+    EXPECT_THAT(vars["package_url"],
+                ::testing::MatchesRegex("https://.*/tessera-worker-[0-9.]+-linux-x86_64.tar.gz"));
   }
   EXPECT_EQ(templates, 4);
   EXPECT_EQ(kubernetes, 1);

@@ -187,12 +187,13 @@ TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
   WriteFile(
       cloud_init,
       "#cloud-config\n# name ${TESSERA_WORKER_NAME} pools ${TESSERA_POOLS} tags ${TESSERA_TAGS}\n"
-      "# at ${TESSERA_SCHEDULER_ADDRESS} from ${TESSERA_PACKAGE_URL}\n");
+      "# at ${TESSERA_SCHEDULER_ADDRESS} from ${TESSERA_PACKAGE_URL} on "
+      "${TESSERA_CLOUD_PROVIDER}\n");
   StartFarm("as-spot", kFast,
             "    - name: spot\n      provider: {kind: command, create: ['" + cli +
                 "', run, '{name}', '{user_data}', '{user_data_base64}'], terminate: ['" + cli +
                 "', stop, '{id}']}\n      cloud_init: '" + cloud_init +
-                "'\n      vars: {package_url: 'https://example.com/t.tgz'}\n"
+                "'\n      vars: {package_url: 'https://example.com/t.tgz', cloud_provider: aws}\n"
                 "      price_per_hour: 1\n      market: spot\n      max_nodes: 3\n"
                 "      tags: [l4]\n"
                 "    - name: od\n" +
@@ -214,7 +215,7 @@ TEST_F(AutoscalerTest, SpotThatCannotBeHadBacksOffAndOnDemandCovers) {
   // The node's cloud-init, every placeholder filled, reached the CLI as a file and as base64.
   const std::string user_data = ReadFile(scratch.dir() + "/user-data");
   EXPECT_EQ(user_data, "#cloud-config\n# name spot-1 pools [\"default\"] tags [\"l4\"]\n# at " +
-                           farm_->broker_endpoint() + " from https://example.com/t.tgz\n");
+                           farm_->broker_endpoint() + " from https://example.com/t.tgz on aws\n");
   EXPECT_EQ(ReadFile(scratch.dir() + "/decoded"), user_data);
   const nlohmann::json workers = farm_->Get("/api/v1/workers")["workers"];
   for (const auto& w : workers) EXPECT_EQ(w["node_group"], "od");

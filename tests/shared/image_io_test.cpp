@@ -44,6 +44,28 @@ TEST(ImageIoTest, RejectsInconsistentBuffersAndBadPaths) {
   EXPECT_FALSE(Read("/nonexistent-dir/x.exr").ok());
 }
 
+// A renderer's broken output fails as what its name says, and formats no renderer writes are
+// refused by name: no other reader is tried (the worker bundle has none of theirs).
+TEST(ImageIoTest, ReadsOnlyWithTheReaderTheExtensionNames) {
+  const std::string dir = ::testing::TempDir();
+  ImageBuffer img{2, 2, 3, std::vector<float>(12, 0.5f)};
+  ASSERT_TRUE(WriteSrgb8(dir + "/whole.png", img).ok());
+  std::filesystem::copy_file(dir + "/whole.png", dir + "/cut.png",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(dir + "/cut.png", 40);
+  EXPECT_FALSE(Read(dir + "/cut.png").ok());
+
+  for (const char* name : {"shot.heic", "clip.MOV", "smoke.vdb", "scan.dcm", "photo.cr2"}) {
+    std::filesystem::copy_file(dir + "/whole.png", dir + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing);
+    StatusOr<ImageBuffer> read = Read(dir + "/" + name);
+    ASSERT_FALSE(read.ok()) << name;
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(read.status().message().find("files are not read"), std::string::npos)
+        << read.status().message();
+  }
+}
+
 TEST(ImageIoTest, SrgbTransfer) {
   EXPECT_FLOAT_EQ(LinearToSrgb(0.0f), 0.0f);
   EXPECT_FLOAT_EQ(LinearToSrgb(1.0f), 1.0f);

@@ -1,5 +1,6 @@
-// The tessera-worker binary as operators run it: config errors exit 2 naming the field, and
-// SIGTERM makes a registered worker say goodbye and exit 0 promptly.
+// The tessera-worker binary as operators run it: config errors exit 2 naming the field,
+// SIGTERM makes a registered worker say goodbye and exit 0 promptly, and a scheduler key that
+// is not the scheduler's ends it with exit 1 saying so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "shared/curve_keys.h"
 #include "tests/worker/fake_scheduler.h"
 
 extern char** environ;
@@ -75,6 +77,27 @@ TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   EXPECT_LT(std::chrono::steady_clock::now() - signalled_at, 2s);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A CURVE scheduler that is not the one whose key the worker was given: every handshake fails,
+// and the worker gives up saying why instead of retrying for ever.
+TEST(WorkerBinary, AnotherSchedulersKeyExitsOneSayingSo) {
+  zmq::context_t context;
+  zmq::socket_t router(context, zmq::socket_type::router);
+  const curve::KeyPair scheduler = curve::Generate();
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, scheduler.secret_key);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  const std::string other_key = curve::ToHex(curve::Generate().public_key);
+  std::string out;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(RunCapture("--scheduler " + endpoint + " --public-key " + other_key + " --join-token " +
+                           curve::NewJoinToken() + " --backend cpu --name wrong-key",
+                       &out),
+            1);
+  EXPECT_THAT(out, ::testing::HasSubstr("is not that scheduler's key"));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
 }
 
 }  // namespace
