@@ -15,7 +15,7 @@ PACKAGES=(
   python3 python3-pytest python3-yaml python3-pip python3-setuptools
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   cloud-init shellcheck systemd openssl iproute2
-  python3 debootstrap
+  debootstrap
 )
 # kubectl (the manifests' kustomize build) is Debian's kubernetes-client, unless one is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
