@@ -169,7 +169,8 @@ nlohmann::json SummaryView(const store::FarmSummary& s) {
            {{"today", s.cost_today},
             {"gpu_seconds_today", s.gpu_seconds_today},
             {"per_hour", s.cost_per_hour}}},
-          {"version", TESSERA_VERSION}};
+          {"version", TESSERA_VERSION},
+          {"api_version", kApiVersion}};
 }
 
 nlohmann::json JoinTokenView(const store::JoinTokenRecord& t) {

@@ -11,6 +11,9 @@
 
 namespace tessera::api {
 
+// The API's version, the N of /api/vN (in GET /api/v1/summary as api_version).
+inline constexpr const char* kApiVersion = "1";
+
 using wall_time::IsoTime;  // times in views are ISO 8601 UTC (shared/wall_time.h)
 nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);

@@ -95,6 +95,13 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
 
   ClientOptions options;
+  // The flags every client command takes may come before the command too, as in git or kubectl
+  // (`tessera --server URL submit job.yaml`); after it, they win.
+  app.add_option("--server", options.connection.server, "Scheduler API URL (for any command)");
+  app.add_option("--token", options.connection.token, "API token (for any command)");
+  app.add_option("--ca-file", options.connection.ca_file,
+                 "PEM certificates to trust for an https:// server (for any command)");
+  app.add_flag("--json", options.json, "Print the API's JSON (commands that read)");
   std::string job_file;
   int64_t job_id = 0;
   tessera::cli::JobQuery job_query;

@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
@@ -57,6 +60,7 @@ int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds
   std::string last_line;
   json job;
   bool seen_once = false;
+  std::set<std::string> said;  // notices already printed
   auto unreachable_since = Clock::time_point::max();
 
   auto end_progress_line = [&] {
@@ -80,6 +84,20 @@ int RunWait(const ClientOptions& options, int64_t job_id, double timeout_seconds
       unreachable_since = Clock::time_point::max();
       job = (*reply).contains("job") ? (*reply)["job"] : *reply;
       const std::string state = Str(job, "state");
+      // What holds the job that waiting will not fix (no connected worker can run it), said
+      // once, on stderr; it may pass (a worker joins), so the wait goes on.
+      std::vector<std::string> notices = {Str(job, "notice", "")};
+      for (const json& step : Member(job, "steps")) {
+        const std::string notice = Str(step, "notice", "");
+        if (!notice.empty()) notices.push_back("step " + Str(step, "step") + ": " + notice);
+      }
+      for (const std::string& notice : notices) {
+        if (notice.empty() || !said.insert(notice).second) continue;
+        end_progress_line();
+        last_line.clear();
+        std::cerr << "tessera wait: job " << job_id << ": " << notice
+                  << " (still waiting: a worker may join)\n";
+      }
       if (!quiet) {
         std::string line = ProgressLine(job_id, job, tty);
         if (line != last_line) {

@@ -22,8 +22,15 @@ std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
   if (job.blocklist.count(worker.id)) return "blocklisted for this job";
   if (!job.renderer.empty() && job.renderer != spec::kRendererNoop &&
       !worker.plugins.count(job.renderer) && !OnEveryWorker(job.renderer)) {
-    return "does not offer the renderer '" + job.renderer +
-           "' (its program is not installed there)";
+    // A renderer whose program the job names runs only programs the worker's allow-list lists:
+    // not offered means the list is empty there, whatever is installed.
+    const std::shared_ptr<const plugin::PluginSpec> spec = plugin::FindRenderer(job.renderer);
+    const bool job_names_program =
+        job.renderer == spec::kRendererOpenJd || (spec && !spec->executable_setting.empty());
+    return "does not offer the renderer '" + job.renderer + "' " +
+           (job_names_program ? "(its worker.command_programs, the programs a job may run, lists "
+                                "none)"
+                              : "(its program is not installed there)");
   }
   if (!job.pools.empty() && std::none_of(job.pools.begin(), job.pools.end(), [&](const auto& p) {
         return worker.pools.count(p) > 0;

@@ -57,6 +57,31 @@ TEST(PolicyTest, PluginRenderersRunOnlyWhereTheWorkerOffersThem) {
   EXPECT_TRUE(CouldEverRun(job, w));
   job.renderer = "pathtracer";  // built in: every worker has it
   EXPECT_TRUE(CouldEverRun(job, Worker(8)));
+  // A renderer whose program the job names is off where the worker's allow-list is empty,
+  // whatever the machine has installed: the reason names the list.
+  for (const char* renderer : {"command", "openjd"}) {
+    job.renderer = renderer;
+    EXPECT_EQ(WhyNever(job, Worker(9)),
+              std::string("does not offer the renderer '") + renderer +
+                  "' (its worker.command_programs, the programs a job may run, lists none)");
+  }
+}
+
+TEST(PolicyTest, ATagEntryMayNameAlternatives) {
+  WorkerOffer w = Worker(7);
+  w.tags = {"h100", "x86_64"};
+  JobNeeds job;
+  job.tags = {"a100|h100", "x86_64"};
+  EXPECT_TRUE(CouldEverRun(job, w));
+  job.tags = {"a100|l40s"};
+  EXPECT_EQ(WhyNever(job, w), "lacks one of the tags a100, l40s");
+}
+
+TEST(PolicyTest, ALimitListedTwiceHoldsTwo) {
+  const std::map<std::string, int> max = {{"licenses", 3}};
+  EXPECT_TRUE(LimitsAllow({"licenses", "licenses"}, max, {{"licenses", 1}}));
+  EXPECT_FALSE(LimitsAllow({"licenses", "licenses"}, max, {{"licenses", 2}}));
+  EXPECT_TRUE(LimitsAllow({"licenses"}, max, {{"licenses", 2}}));
 }
 
 TEST(PolicyTest, ResourcesAreMinimumsPerTask) {
