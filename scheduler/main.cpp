@@ -16,15 +16,15 @@
 #include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "scheduler/config.h"
+#include "scheduler/scheduler_config.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/config.h"
-#include "shared/curve_keys.h"
-#include "shared/file_io.h"
-#include "shared/logging.h"
+#include "shared/base/layered_config.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/base/file_io.h"
+#include "shared/base/logging.h"
 
 extern char** environ;
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/status.h"
 
 namespace tessera::worker {
 

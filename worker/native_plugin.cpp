@@ -8,8 +8,8 @@
 #include <mutex>
 
 #include "plugins/pathtracer/plugin_entry.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "shared/scenes/scene_file.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::worker {
 

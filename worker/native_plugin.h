@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "plugins/api/renderer_api.h"
-#include "shared/image_io.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/status.h"
 
 namespace tessera::worker {
 

@@ -12,9 +12,9 @@
 #include <zmq_addon.hpp>
 
 #include "plugins/pathtracer/plugin_entry.h"
-#include "shared/disk_space.h"
-#include "shared/file_io.h"
-#include "shared/utf8.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/file_io.h"
+#include "shared/base/utf8.h"
 #include "worker/blob_cache.h"
 #include "worker/openjd_task.h"
 

@@ -11,13 +11,13 @@
 
 #include "plugins/pathtracer/kernel.h"
 #include "plugins/pathtracer/renderer.h"
-#include "shared/accumulation.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "shared/images/accumulation.h"
+#include "shared/scenes/scene_file.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::pathtracer {
 
-// The kernel sums samples in the farm's accumulation format (shared/rendered_image.h).
+// The kernel sums samples in the farm's accumulation format (shared/images/rendered_image.h).
 static_assert(kernel::kFixedScale == accumulation::kFixedScale);
 static_assert(kernel::kNumSampleValues == accumulation::kMaxChannels);
 

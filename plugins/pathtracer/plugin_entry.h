@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 // Name "pathtracer"; capabilities tiles, sample parts and checkpoints. The scene is the job's
-// scene YAML (shared/scene_spec.h); its relative file paths resolve in the request's
+// scene YAML (shared/scenes/scene_file.h); its relative file paths resolve in the request's
 // scene_dir. `device` picks the backend: "cpu", "cuda" (an error without a usable GPU) or
 // "auto" (the pinned GPUs when there are, else the CPU); a frame is split over all the task's
 // GPUs (ABI 2.2), and a task with no GPU renders on the CPU whatever `device` says. When the

@@ -4,7 +4,7 @@
 
 #include "plugins/pathtracer/backends.h"
 #include "plugins/pathtracer/scene_flatten.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 
 namespace tessera::pathtracer {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "shared/rendered_image.h"
-#include "shared/scene_spec.h"
-#include "shared/status.h"
+#include "shared/images/rendered_image.h"
+#include "shared/scenes/scene_file.h"
+#include "shared/base/status.h"
 
 namespace tessera::pathtracer {
 
-// What a render returns: the farm's accumulation format (shared/rendered_image.h).
+// What a render returns: the farm's accumulation format (shared/images/rendered_image.h).
 using accumulation::RenderedImage;
 
 enum class Backend { kAuto, kCpu, kCuda };
@@ -111,7 +111,7 @@ StatusOr<DeviceMemoryEstimate> EstimateDeviceMemory(const spec::SceneSpec& scene
 // Renders one frame of the scene (or the request's region and sample range of it). A CUDA error,
 // a missing or bad asset (naming the object and the file) or a cancellation is returned as a
 // Status; the caller (the worker) never crashes because of a render. Helpers to merge parts,
-// assemble tiles and checkpoint: shared/accumulation.h.
+// assemble tiles and checkpoint: shared/images/accumulation.h.
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request);
 
 }  // namespace tessera::pathtracer

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/api/views.h"
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::api {
 

@@ -70,7 +70,7 @@
 #include "scheduler/http/server.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::blobs {
 class BlobStore;

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "shared/yaml_util.h"
+#include "shared/base/yaml_util.h"
 
 namespace tessera::api {
 

@@ -6,12 +6,12 @@
 #include <tuple>
 
 #include "scheduler/api/http_api.h"
-#include "scheduler/api/idempotency.h"
+#include "scheduler/api/idempotent_posts.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/submission.h"
 #include "scheduler/api/views.h"
 #include "scheduler/blobs/blob_store.h"
-#include "shared/job_spec.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::api {
 

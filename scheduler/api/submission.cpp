@@ -9,11 +9,11 @@
 #include <set>
 
 #include "scheduler/blobs/blob_store.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
-#include "shared/plugin_catalog.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/scenes/scene_file.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::api {
 
@@ -228,7 +228,7 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body, const OpenJdFarm* fa
   if (req.contains("user")) out.user = req["user"].get<std::string>();
   if (req.contains("assets")) out.assets = req["assets"];
   // An Open Job Description template is translated here, by the same code as the CLI's, into a
-  // job with steps whose scenes are the steps' sessions (shared/openjd.h), inside the farm's
+  // job with steps whose scenes are the steps' sessions (shared/openjd/openjd.h), inside the farm's
   // environment templates and with its path mapping rules after the job's own.
   if (openjd::IsJobTemplate(out.job_yaml)) {
     if (out.scene_yaml || !out.step_scenes.is_null()) {

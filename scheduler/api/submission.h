@@ -13,9 +13,9 @@
 #include "scheduler/api/openjd_farm.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/status.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/base/status.h"
 
 namespace tessera::blobs {
 class BlobStore;
@@ -34,7 +34,7 @@ struct SubmitContext {
 };
 
 // The body: {"job_yaml", "scene_yaml", "user", "assets", "step_scenes"}; a job file with
-// `steps:` (shared/job_steps.h) takes each step's scene text from step_scenes (step name ->
+// `steps:` (shared/jobs/job_steps.h) takes each step's scene text from step_scenes (step name ->
 // text), and its steps share the assets map (each keeps the files it names).
 // Parses the body of a job without steps into a validated job spec
 // carrying its scene text; `job_yaml` gets the job file as sent.

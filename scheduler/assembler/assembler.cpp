@@ -16,11 +16,11 @@
 
 #include "scheduler/assembler/part_spool.h"
 #include "scheduler/blobs/blob_store.h"
-#include "shared/accumulation.h"
-#include "shared/disk_space.h"
-#include "shared/file_io.h"
-#include "shared/image_oiio.h"
-#include "shared/job_spec.h"
+#include "shared/images/accumulation.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/file_io.h"
+#include "shared/images/image_oiio.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::assembler {
 

@@ -33,10 +33,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/image_io.h"
-#include "shared/logging.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/images/image_io.h"
+#include "shared/base/logging.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/status.h"
 
 namespace tessera::blobs {
 class BlobStore;

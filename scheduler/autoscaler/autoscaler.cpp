@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "shared/file_io.h"
-#include "shared/logging.h"
-#include "shared/wall_time.h"
+#include "shared/base/file_io.h"
+#include "shared/base/logging.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::autoscaler {
 

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "scheduler/autoscaler/config.h"
+#include "scheduler/autoscaler/autoscaler_config.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/store/store.h"

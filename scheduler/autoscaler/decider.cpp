@@ -17,9 +17,9 @@
 #include <utility>
 
 #include "scheduler/autoscaler/decider_internal.h"
-#include "shared/gpu_slots.h"
-#include "shared/protocol.h"
-#include "shared/tags.h"
+#include "shared/jobs/gpu_slots.h"
+#include "shared/wire/protocol.h"
+#include "shared/jobs/tags.h"
 
 namespace tessera::autoscaler::decider_internal {
 

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <zmq_addon.hpp>
 
-#include "shared/plugin_catalog.h"
-#include "shared/utf8.h"
-#include "shared/wall_time.h"
-#include "shared/zmq_monitor.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/base/utf8.h"
+#include "shared/base/wall_time.h"
+#include "shared/wire/zmq_monitor.h"
 
 namespace tessera::broker {
 
@@ -67,7 +67,7 @@ void Broker::Post(std::function<void()> fn) {
 namespace {
 
 // A C++ plugin a worker loaded from outside the build: what it declares becomes the spec that
-// jobs naming it are validated against (shared/plugin_catalog.h).
+// jobs naming it are validated against (shared/plugins/plugin_catalog.h).
 Status AdoptNativePlugin(const protocol::PluginOffer& offer) {
   const auto has = [&](const char* cap) {
     return std::find(offer.capabilities.begin(), offer.capabilities.end(), cap) !=

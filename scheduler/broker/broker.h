@@ -62,11 +62,11 @@
 #include "scheduler/policy/policy.h"
 #include "scheduler/security/key_ring.h"
 #include "scheduler/store/store.h"
-#include "shared/curve_keys.h"
-#include "shared/disk_space.h"
-#include "shared/logging.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/logging.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/status.h"
 
 namespace tessera::blobs {
 class BlobStore;

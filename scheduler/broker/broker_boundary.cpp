@@ -7,7 +7,7 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/broker/broker.h"
-#include "shared/zmq_monitor.h"
+#include "shared/wire/zmq_monitor.h"
 
 namespace tessera::broker {
 

@@ -12,8 +12,8 @@
 
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "shared/accumulation.h"
-#include "shared/plugin_catalog.h"
+#include "shared/images/accumulation.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::broker {
 

@@ -19,8 +19,8 @@
 #include <cstdio>
 
 #include "scheduler/broker/broker.h"
-#include "shared/disk_space.h"
-#include "shared/wall_time.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::broker {
 

@@ -11,7 +11,7 @@
 #include <climits>
 
 #include "scheduler/broker/broker.h"
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::broker {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "scheduler/broker/broker.h"
-#include "shared/job_spec.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::broker {
 

@@ -9,8 +9,8 @@
 
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "shared/utf8.h"
-#include "shared/wall_time.h"
+#include "shared/base/utf8.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::broker {
 

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "scheduler/broker/broker.h"
-#include "shared/plugin_catalog.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::broker {
 

@@ -1,4 +1,4 @@
-// The broker's side of jobs with steps (shared/job_steps.h). Each step is a job of its own in
+// The broker's side of jobs with steps (shared/jobs/job_steps.h). Each step is a job of its own in
 // the queue, waiting on the steps it depends on through the job dependencies every job has
 // (depends_on: the whole step; frame_depends_on: frame by frame). What is particular to steps:
 // a step that fails or is canceled cancels the steps that depend on it (so the job ends, failed,
@@ -15,7 +15,7 @@
 
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "shared/plugin_catalog.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::broker {
 
@@ -137,7 +137,7 @@ void Broker::FindReturnedFiles(const store::JobRecord& record, JobInfo& job) {
   if (!record.pipeline_id || (record.depends_on.empty() && record.frame_depends_on.empty())) {
     return;
   }
-  // The session's output folders (a job bundle's; shared/openjd.h): none, nothing to take.
+  // The session's output folders (a job bundle's; shared/openjd/openjd.h): none, nothing to take.
   const nlohmann::json session =
       nlohmann::json::parse(*job.scene_yaml, nullptr, /*allow_exceptions=*/false);
   if (!session.is_object() || !session.contains("outputs") || !session["outputs"].is_array() ||

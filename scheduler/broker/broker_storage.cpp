@@ -17,7 +17,7 @@
 #include <filesystem>
 
 #include "scheduler/broker/broker.h"
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::broker {
 

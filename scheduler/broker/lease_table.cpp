@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "shared/job_spec.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::broker {
 

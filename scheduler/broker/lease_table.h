@@ -9,7 +9,7 @@
 // It decides and records; it neither sends nor writes: the broker ends, requeues and starts
 // leases (store, messages, events) on what it answers. Time is an argument (`now`), never read
 // here, so expiry, fencing and backups are tested with a clock moved by hand
-// (tests/scheduler/lease_table_test.cpp).
+// (tests/scheduler/broker/lease_table_test.cpp).
 //
 // Threads: owned by the broker's poll loop; broker thread only.
 
@@ -27,7 +27,7 @@
 
 #include "scheduler/assembler/assembler.h"
 #include "scheduler/policy/policy.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::broker {
 
@@ -65,7 +65,7 @@ struct JobInfo {
   std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
   std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
   spec::FailurePolicy failure_policy;         // what each failure class leads to
-  std::optional<int64_t> pipeline_id;         // a step: its job (shared/job_steps.h)
+  std::optional<int64_t> pipeline_id;         // a step: its job (shared/jobs/job_steps.h)
   std::string step;                           // and its name
   // A step taking another step's frames (plugin.yaml input_frames): that step's job id, and
   // whether its frames are still to be stored as this step's assets; its tasks wait meanwhile

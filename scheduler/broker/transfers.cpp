@@ -1,7 +1,7 @@
 #include "scheduler/broker/transfers.h"
 
 #include "scheduler/blobs/blob_store.h"
-#include "shared/sha256.h"
+#include "shared/base/sha256.h"
 
 namespace tessera::broker {
 

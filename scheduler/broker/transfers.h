@@ -12,8 +12,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/chunked_transfer.h"
-#include "shared/protocol.h"
+#include "shared/wire/piece_transfer.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::blobs {
 class BlobStore;

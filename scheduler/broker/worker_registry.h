@@ -7,7 +7,7 @@
 //
 // It decides and records; it neither sends nor writes: the broker tells workers and the store
 // what follows. Time is an argument (`now`), never read here, so liveness and metering are
-// tested with a clock moved by hand (tests/scheduler/worker_registry_test.cpp).
+// tested with a clock moved by hand (tests/scheduler/broker/worker_registry_test.cpp).
 //
 // Threads: owned by the broker's poll loop; broker thread only.
 
@@ -25,7 +25,7 @@
 #include "scheduler/broker/room_claims.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::broker {
 

@@ -7,9 +7,9 @@
 #include <iostream>
 
 #include "scheduler/cli/submit.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::cli {
 

@@ -9,7 +9,7 @@
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/completion.h"
 #include "scheduler/cli/local_farm.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 
 namespace {
 

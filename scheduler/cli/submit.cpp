@@ -21,14 +21,14 @@
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/format.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
-#include "shared/plugin_catalog.h"
-#include "shared/scene_spec.h"
-#include "shared/sha256.h"
-#include "shared/utf8.h"
-#include "shared/yaml_util.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/scenes/scene_file.h"
+#include "shared/base/sha256.h"
+#include "shared/base/utf8.h"
+#include "shared/base/yaml_util.h"
 
 namespace tessera::cli {
 

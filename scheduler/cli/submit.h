@@ -7,7 +7,7 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::cli {
 

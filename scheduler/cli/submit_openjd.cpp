@@ -27,10 +27,10 @@
 
 #include "scheduler/cli/format.h"
 #include "scheduler/cli/submit.h"
-#include "shared/job_spec.h"
-#include "shared/openjd.h"
-#include "shared/sha256.h"
-#include "shared/yaml_util.h"
+#include "shared/jobs/job_file.h"
+#include "shared/openjd/openjd.h"
+#include "shared/base/sha256.h"
+#include "shared/base/yaml_util.h"
 
 namespace tessera::cli {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/policy/policy.h"
-#include "shared/gpu_slots.h"
+#include "shared/jobs/gpu_slots.h"
 
 namespace tessera::policy {
 namespace {

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "shared/plugin_catalog.h"
-#include "shared/tags.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/jobs/tags.h"
 
 namespace tessera::policy {
 namespace {

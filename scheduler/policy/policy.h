@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::policy {
 

@@ -10,7 +10,7 @@
 
 #include "scheduler/store/rows.h"
 #include "scheduler/store/store.h"
-#include "shared/plugin_catalog.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::store {
 
@@ -324,7 +324,7 @@ ALTER TABLE jobs ADD COLUMN checkpoint_interval_s INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE jobs ADD COLUMN scene_name TEXT NOT NULL DEFAULT '';
 )sql",
-    // 28 -> 29: jobs with steps (shared/job_steps.h). The job is a row with renderer 'steps' and
+    // 28 -> 29: jobs with steps (shared/jobs/job_steps.h). The job is a row with renderer 'steps' and
     // no tasks of its own; each step is a job row pointing at it (pipeline_id) with its name and
     // its dependencies on other steps ([{"step", "per_frame"}], shown to people; the broker works
     // from depends_on / frame_depends_on, which hold the steps' job ids). The job's task counters
@@ -387,7 +387,7 @@ CREATE TABLE webhook_cursors (
   last_event_id  INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
-    // 30 -> 31: a job's failure_policy (shared/job_spec.h FailurePolicy, JSON): what a failed
+    // 30 -> 31: a job's failure_policy (shared/jobs/job_file.h FailurePolicy, JSON): what a failed
     // attempt of a class a renderer names leads to. Jobs stored before get the defaults.
     R"sql(
 ALTER TABLE jobs ADD COLUMN failure_policy TEXT NOT NULL DEFAULT '{}';

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "shared/disk_space.h"
+#include "shared/base/disk_space.h"
 
 namespace tessera::store {
 

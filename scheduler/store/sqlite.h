@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::store {
 

@@ -45,9 +45,9 @@
 
 #include "scheduler/store/records.h"
 #include "scheduler/store/sqlite.h"
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/status.h"
 
 namespace tessera::store {
 
@@ -468,7 +468,7 @@ class Store {
   std::map<std::pair<std::string, std::string>, int64_t> attempt_counts_;
 };
 
-// The store stamps its rows with wall-clock Unix ms (shared/wall_time.h).
+// The store stamps its rows with wall-clock Unix ms (shared/base/wall_time.h).
 using wall_time::NowMs;
 using wall_time::UtcDay;
 

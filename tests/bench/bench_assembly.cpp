@@ -22,9 +22,9 @@
 
 #include "plugins/pathtracer/renderer.h"
 #include "scheduler/assembler/assembler.h"
-#include "shared/accumulation.h"
-#include "shared/image_io.h"
-#include "shared/job_spec.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_io.h"
+#include "shared/jobs/job_file.h"
 #include "tests/bench/bench.h"
 
 namespace tessera::bench {

@@ -18,7 +18,7 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/job_steps.h"
+#include "shared/jobs/job_steps.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 

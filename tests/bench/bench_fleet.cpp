@@ -26,7 +26,7 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/sqlite.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 

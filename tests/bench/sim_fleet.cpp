@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::bench {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Support for the scheduler benchmarks: the real scheduler core started in-process (store and
-// broker on loopback), and simulated workers -- DEALER sockets speaking shared/protocol.h to the
+// broker on loopback), and simulated workers -- DEALER sockets speaking shared/wire/protocol.h to the
 // real broker over TCP loopback -- with the polling helpers they are built on.
 
 #include <atomic>
@@ -14,8 +14,8 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::bench {
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 

@@ -13,9 +13,9 @@
 #include <regex>
 #include <thread>
 
-#include "shared/image_io.h"
-#include "shared/protocol.h"
-#include "shared/sha256.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
+#include "shared/base/sha256.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 #include "tests/support/require.h"
 #include "tests/support/tmpfs.h"
 

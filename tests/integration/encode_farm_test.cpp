@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "shared/sha256.h"
+#include "shared/base/sha256.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 #include "tests/support/require.h"
 #include "tests/support/scenes.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"

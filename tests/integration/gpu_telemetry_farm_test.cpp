@@ -14,10 +14,10 @@
 #include <set>
 #include <string>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 
 namespace tessera::testing {
 namespace {

@@ -17,8 +17,8 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/sha256.h"
+#include "shared/jobs/job_file.h"
+#include "shared/base/sha256.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {

@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <set>
 
-#include "shared/image_io.h"
-#include "shared/wall_time.h"
+#include "shared/images/image_io.h"
+#include "shared/base/wall_time.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 #include "tests/support/require.h"
 
 namespace tessera::testing {

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 
 namespace tessera::testing {
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/pathtracer/plugin_entry.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 #include "tests/support/scenes.h"
 
 namespace tessera::worker {

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "shared/curve_keys.h"
+#include "shared/wire/curve_keys.h"
 #include "tests/worker/fake_scheduler.h"
 
 extern char** environ;

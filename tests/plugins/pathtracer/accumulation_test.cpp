@@ -1,7 +1,7 @@
 // The farm splits of a frame give the same bits as the whole frame on the CPU backend: tiles,
 // sample parts, a render interrupted at a checkpoint file and resumed.
 
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 
 #include <gtest/gtest.h>
 

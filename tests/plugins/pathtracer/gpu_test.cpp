@@ -10,7 +10,7 @@
 
 #include <cmath>
 
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {
