@@ -1,6 +1,6 @@
 #pragma once
-// JSON views of store records, as served by the HTTP API (the shapes are documented in the
-// README's API section; the CLI and dashboard read exactly these).
+// JSON views of store records, as served by the HTTP API (the shapes are documented in
+// docs/api.md and docs/openapi.yaml; the CLI and dashboard read exactly these).
 
 #include <map>
 #include <nlohmann/json.hpp>

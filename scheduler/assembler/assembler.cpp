@@ -330,7 +330,7 @@ Status MakePartsDir(const std::string& parts_dir) {
 // stay under 1 % of a long frame's render time: ZIP one scanline per block at zlib level 3
 // (OpenEXR's default is 16 scanlines at level 4) takes ~30 % less CPU and about half the time on
 // two cores, for files ~6 % larger; the preview PNG at level 3 (libpng's default is 6) a third of
-// the time for ~7 % more bytes (README, Performance). Whole frames are written the same way.
+// the time for ~7 % more bytes (docs/performance.md). Whole frames are written the same way.
 constexpr const char* kExrCompression = "zips:3";
 constexpr int kPngCompressionLevel = 3;
 // Rows per write: that many blocks for OpenEXR's threads to compress at once.

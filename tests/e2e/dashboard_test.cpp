@@ -289,7 +289,7 @@ TEST_F(DashboardTest, PagesOfAFarmWithFinishedFailedAndPausedJobs) {
   const double first_load_ms = std::stod(
       browser_->Evaluate("document.documentElement.dataset.firstPaintMs")->get<std::string>());
   std::printf("dashboard first load (navigation start to jobs table): %.0f ms\n", first_load_ms);
-  // The README's target is 1 s; a shared CI machine gets twice that before this fails.
+  // The target (docs/performance.md) is 1 s; a shared CI machine gets twice that before this fails.
   EXPECT_LT(first_load_ms, 2 * 1000);
 
   // ---- the finished job: a thumbnail for every frame ----
