@@ -7,13 +7,9 @@
 
 namespace tessera::scheduler {
 
-StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
-  TSR_ASSIGN_OR_RETURN(
-      YAML::Node root,
-      config::LoadLayered(path,
-                          {"storage", "api", "broker", "assembler", "limits", "projects",
-                           "autoscaler", "cost", "notifications", "openjd", "log"},
-                          environ_vars));
+namespace {
+
+StatusOr<SchedulerConfig> ParseSchedulerConfig(const YAML::Node& root) {
   SchedulerConfig c;
   yaml::MapReader top(root, "");
   yaml::MapReader storage(top.Child("storage"), "storage");
@@ -118,6 +114,21 @@ StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** en
   }
   TSR_RETURN_IF_ERROR(top.Finish());
   return c;
+}
+
+}  // namespace
+
+StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path, char** environ_vars) {
+  config::EnvironmentOverrides overrides;
+  TSR_ASSIGN_OR_RETURN(
+      YAML::Node root,
+      config::LoadLayered(path,
+                          {"storage", "api", "broker", "assembler", "limits", "projects",
+                           "autoscaler", "cost", "notifications", "openjd", "log"},
+                          environ_vars, &overrides));
+  StatusOr<SchedulerConfig> parsed = ParseSchedulerConfig(root);
+  if (!parsed.ok()) return config::NameEnvironmentOverride(parsed.status(), overrides);
+  return parsed;
 }
 
 Status ValidateSchedulerConfig(const SchedulerConfig& c) {

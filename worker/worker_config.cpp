@@ -354,10 +354,11 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     std::error_code ec;
     if (std::filesystem::exists(kDefaultConfigPath, ec)) path = kDefaultConfigPath;
   }
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, config::LoadLayered(path,
-                                                            {"scheduler", "worker", "heartbeat",
-                                                             "gpu_telemetry", "log", "cloud"},
-                                                            environ_vars));
+  config::EnvironmentOverrides overrides;
+  TSR_ASSIGN_OR_RETURN(
+      YAML::Node root,
+      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "gpu_telemetry", "log", "cloud"},
+                          environ_vars, &overrides));
   // Flags go into the document so the same reader validates them and names the same fields.
   try {
     if (!flags.scheduler.empty()) root["scheduler"]["address"] = flags.scheduler;
@@ -379,7 +380,9 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
   } catch (const YAML::Exception&) {
     // A section that is not a map cannot take the flag; the reader below names that section.
   }
-  return ParseWorkerConfig(root, default_name);
+  StatusOr<WorkerConfig> parsed = ParseWorkerConfig(root, default_name);
+  if (!parsed.ok()) return config::NameEnvironmentOverride(parsed.status(), overrides);
+  return parsed;
 }
 
 }  // namespace tessera::worker

@@ -280,6 +280,14 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
   std::cout << "  started    " << FormatTimestamp(Member(job, "started_at")) << "\n";
   std::cout << "  finished   " << FormatTimestamp(Member(job, "finished_at")) << "\n";
   if (Member(job, "notice").is_string()) std::cout << "  notice     " << Str(job, "notice") << "\n";
+  // A job with steps: what holds each step (no connected worker can run it, ...).
+  const json& steps = Member(job, "steps");
+  for (size_t i = 0; steps.is_array() && i < steps.size(); ++i) {
+    const json& step = steps[i];
+    if (Member(step, "notice").is_string() && !Str(step, "notice").empty()) {
+      std::cout << "  notice     step " << Str(step, "step") << ": " << Str(step, "notice") << "\n";
+    }
+  }
   if (Member(job, "error").is_string() && !Str(job, "error").empty()) {
     std::cout << "  error      " << Str(job, "error") << "\n";
   }
@@ -287,7 +295,6 @@ int StatusOnce(const ClientOptions& options, int64_t job_id, bool show_tasks, st
     std::cout << "  step       " << Str(job, "step") << " of job " << Str(job, "pipeline_id")
               << "\n";
   }
-  const json& steps = Member(job, "steps");
   if (steps.is_array()) {
     // A job with steps: a row per step (each a job of its own: tessera status STEP_ID).
     std::cout << "\n";

@@ -10,7 +10,7 @@
 namespace tessera::config {
 
 StatusOr<YAML::Node> LoadLayered(const std::string& path, const std::vector<std::string>& sections,
-                                 char** environ_vars) {
+                                 char** environ_vars, EnvironmentOverrides* overrides) {
   YAML::Node root(YAML::NodeType::Map);
   if (!path.empty()) {
     std::ifstream in(path);
@@ -32,11 +32,25 @@ StatusOr<YAML::Node> LoadLayered(const std::string& path, const std::vector<std:
                    [](unsigned char c) { return std::tolower(c); });
     for (const std::string& section : sections) {
       if (name.size() > section.size() + 1 && name.rfind(section + "_", 0) == 0) {
-        root[section][name.substr(section.size() + 1)] = entry.substr(eq + 1);
+        const std::string field = name.substr(section.size() + 1);
+        root[section][field] = entry.substr(eq + 1);
+        if (overrides) (*overrides)[section + "." + field] = entry.substr(0, eq);
       }
     }
   }
   return root;
+}
+
+Status NameEnvironmentOverride(const Status& status, const EnvironmentOverrides& overrides) {
+  if (status.ok()) return status;
+  const std::string& message = status.message();
+  for (const auto& [field, variable] : overrides) {
+    if (message.rfind(field + ":", 0) == 0) {
+      return Status(status.code(),
+                    field + " (set by $" + variable + ")" + message.substr(field.size()));
+    }
+  }
+  return status;
 }
 
 Status ParseHostPort(const std::string& text, const std::string& field, std::string* host,

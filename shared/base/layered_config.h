@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,19 @@
 
 namespace tessera::config {
 
-// Loads `path` (empty: no file) and applies environment overrides for the given sections.
-// A missing file that was asked for explicitly is an error.
+// Which environment variable set each overridden field: "broker.heartbeat_ms" ->
+// "TESSERA_BROKER_HEARTBEAT_MS".
+using EnvironmentOverrides = std::map<std::string, std::string>;
+
+// Loads `path` (empty: no file) and applies environment overrides for the given sections,
+// recording each in `overrides` when given. A missing file that was asked for explicitly is an
+// error.
 StatusOr<YAML::Node> LoadLayered(const std::string& path, const std::vector<std::string>& sections,
-                                 char** environ_vars);
+                                 char** environ_vars, EnvironmentOverrides* overrides = nullptr);
+
+// A field's error names the variable that set it, when the environment did ("openjd.x (set by
+// $TESSERA_OPENJD_X): unknown field ..."), so a stray variable is found without reading the file.
+Status NameEnvironmentOverride(const Status& status, const EnvironmentOverrides& overrides);
 
 // Splits "host:port" (port 0..65535). "[::1]:80" is accepted too.
 Status ParseHostPort(const std::string& text, const std::string& field, std::string* host,

@@ -278,5 +278,34 @@ TEST_F(CliCommandsTest, JobsWithStepsAreSubmittedCheckedAndShownStepByStep) {
   EXPECT_TRUE(Contains(r.err, "steps[1].depends_on[0].step: no step named 'c' (a, b)")) << r.err;
 }
 
+TEST_F(CliCommandsTest, WhatHoldsAJobIsSaidOnceByWaitAndShownPerStepByStatus) {
+  // Flags that name the farm may come before the command as well as after it.
+  std::vector<std::string> no_env;
+  e2e::RunResult r = e2e::RunProcess(
+      {Bin("tessera"), "--server", farm_.api_url(), "--token", farm_.token(), "--json", "jobs"},
+      60s, no_env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("jobs")) << r.out;
+
+  // A step no connected worker can run (a tag nobody has): the wait says so once, and goes on.
+  const std::string file = farm_.dir() + "/held.yaml";
+  WriteFile(file,
+            "name: held\nframes: 1\nsteps:\n  - {name: prep, renderer: noop}\n"
+            "  - {name: comp, renderer: noop, tags: [nowhere], depends_on: [{step: prep}]}\n");
+  r = Run({"submit", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = r.out.substr(0, r.out.find('\n'));
+  r = Run({"wait", id, "--timeout", "4"});
+  EXPECT_NE(r.exit_code, 0) << "the job cannot finish";
+  const std::string said = "job " + id + ": step comp: no connected worker can run this job";
+  EXPECT_TRUE(Contains(r.err, said)) << r.err;
+  EXPECT_EQ(r.err.find(said), r.err.rfind(said)) << "said once: " << r.err;
+  EXPECT_TRUE(Contains(r.err, "lacks the tag 'nowhere'")) << r.err;
+  r = Run({"status", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "notice     step comp: no connected worker can run this job"))
+      << r.out;
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -15,7 +15,7 @@ its own runner judges them, with Tessera in the place of the reference `openjd` 
     Tests for another OS (runOn) are skipped, as upstream does.
 
 Usage: run_conformance.py [--suite DIR] [--bin DIR] [PATTERN]
-  DIR holds 2023-09/base/... (default: $TESSERA_OPENJD_CONFORMANCE, else a copy of the suite
+  DIR holds 2023-09/base/... (default: $OPENJD_CONFORMANCE_SUITE, else a copy of the suite
   beside the repository, ../shared/openjd-conformance); --bin holds tessera, tessera-scheduler
   and tessera-worker (default: the repository's build/bin).
   PATTERN (fnmatch) selects test files by name.
@@ -270,7 +270,7 @@ def run_jobs(tessera: Path, farm: Farm, folder: Path, pattern, work: Path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     repo = Path(__file__).resolve().parents[2]
-    parser.add_argument("--suite", default=os.environ.get("TESSERA_OPENJD_CONFORMANCE") or
+    parser.add_argument("--suite", default=os.environ.get("OPENJD_CONFORMANCE_SUITE") or
                         str(repo.parent / "shared" / "openjd-conformance"),
                         help="the conformance-tests folder")
     parser.add_argument("--bin", default=str(repo / "build" / "bin"))

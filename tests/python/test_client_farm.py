@@ -63,6 +63,9 @@ def test_farm_calls(farm) -> None:
     assert "interval_s" in client.history()
     assert "groups" in client.autoscaler()
     assert "tessera_queue_depth" in client.metrics()
+    openjd = client.openjd_environments()
+    assert openjd["environments"] == []
+    assert openjd["path_mapping"] == {"version": "pathmapping-1.0", "path_mapping_rules": []}
     plugins = client.plugins()
     assert plugins.plugin("blender").setting("samples").max == 65536
     assert set(plugins.offered_by("command")) == {"w1"}

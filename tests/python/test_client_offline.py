@@ -35,6 +35,7 @@ OPERATIONS = {
     "createJoinToken": "create_join_token", "listJoinTokens": "join_tokens",
     "revokeJoinToken": "revoke_join_token", "createApiToken": "create_token",
     "listApiTokens": "tokens", "revokeApiToken": "revoke_token", "getMetrics": "metrics",
+    "listOpenJdEnvironments": "openjd_environments",
 }
 # Dataclasses and the schema of the objects they read.
 SCHEMAS = {

@@ -82,6 +82,29 @@ TEST(SchedulerConfigTest, LimitsAndEnvironmentOverrides) {
   EXPECT_EQ(cfg->liveness, 9);
 }
 
+// A variable in a section's TESSERA_<SECTION>_ namespace that is no field of it stops the daemon
+// (a typo is not ignored), and the error names the variable, since no file holds the field.
+TEST(SchedulerConfigTest, AStrayEnvironmentVariableIsNamedInTheError) {
+  std::string stray = "TESSERA_OPENJD_CONFORMANCE=/srv/suite", fine = "TESSERA_BROKER_LIVENESS=9";
+  char* env[] = {fine.data(), stray.data(), nullptr};
+  auto cfg = LoadSchedulerConfig("", env);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().message().rfind(
+                "openjd.conformance (set by $TESSERA_OPENJD_CONFORMANCE): unknown field", 0),
+            0u)
+      << cfg.status().message();
+  // A bad value from the environment is named the same way; one from the file is not.
+  std::string bad = "TESSERA_BROKER_LIVENESS=often";
+  char* bad_env[] = {bad.data(), nullptr};
+  cfg = LoadSchedulerConfig("", bad_env);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(
+      cfg.status().message().rfind("broker.liveness (set by $TESSERA_BROKER_LIVENESS):", 0), 0u)
+      << cfg.status().message();
+  EXPECT_EQ(LoadText("broker:\n  liveness: often\n").status().message().rfind("broker.liveness:", 0),
+            0u);
+}
+
 TEST(SchedulerConfigTest, BadValuesNameTheirField) {
   EXPECT_EQ(LoadText("limits:\n  blender: lots\n").status().message().rfind("limits.blender", 0),
             0u);

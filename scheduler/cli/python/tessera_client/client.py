@@ -117,6 +117,12 @@ class Client:
         """Node groups, nodes, forecasts and the latest decisions (raw JSON)."""
         return self._get("/api/v1/autoscaler")
 
+    def openjd_environments(self) -> Dict[str, Any]:
+        """The farm's Open Job Description queue environments (each with its pools and template
+        text) and path mapping rules, as a submitter running a job bundle locally needs them
+        (raw JSON: ``environments`` and ``path_mapping``)."""
+        return self._get("/api/v1/openjd/environments")
+
     def metrics(self) -> str:
         """``GET /metrics``: the Prometheus text."""
         return self._http.send("GET", "/metrics").body.decode("utf-8", "replace")
