@@ -16,15 +16,15 @@
 #include "scheduler/autoscaler/autoscaler.h"
 #include "scheduler/blobs/blob_store.h"
 #include "scheduler/broker/broker.h"
-#include "scheduler/scheduler_config.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
+#include "scheduler/scheduler_config.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/base/layered_config.h"
-#include "shared/wire/curve_keys.h"
 #include "shared/base/file_io.h"
+#include "shared/base/layered_config.h"
 #include "shared/base/logging.h"
+#include "shared/wire/curve_keys.h"
 
 extern char** environ;
 
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     spdlog::warn("INSECURE mode: workers connect unencrypted and unauthenticated ({} only)",
                  cfg.broker_listen);
   }
-  broker::Broker broker(**store, bopts);
+  broker::Broker broker(**store, bopts, Clock::Real());
   std::unique_ptr<autoscaler::Autoscaler> scaler;
   if (!cfg.autoscaler.groups.empty()) {
     FillLocalProviderDefaults(cfg.autoscaler, data);

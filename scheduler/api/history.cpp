@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/api/views.h"
+#include "scheduler/broker/broker.h"
 #include "shared/base/wall_time.h"
 
 namespace tessera::api {

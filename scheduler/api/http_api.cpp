@@ -7,6 +7,7 @@
 #include "scheduler/api/dashboard.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/blobs/blob_store.h"
+#include "scheduler/broker/broker.h"
 #include "shared/base/disk_space.h"
 #include "shared/jobs/job_file.h"
 

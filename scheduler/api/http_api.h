@@ -62,7 +62,6 @@
 #include "scheduler/api/history.h"
 #include "scheduler/api/openjd_farm.h"
 #include "scheduler/autoscaler/autoscaler.h"
-#include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/events/webhooks.h"
@@ -74,6 +73,9 @@
 
 namespace tessera::blobs {
 class BlobStore;
+}
+namespace tessera::broker {
+class Broker;
 }
 
 namespace tessera::api {

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/broker/broker.h"
+
 namespace tessera::api {
 namespace {
 

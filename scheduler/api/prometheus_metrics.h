@@ -50,11 +50,14 @@
 
 #include <string>
 
-#include "scheduler/broker/broker.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/events/webhooks.h"
 #include "scheduler/http/server.h"
 #include "scheduler/store/store.h"
+
+namespace tessera::broker {
+class Broker;
+}
 
 namespace tessera::api {
 

@@ -11,6 +11,7 @@
 #include "scheduler/api/submission.h"
 #include "scheduler/api/views.h"
 #include "scheduler/blobs/blob_store.h"
+#include "scheduler/broker/broker.h"
 #include "shared/jobs/job_file.h"
 
 namespace tessera::api {

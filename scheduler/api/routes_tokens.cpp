@@ -7,6 +7,7 @@
 #include "scheduler/api/idempotent_posts.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
+#include "scheduler/broker/broker.h"
 
 namespace tessera::api {
 

@@ -6,6 +6,7 @@
 #include "scheduler/api/http_api.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
+#include "scheduler/broker/broker.h"
 #include "shared/openjd/openjd.h"
 #include "shared/plugins/plugin_catalog.h"
 

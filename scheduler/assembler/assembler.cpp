@@ -13,12 +13,14 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <type_traits>
+#include <variant>
 
 #include "scheduler/assembler/part_spool.h"
 #include "scheduler/blobs/blob_store.h"
-#include "shared/images/accumulation.h"
 #include "shared/base/disk_space.h"
 #include "shared/base/file_io.h"
+#include "shared/images/accumulation.h"
 #include "shared/images/image_oiio.h"
 #include "shared/jobs/job_file.h"
 
@@ -27,8 +29,8 @@ namespace tessera::assembler {
 namespace OIIO = OIIO_NAMESPACE;
 namespace fs = std::filesystem;
 
-Assembler::Assembler(int threads, std::function<void(FrameWritten)> on_written, size_t cache_bytes)
-    : on_written_(std::move(on_written)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
+Assembler::Assembler(int threads, std::function<void(Result)> on_done, size_t cache_bytes)
+    : on_done_(std::move(on_done)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -44,39 +46,26 @@ Assembler::~Assembler() {
 namespace {
 
 // What a job's answer is about, for when its work throws instead of answering.
-FrameWritten AnswerFor(int64_t job_id, int64_t task_id, int attempt, int frame,
-                       FrameWritten::Kind kind) {
-  FrameWritten w;
-  w.job_id = job_id;
-  w.task_id = task_id;
-  w.attempt = attempt;
-  w.frame = frame;
-  w.kind = kind;
-  return w;
-}
-
-FrameWritten AnswerFor(const FrameJob& j) {
-  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kFrame);
-}
-FrameWritten AnswerFor(const PartJob& j) {
-  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kPart);
-}
-FrameWritten AnswerFor(const AssembleJob& j) {
-  FrameWritten w =
-      AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kAssembled);
+FrameWritten AnswerFor(const FrameJob& j) { return {j.job_id, j.task_id, j.attempt, j.frame}; }
+PartStored AnswerFor(const PartJob& j) { return {j.job_id, j.task_id, j.attempt, j.frame}; }
+FrameAssembled AnswerFor(const AssembleJob& j) {
+  FrameAssembled w{j.job_id, j.task_id, j.attempt, j.frame};
   w.parts_dir = PartsDir(j.output.dir, j.frame);
   return w;
+}
+FileWritten AnswerFor(const FileJob& j) {
+  return {j.job_id, j.task_id, j.attempt, j.name, Status::Ok()};
 }
 
 }  // namespace
 
 void Assembler::Submit(FrameJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job)] { return WriteFrame(job); });
 }
 
 void Assembler::SubmitPart(PartJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [this, job = std::move(job)] { return StorePart(job); });
 }
 
@@ -91,7 +80,7 @@ void CopyPixels(const zmq::message_t& payload, image::ImageBuffer& image) {
 
 // (The payload rides in a shared_ptr because std::function needs a copyable callable.)
 void Assembler::Submit(FrameJob job, zmq::message_t payload) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
                                                         std::move(payload))]() mutable {
     CopyPixels(*bytes, job.image);
@@ -101,8 +90,7 @@ void Assembler::Submit(FrameJob job, zmq::message_t payload) {
 }
 
 void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
-  FrameWritten answer{
-      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+  FileWritten answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
                                                         std::move(payload))]() mutable {
     return WriteFile(job, *bytes);
@@ -110,16 +98,14 @@ void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
 }
 
 void Assembler::GatherInputs(InputsJob job) {
-  FrameWritten answer;
+  InputsGathered answer;
   answer.job_id = job.job_id;
-  answer.kind = FrameWritten::Kind::kInputs;
   Enqueue(std::move(answer), [job = std::move(job)] { return StoreInputs(job); });
 }
 
-FrameWritten Assembler::StoreInputs(const InputsJob& job) {
-  FrameWritten done;
+InputsGathered Assembler::StoreInputs(const InputsJob& job) {
+  InputsGathered done;
   done.job_id = job.job_id;
-  done.kind = FrameWritten::Kind::kInputs;
   done.inputs = job.base;
   static constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
   // The folders' files, listed here (never on the broker's thread): plain files only.
@@ -169,9 +155,8 @@ FrameWritten Assembler::StoreInputs(const InputsJob& job) {
   return done;
 }
 
-FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {
-  FrameWritten done{
-      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+FileWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {
+  FileWritten done = AnswerFor(job);
   const std::filesystem::path path = std::filesystem::path(job.dir) / job.name;
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -183,7 +168,7 @@ FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& byte
 }
 
 void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer),
           [this, job = std::move(job),
            bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
@@ -198,11 +183,11 @@ void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
 }
 
 void Assembler::Assemble(AssembleJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [this, job = std::move(job)] { return AssembleFrame(job); });
 }
 
-void Assembler::Enqueue(FrameWritten answer, std::function<FrameWritten()> work) {
+void Assembler::Enqueue(Result answer, std::function<Result()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(answer), std::move(work)});
@@ -210,7 +195,7 @@ void Assembler::Enqueue(FrameWritten answer, std::function<FrameWritten()> work)
   cv_.notify_one();
 }
 
-FrameWritten Assembler::RunGuarded(Queued& job) {
+Result Assembler::RunGuarded(Queued& job) {
   // No exception leaves an assembler thread: it becomes the frame's (or part's) failure, which
   // the broker retries like a failed write, so no task waits forever on a frame.
   std::string error;
@@ -222,10 +207,19 @@ FrameWritten Assembler::RunGuarded(Queued& job) {
     error = "an unknown exception";
   }
   errors_caught_.fetch_add(1, std::memory_order_relaxed);
-  FrameWritten failed = std::move(job.answer);
-  failed.status = Status::Internal("frame " + std::to_string(failed.frame) + ": " + error);
-  failed_log_.Log(spdlog::level::err, "exception", "assembler: job {} task {}: {}", failed.job_id,
-                  failed.task_id, failed.status.message());
+  Result failed = std::move(job.answer);
+  std::visit(
+      [&](auto& answer) {
+        using Answer = std::decay_t<decltype(answer)>;
+        int frame = 0;
+        int64_t task_id = 0;
+        if constexpr (!std::is_same_v<Answer, InputsGathered>) task_id = answer.task_id;
+        if constexpr (requires { answer.frame; }) frame = answer.frame;
+        answer.status = Status::Internal("frame " + std::to_string(frame) + ": " + error);
+        failed_log_.Log(spdlog::level::err, "exception", "assembler: job {} task {}: {}",
+                        answer.job_id, task_id, answer.status.message());
+      },
+      failed);
   return failed;
 }
 
@@ -241,16 +235,18 @@ void Assembler::Run() {
       ++working_;
     }
     const auto start = std::chrono::steady_clock::now();
-    FrameWritten written = RunGuarded(job);
+    Result written = RunGuarded(job);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count(),
                        std::memory_order_relaxed);
-    if (written.status.ok() && written.kind != FrameWritten::Kind::kPart) {
+    // Counted: every kind of work done but a part stored.
+    const bool done = std::visit([](const auto& answer) { return answer.status.ok(); }, written);
+    if (done && !std::holds_alternative<PartStored>(written)) {
       frames_assembled_.fetch_add(1, std::memory_order_relaxed);
     }
     try {
-      on_written_(std::move(written));
+      on_done_(std::move(written));
     } catch (const std::exception& e) {
       errors_caught_.fetch_add(1, std::memory_order_relaxed);
       failed_log_.Log(spdlog::level::err, "handoff", "assembler: cannot hand a frame back: {}",
@@ -302,9 +298,11 @@ std::string ThumbnailPath(const std::string& output_dir, int frame) {
 
 namespace {
 
-// Applies output validation to `done`; true when the pixels are refused.
+// Applies output validation to `done` (a FrameWritten or a PartStored); true when the pixels are
+// refused.
+template <typename Done>
 bool RefusePixels(const std::vector<float>& pixels, int channels, bool accept, int frame,
-                  FrameWritten* done) {
+                  Done* done) {
   const std::string problem = PixelProblem(pixels, channels);
   if (problem.empty()) return false;
   if (accept) {
@@ -511,7 +509,7 @@ Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const 
 }
 
 // A plugin renderer's tile: float pixels, kept as a float EXR named after its place.
-FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, PartSpool& spool) {
+PartStored StorePixelTile(const PartJob& job, PartStored done, PartSpool& spool) {
   const protocol::FramePart& a = job.assigned;
   if (job.pixels.width != a.x1 - a.x0 || job.pixels.height != a.y1 - a.y0) {
     done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
@@ -535,7 +533,7 @@ FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, PartSpool& sp
 }  // namespace
 
 FrameWritten Assembler::WriteFrame(const FrameJob& job) {
-  FrameWritten done{job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}};
+  FrameWritten done = AnswerFor(job);
   const image::ImageBuffer& image = job.image;
   if (RefusePixels(image.pixels, image.channels, job.accept_bad_pixels, job.frame, &done)) {
     return done;
@@ -555,9 +553,8 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
   return done;
 }
 
-FrameWritten Assembler::StorePart(const PartJob& job) {
-  FrameWritten done{
-      job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}, FrameWritten::Kind::kPart};
+PartStored Assembler::StorePart(const PartJob& job) {
+  PartStored done = AnswerFor(job);
   if (job.accumulation.empty()) return StorePixelTile(job, std::move(done), *spool_);
   // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
   // task's failure now, not the frame's at assembly time.
@@ -597,16 +594,9 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   return done;
 }
 
-FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
-  FrameWritten done{job.job_id,
-                    job.task_id,
-                    job.attempt,
-                    job.frame,
-                    Status::Ok(),
-                    {},
-                    FrameWritten::Kind::kAssembled};
-  const std::string dir = PartsDir(job.output.dir, job.frame);
-  done.parts_dir = dir;
+FrameAssembled Assembler::AssembleFrame(const AssembleJob& job) {
+  FrameAssembled done = AnswerFor(job);
+  const std::string& dir = done.parts_dir;
   FrameParts parts;
   done.status = spool_->Take(dir, job.parts, job.frame, /*need_floats=*/job.output.exr_float,
                              "frame " + std::to_string(job.frame), &parts);

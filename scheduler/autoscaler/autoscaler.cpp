@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "scheduler/broker/broker.h"
 #include "shared/base/file_io.h"
 #include "shared/base/logging.h"
 #include "shared/base/wall_time.h"

@@ -31,9 +31,13 @@
 #include <vector>
 
 #include "scheduler/autoscaler/autoscaler_config.h"
-#include "scheduler/broker/broker.h"
+#include "scheduler/broker/capacity_view.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/store/store.h"
+
+namespace tessera::broker {
+class Broker;
+}
 
 namespace tessera::autoscaler {
 

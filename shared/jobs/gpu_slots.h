@@ -1,6 +1,6 @@
 #pragma once
 // How a share of one GPU is counted on a GPU cut into slots (worker.gpu_sharing: shared): the
-// one rule the scheduler's policy packs tasks by (scheduler/policy/gpu_room.cpp) and the
+// one rule the scheduler's policy packs tasks by (scheduler/policy/gpu_claims.cpp) and the
 // autoscaler plans node groups with (scheduler/autoscaler/decider.cpp), so the two never
 // disagree about how many tasks fit.
 

@@ -90,7 +90,7 @@ double EndToEnd(int workers, const StoreJobs& store_jobs, int64_t* done) {
   std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
   fs::remove_all(dir);
   auto store = OpenStore(dir);
-  broker::Broker broker(*store, LoopbackBroker());
+  broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
   const std::string endpoint = StartBroker(broker);
 
   zmq::context_t ctx;

@@ -276,7 +276,7 @@ void AddFleetCommand(CLI::App& app) {
     const std::string& dir = temp.path();
     auto store = OpenStore(dir);
     const broker::BrokerOptions bopts = LoopbackBroker();  // default heartbeat_ms and liveness
-    broker::Broker broker(*store, bopts);
+    broker::Broker broker(*store, bopts, tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;

@@ -160,7 +160,7 @@ void AddMakespanCommand(CLI::App& app) {
     TempDir temp("tessera-bench-makespan");
     const std::string& dir = temp.path();
     auto store = OpenStore(dir);
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;

@@ -25,8 +25,8 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
 #include "shared/images/accumulation.h"
-#include "shared/wire/piece_transfer.h"
 #include "shared/images/image_io.h"
+#include "shared/wire/piece_transfer.h"
 #include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
@@ -236,7 +236,7 @@ void AddSplitCommand(CLI::App& app) {
 
     TempDir temp("tessera-bench-split");
     auto store = OpenStore(temp.path());
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
     zmq::context_t ctx;
     std::vector<std::thread> workers;

@@ -22,9 +22,9 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/store/store.h"
-#include "shared/wire/curve_keys.h"
-#include "shared/jobs/job_file.h"
 #include "shared/base/sha256.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/curve_keys.h"
 #include "tests/support/fake_worker.h"
 
 namespace tessera {
@@ -112,7 +112,7 @@ class BoundaryTest : public ::testing::Test {
     options.events = &events_;
     // Long enough that a slow machine never sees a second interval in one test.
     options.noisy_log_interval = std::chrono::minutes(10);
-    broker_ = std::make_unique<broker::Broker>(*store_, options);
+    broker_ = std::make_unique<broker::Broker>(*store_, options, Clock::Real());
     auto endpoint = broker_->Start();
     ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
     endpoint_ = *endpoint;
@@ -308,7 +308,7 @@ TEST_F(BoundaryTest, BlobsAndPartsArePrivate) {
   EXPECT_EQ(Mode(dir_ + "/blobs/" + other.substr(0, 2) + "/" + other), "600");
 
   // A split frame's part, kept until the frame is assembled.
-  assembler::Assembler assembler(1, [](assembler::FrameWritten) {});
+  assembler::Assembler assembler(1, [](assembler::Result) {});
   assembler::PartJob part;
   part.job_id = 1;
   part.task_id = 7;
@@ -319,7 +319,7 @@ TEST_F(BoundaryTest, BlobsAndPartsArePrivate) {
   part.pixels.width = part.pixels.height = 2;
   part.pixels.channels = 4;
   part.pixels.pixels.assign(16, 0.5f);
-  assembler::FrameWritten stored = assembler.StorePart(part);
+  assembler::PartStored stored = assembler.StorePart(part);
   ASSERT_TRUE(stored.status.ok()) << stored.status.ToString();
   ASSERT_EQ(stored.files.size(), 1u);
   EXPECT_EQ(Mode(dir_ + "/out/.parts"), "700");

@@ -36,8 +36,8 @@ TEST(WorkerRegistryTest, WorkerSilentPastTheDeadlineIsDeadAndAMessageKeepsItAliv
   registry.Add("a", Conn(1, "alpha"), t0);
   registry.Add("b", Conn(2, "beta"), t0);
   EXPECT_TRUE(registry.Silent(t0 + 5000ms).empty());  // at the deadline: still alive
-  ASSERT_NE(registry.HeardFrom("b", t0 + 4000ms), nullptr);
-  EXPECT_EQ(registry.HeardFrom("nobody", t0 + 4000ms), nullptr);
+  ASSERT_NE(registry.MarkHeard("b", t0 + 4000ms), nullptr);
+  EXPECT_EQ(registry.MarkHeard("nobody", t0 + 4000ms), nullptr);
   EXPECT_EQ(registry.Silent(t0 + 5001ms), std::vector<std::string>{"a"});
   EXPECT_TRUE(registry.Silent(t0 + 9000ms).size() == 1);
   EXPECT_EQ(registry.Silent(t0 + 9001ms).size(), 2u);

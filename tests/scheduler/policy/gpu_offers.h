@@ -1,5 +1,5 @@
 #pragma once
-// Test offers and asks for GPU room: a worker whose GPUs are shared, and a job's share of one.
+// Test offers and asks for GPU claims: a worker whose GPUs are shared, and a job's share of one.
 
 #include <cstdint>
 

@@ -111,16 +111,16 @@ TEST(PolicyTest, TasksRunningAtOnceShareTheWorkersCoresAndRam) {
   const WorkerOffer w = Worker(3);  // 16 cores, 64000 MB
   spec::ResourceSpec four_cores;
   four_cores.cpu_cores = 4;
-  EXPECT_EQ(WhyNoCpuRoom(four_cores, w, {12, 0}), "");
-  EXPECT_EQ(WhyNoCpuRoom(four_cores, w, {13, 0}),
+  EXPECT_EQ(WhyNoFreeCpu(four_cores, w, {12, 0}), "");
+  EXPECT_EQ(WhyNoFreeCpu(four_cores, w, {13, 0}),
             "w3 has 3 of 16 CPU cores free, the task needs 4");
   spec::ResourceSpec ram;
   ram.ram_mb = 20000;
-  EXPECT_EQ(WhyNoCpuRoom(ram, w, {16, 44000}), "") << "no cores declared: only RAM counts";
-  EXPECT_EQ(WhyNoCpuRoom(ram, w, {0, 44001}),
+  EXPECT_EQ(WhyNoFreeCpu(ram, w, {16, 44000}), "") << "no cores declared: only RAM counts";
+  EXPECT_EQ(WhyNoFreeCpu(ram, w, {0, 44001}),
             "w3 has 19999 of 64000 MB of RAM free, the task needs 20000");
   // A task declaring neither holds only its slot: a full worker still takes it.
-  EXPECT_EQ(WhyNoCpuRoom(spec::ResourceSpec{}, w, {16, 64000}), "");
+  EXPECT_EQ(WhyNoFreeCpu(spec::ResourceSpec{}, w, {16, 64000}), "");
 }
 
 TEST(PolicyTest, EachTaskIsPinnedToItsOwnGpus) {
