@@ -174,7 +174,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto store = store::Store::Open(data, cfg.synchronous == "full" ? "FULL" : "NORMAL");
+  // Time is an input of the store and the autoscaler; the daemon gives them the real clock.
+  const tessera::Clock& clock = tessera::Clock::Real();
+  auto store = store::Store::Open(data, clock, cfg.synchronous == "full" ? "FULL" : "NORMAL");
   if (!store.ok()) return Fail(store.status());
 
   blobs::BlobStore blob_store(data + "/blobs");
@@ -222,7 +224,7 @@ int main(int argc, char** argv) {
     FillLocalProviderDefaults(cfg.autoscaler, data);
     scaler = std::make_unique<autoscaler::Autoscaler>(
         **store, broker, cfg.autoscaler,
-        autoscaler::AutoscalerOptions{.data_dir = data, .events = &event_bus});
+        autoscaler::AutoscalerOptions{.data_dir = data, .events = &event_bus}, clock);
     if (Status s = scaler->MakeProviders(); !s.ok()) return Fail(s);
     scaler_for_prices = scaler.get();
   }

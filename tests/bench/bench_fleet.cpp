@@ -24,7 +24,7 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/broker/broker.h"
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 #include "scheduler/store/store.h"
 #include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"

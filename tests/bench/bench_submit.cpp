@@ -16,7 +16,7 @@
 
 #include "scheduler/api/http_api.h"
 #include "scheduler/broker/broker.h"
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 #include "scheduler/store/store.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"

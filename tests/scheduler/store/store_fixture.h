@@ -1,5 +1,5 @@
-// A fresh store in a per-test folder, with the few records most store tests start from: a job of
-// N frames and a registered worker.
+// A fresh store in a per-test folder, on a clock the test moves by hand (clock_), with the few
+// records most store tests start from: a job of N frames and a registered worker.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "scheduler/store/store.h"
+#include "shared/base/clock.h"
 
 namespace tessera::store {
 
@@ -28,7 +29,7 @@ class StoreFixture : public ::testing::Test {
   // Closes the store (if open) and opens it again from its folder.
   void Reopen() {
     store_.reset();
-    auto s = Store::Open(dir_);
+    auto s = Store::Open(dir_, clock_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
@@ -83,6 +84,7 @@ class StoreFixture : public ::testing::Test {
   }
 
   std::string dir_;
+  ManualClock clock_;  // declared before the store, which reads it until it closes
   std::unique_ptr<Store> store_;
 
  private:

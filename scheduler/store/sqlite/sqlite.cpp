@@ -1,4 +1,4 @@
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 
 #include <filesystem>
 

@@ -1,33 +1,39 @@
 // Jobs: submission (a job and all its tasks in one transaction), cancel, pause, priority, retry,
-// re-render and delete; the job's stored files, blocklist, frame flags and events.
+// re-render and delete; the job's stored files, assets, notice, error and frame flags.
+
+#include "scheduler/store/sqlite/sqlite_job_records.h"
 
 #include <nlohmann/json.hpp>
 
-#include "scheduler/store/rows.h"
-#include "scheduler/store/store.h"
+#include "scheduler/store/sqlite/attempt_rows.h"
+#include "scheduler/store/sqlite/rows.h"
+#include "scheduler/store/sqlite/sqlite_database.h"
+#include "scheduler/store/sqlite/sqlite_idempotency_records.h"
+#include "scheduler/store/sqlite/task_transitions.h"
 
 namespace tessera::store {
 
 // ---- jobs -------------------------------------------------------------------------------------
 
-StatusOr<JobRecord> Store::CreateJob(
+StatusOr<JobRecord> SqliteJobRecords::CreateJob(
     const spec::JobSpec& spec, const std::string& job_yaml,
     const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
     const IdempotentRequest* request) {
   const PluginFiles files = ResolvePluginFiles(spec);  // outside the write lock: it is not free
   int64_t job_id = 0;
   {
-    WriteLock lock(*this);
-    Transaction tx(*writer_);
+    SqliteDatabase::WriteLock lock(db_);
+    Transaction tx(db_.writer());
     TSR_RETURN_IF_ERROR(tx.begin_status());
     TSR_ASSIGN_OR_RETURN(job_id, InsertJob(spec, job_yaml, files, output_dir_for, nullptr));
     TSR_RETURN_IF_ERROR(RecordIdempotentJob(request, job_id));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
-  return GetJob(job_id);
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
+  return SelectJob(*r, job_id);
 }
 
-StatusOr<JobRecord> Store::CreatePipeline(
+StatusOr<JobRecord> SqliteJobRecords::CreatePipeline(
     const spec::PipelineSpec& pipeline, const std::string& job_yaml,
     const std::function<StatusOr<std::string>(int64_t)>& dir_for, const StepDirFn& step_dir_for,
     const IdempotentRequest* request) {
@@ -42,24 +48,25 @@ StatusOr<JobRecord> Store::CreatePipeline(
   }
   int64_t job_id = 0;
   {
-    WriteLock lock(*this);
-    Transaction tx(*writer_);
+    SqliteDatabase::WriteLock lock(db_);
+    Transaction tx(db_.writer());
     TSR_RETURN_IF_ERROR(tx.begin_status());
-    const int64_t now = NowMs();
+    const int64_t now = db_.Now();
     TSR_ASSIGN_OR_RETURN(
-        Stmt ins,
-        writer_->Prepare("INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
-                         "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, "
-                         "output_pattern, output_formats, tasks_total, tasks_queued, "
-                         "submitted_at, renderer, project, user_name) VALUES (?1, 'queued', ?2, "
-                         "?3, ?4, 1, 0, ?5, '', '', '', '[]', ?6, ?6, ?7, ?8, ?9, ?10)"));
+        Stmt ins, db_.writer().Prepare(
+                      "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
+                      "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, "
+                      "output_pattern, output_formats, tasks_total, tasks_queued, "
+                      "submitted_at, renderer, project, user_name) VALUES (?1, 'queued', ?2, "
+                      "?3, ?4, 1, 0, ?5, '', '', '', '[]', ?6, ?6, ?7, ?8, ?9, ?10)"));
     ins.Bind(1, pipeline.name).Bind(2, pipeline.priority).Bind(3, first).Bind(4, last);
     ins.Bind(5, job_yaml).Bind(6, tasks).Bind(7, now).Bind(8, spec::kRendererSteps);
     ins.Bind(9, pipeline.project).Bind(10, pipeline.user.empty() ? "unknown" : pipeline.user);
     TSR_RETURN_IF_ERROR(ins.Run());
-    job_id = writer_->LastInsertId();
+    job_id = db_.writer().LastInsertId();
     TSR_ASSIGN_OR_RETURN(std::string dir, dir_for(job_id));
-    TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt upd,
+                         db_.writer().Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
     TSR_RETURN_IF_ERROR(upd.Bind(1, dir).Bind(2, job_id).Run());
 
     // Steps come in an order where each follows those it depends on, so their ids are known.
@@ -77,8 +84,9 @@ StatusOr<JobRecord> Store::CreatePipeline(
               job, step.job_yaml, files[i],
               [&](int64_t step_id) { return step_dir_for(i, step_id, dir); }, &link));
     }
-    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
-                                                   "VALUES (?, ?, 'job_submitted', ?)"));
+    TSR_ASSIGN_OR_RETURN(Stmt ev,
+                         db_.writer().Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                              "VALUES (?, ?, 'job_submitted', ?)"));
     TSR_RETURN_IF_ERROR(ev.Bind(1, now)
                             .Bind(2, job_id)
                             .Bind(3, std::to_string(pipeline.steps.size()) + " steps, " +
@@ -87,24 +95,25 @@ StatusOr<JobRecord> Store::CreatePipeline(
     TSR_RETURN_IF_ERROR(RecordIdempotentJob(request, job_id));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
-  return GetJob(job_id);
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
+  return SelectJob(*r, job_id);
 }
 
-Status Store::RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id) {
+Status SqliteJobRecords::RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id) {
   if (request == nullptr) return Status::Ok();
   IdempotentRequest made = *request;
   made.resource = "job";
   made.resource_id = job_id;
-  return InsertIdempotentRequest(*writer_, made);
+  return InsertIdempotentRequest(db_, made);
 }
 
-StatusOr<int64_t> Store::InsertJob(
+StatusOr<int64_t> SqliteJobRecords::InsertJob(
     const spec::JobSpec& spec, const std::string& job_yaml, const PluginFiles& files,
     const std::function<StatusOr<std::string>(int64_t)>& output_dir_for, const StepLink* step) {
   std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
-  int64_t now = NowMs();
+  int64_t now = db_.Now();
   TSR_ASSIGN_OR_RETURN(
-      Stmt ins, writer_->Prepare(
+      Stmt ins, db_.writer().Prepare(
                     "INSERT INTO jobs (name, state, priority, frame_start, frame_end, "
                     "chunk_size, max_retries, job_yaml, scene_yaml, output_dir, output_pattern, "
                     "output_formats, tasks_total, tasks_queued, submitted_at, task_timeout_s, "
@@ -143,10 +152,11 @@ StatusOr<int64_t> Store::InsertJob(
   ins.Bind(38, step != nullptr ? step->depends_on_json : "[]");
   ins.Bind(39, nlohmann::json(spec.failure_policy).dump());
   TSR_RETURN_IF_ERROR(ins.Run());
-  const int64_t job_id = writer_->LastInsertId();
+  const int64_t job_id = db_.writer().LastInsertId();
 
   TSR_ASSIGN_OR_RETURN(std::string output_dir, output_dir_for(job_id));
-  TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
+  TSR_ASSIGN_OR_RETURN(Stmt upd,
+                       db_.writer().Prepare("UPDATE jobs SET output_dir = ? WHERE id = ?"));
   TSR_RETURN_IF_ERROR(upd.Bind(1, output_dir).Bind(2, job_id).Run());
 
   std::vector<std::string> part_json;
@@ -157,8 +167,8 @@ StatusOr<int64_t> Store::InsertJob(
   for (const spec::FrameChunk& c : chunks) {
     for (const std::string& part : part_json) {
       TSR_ASSIGN_OR_RETURN(
-          Stmt task, writer_->Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
-                                      "part, state) VALUES (?, ?, ?, ?, ?, 'queued')"));
+          Stmt task, db_.writer().Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
+                                          "part, state) VALUES (?, ?, ?, ?, ?, 'queued')"));
       TSR_RETURN_IF_ERROR(task.Bind(1, job_id)
                               .Bind(2, index++)
                               .Bind(3, c.frame_start)
@@ -167,18 +177,20 @@ StatusOr<int64_t> Store::InsertJob(
                               .Run());
     }
   }
-  TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
-                                                 "VALUES (?, ?, 'job_submitted', ?)"));
+  TSR_ASSIGN_OR_RETURN(Stmt ev,
+                       db_.writer().Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                            "VALUES (?, ?, 'job_submitted', ?)"));
   TSR_RETURN_IF_ERROR(
       ev.Bind(1, now).Bind(2, job_id).Bind(3, std::to_string(task_count) + " tasks").Run());
   return job_id;
 }
 
-StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id, const std::string& reason) {
-  WriteLock lock(*this);
-  Transaction tx(*writer_);
+StatusOr<std::vector<Lease>> SqliteJobRecords::CancelJob(int64_t job_id,
+                                                         const std::string& reason) {
+  SqliteDatabase::WriteLock lock(db_);
+  Transaction tx(db_.writer());
   TSR_RETURN_IF_ERROR(tx.begin_status());
-  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+  TSR_ASSIGN_OR_RETURN(Stmt q, db_.writer().Prepare("SELECT state FROM jobs WHERE id = ?"));
   q.Bind(1, job_id);
   TSR_ASSIGN_OR_RETURN(bool found, q.Step());
   if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
@@ -188,70 +200,71 @@ StatusOr<std::vector<Lease>> Store::CancelJob(int64_t job_id, const std::string&
                                       JobStateName(state));
   }
   std::vector<Lease> leases;
-  TSR_ASSIGN_OR_RETURN(Stmt run, writer_->Prepare("SELECT id, attempt, worker_id FROM tasks "
-                                                  "WHERE job_id = ? AND state = 'running'"));
+  TSR_ASSIGN_OR_RETURN(Stmt run, db_.writer().Prepare("SELECT id, attempt, worker_id FROM tasks "
+                                                      "WHERE job_id = ? AND state = 'running'"));
   run.Bind(1, job_id);
   for (;;) {
     TSR_ASSIGN_OR_RETURN(bool row, run.Step());
     if (!row) break;
     leases.push_back({run.Int(0), static_cast<int>(run.Int(1)), run.OptInt(2)});
   }
-  int64_t now = NowMs();
+  int64_t now = db_.Now();
   TSR_ASSIGN_OR_RETURN(Stmt upd,
-                       writer_->Prepare("UPDATE tasks SET state = 'canceled', finished_at = ? "
-                                        "WHERE job_id = ? AND state IN ('queued', 'running')"));
+                       db_.writer().Prepare("UPDATE tasks SET state = 'canceled', finished_at = ? "
+                                            "WHERE job_id = ? AND state IN ('queued', 'running')"));
   TSR_RETURN_IF_ERROR(upd.Bind(1, now).Bind(2, job_id).Run());
-  TSR_ASSIGN_OR_RETURN(Stmt job,
-                       writer_->Prepare("UPDATE jobs SET state = 'canceled', finished_at = ?1, "
-                                        "tasks_canceled = tasks_canceled + tasks_queued + "
-                                        "tasks_running, tasks_queued = 0, tasks_running = 0, "
-                                        "error = COALESCE(error, NULLIF(?3, '')) WHERE id = ?2"));
+  TSR_ASSIGN_OR_RETURN(
+      Stmt job, db_.writer().Prepare("UPDATE jobs SET state = 'canceled', finished_at = ?1, "
+                                     "tasks_canceled = tasks_canceled + tasks_queued + "
+                                     "tasks_running, tasks_queued = 0, tasks_running = 0, "
+                                     "error = COALESCE(error, NULLIF(?3, '')) WHERE id = ?2"));
   // (The job_canceled event is the schema's job_end_events trigger's.)
   TSR_RETURN_IF_ERROR(job.Bind(1, now).Bind(2, job_id).Bind(3, reason).Run());
   AttemptEnd canceled;
   canceled.outcome = AttemptOutcome::kCanceled;
   canceled.message = reason.empty() ? "the job was canceled" : "the job was canceled: " + reason;
-  TSR_RETURN_IF_ERROR(CloseAttemptsWhere("job_id = ?1", job_id, 0, canceled));
+  TSR_RETURN_IF_ERROR(attempts_.CloseWhere("job_id = ?1", job_id, 0, canceled));
   Status committed = tx.Commit();
-  if (!InGroup()) SettleAttemptCounts(committed.ok());
+  if (!db_.InGroup()) attempts_.Settle(committed.ok());
   TSR_RETURN_IF_ERROR(committed);
   return leases;
 }
 
-StatusOr<std::vector<JobRecord>> Store::PipelineSteps(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::vector<JobRecord>> SqliteJobRecords::PipelineSteps(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kJobColumns +
                                           " FROM jobs WHERE pipeline_id = ? ORDER BY id"));
   s.Bind(1, job_id);
   return CollectRows(s, &ReadJob);
 }
 
-StatusOr<int> Store::ReviveStep(int64_t job_id) {
-  WriteLock lock(*this);
+StatusOr<int> SqliteJobRecords::ReviveStep(int64_t job_id) {
+  SqliteDatabase::WriteLock lock(db_);
   int moved = 0;
-  Status s = InWriteTx(*writer_, [&]() -> Status {
+  Status s = InWriteTx(db_.writer(), [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     if (state != JobState::kCanceled) return Status::Ok();
-    TSR_ASSIGN_OR_RETURN(Stmt upd, writer_->Prepare("UPDATE tasks SET state = 'queued', "
-                                                    "failures = 0, progress = 0, worker_id = NULL, "
-                                                    "finished_at = NULL, message = 'requeued: the "
-                                                    "job was retried' WHERE job_id = ? AND "
-                                                    "state = 'canceled'"));
+    TSR_ASSIGN_OR_RETURN(Stmt upd,
+                         db_.writer().Prepare("UPDATE tasks SET state = 'queued', "
+                                              "failures = 0, progress = 0, worker_id = NULL, "
+                                              "finished_at = NULL, message = 'requeued: the "
+                                              "job was retried' WHERE job_id = ? AND "
+                                              "state = 'canceled'"));
     TSR_RETURN_IF_ERROR(upd.Bind(1, job_id).Run());
-    moved = writer_->Changes();
-    TSR_ASSIGN_OR_RETURN(Stmt job,
-                         writer_->Prepare("UPDATE jobs SET state = 'queued', finished_at = NULL, "
-                                          "error = NULL, tasks_queued = tasks_queued + ?1, "
-                                          "tasks_canceled = tasks_canceled - ?1 WHERE id = ?2"));
+    moved = db_.writer().Changes();
+    TSR_ASSIGN_OR_RETURN(
+        Stmt job, db_.writer().Prepare("UPDATE jobs SET state = 'queued', finished_at = NULL, "
+                                       "error = NULL, tasks_queued = tasks_queued + ?1, "
+                                       "tasks_canceled = tasks_canceled - ?1 WHERE id = ?2"));
     TSR_RETURN_IF_ERROR(job.Bind(1, moved).Bind(2, job_id).Run());
-    return RefreshJobState(job_id);
+    return transitions_.RefreshJobState(job_id);
   });
   TSR_RETURN_IF_ERROR(s);
   return moved;
 }
 
-StatusOr<JobState> Store::JobStateForUpdate(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT state FROM jobs WHERE id = ?"));
+StatusOr<JobState> SqliteJobRecords::JobStateForUpdate(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(Stmt q, db_.writer().Prepare("SELECT state FROM jobs WHERE id = ?"));
   q.Bind(1, job_id);
   TSR_ASSIGN_OR_RETURN(bool found, q.Step());
   if (!found) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
@@ -266,35 +279,39 @@ Status RequireUnfinished(int64_t job_id, JobState state) {
 }
 }  // namespace
 
-Status Store::SetJobPriority(int64_t job_id, int priority) {
+Status SqliteJobRecords::SetJobPriority(int64_t job_id, int priority) {
   if (priority < 0 || priority > 100) {
     return Status::InvalidArgument("priority: must be in [0, 100], got " +
                                    std::to_string(priority));
   }
-  WriteLock lock(*this);
-  return InWriteTx(*writer_, [&]() -> Status {
+  SqliteDatabase::WriteLock lock(db_);
+  return InWriteTx(db_.writer(), [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET priority = ? WHERE id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare("UPDATE jobs SET priority = ? WHERE id = ?"));
     return s.Bind(1, priority).Bind(2, job_id).Run();
   });
 }
 
-Status Store::SetJobPaused(int64_t job_id, bool paused) {
-  WriteLock lock(*this);
-  return InWriteTx(*writer_, [&]() -> Status {
+Status SqliteJobRecords::SetJobPaused(int64_t job_id, bool paused) {
+  SqliteDatabase::WriteLock lock(db_);
+  return InWriteTx(db_.writer(), [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     TSR_RETURN_IF_ERROR(RequireUnfinished(job_id, state));
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET paused = ? WHERE id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare("UPDATE jobs SET paused = ? WHERE id = ?"));
     TSR_RETURN_IF_ERROR(s.Bind(1, paused ? 1 : 0).Bind(2, job_id).Run());
-    TSR_ASSIGN_OR_RETURN(Stmt ev, writer_->Prepare("INSERT INTO events (at, job_id, kind, message) "
-                                                   "VALUES (?, ?, ?, '')"));
-    return ev.Bind(1, NowMs()).Bind(2, job_id).Bind(3, paused ? "job_paused" : "job_resumed").Run();
+    TSR_ASSIGN_OR_RETURN(Stmt ev,
+                         db_.writer().Prepare("INSERT INTO events (at, job_id, kind, message) "
+                                              "VALUES (?, ?, ?, '')"));
+    return ev.Bind(1, db_.Now())
+        .Bind(2, job_id)
+        .Bind(3, paused ? "job_paused" : "job_resumed")
+        .Run();
   });
 }
 
-StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_filter, int first,
-                                     int last) {
+StatusOr<int> SqliteJobRecords::RequeueFinished(int64_t job_id, const std::string& task_filter,
+                                                int first, int last) {
   TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
   if (state == JobState::kCanceled) {
     return Status::FailedPrecondition("job " + std::to_string(job_id) + " is canceled");
@@ -302,9 +319,10 @@ StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_fil
   const std::string where =
       "job_id = ?1 AND " + task_filter + " AND frame_end >= ?2 AND frame_start <= ?3";
   // Counters first, from the rows about to move.
-  TSR_ASSIGN_OR_RETURN(Stmt count, writer_->Prepare("SELECT count(*), total(state = 'done'), "
-                                                    "total(state = 'failed') FROM tasks WHERE " +
-                                                    where));
+  TSR_ASSIGN_OR_RETURN(Stmt count,
+                       db_.writer().Prepare("SELECT count(*), total(state = 'done'), "
+                                            "total(state = 'failed') FROM tasks WHERE " +
+                                            where));
   count.Bind(1, job_id).Bind(2, first).Bind(3, last);
   TSR_ASSIGN_OR_RETURN(bool row, count.Step());
   const int moved = row ? static_cast<int>(count.Int(0)) : 0;
@@ -312,25 +330,25 @@ StatusOr<int> Store::RequeueFinished(int64_t job_id, const std::string& task_fil
   const int64_t done = static_cast<int64_t>(count.Double(1));
   const int64_t failed = static_cast<int64_t>(count.Double(2));
   TSR_ASSIGN_OR_RETURN(Stmt upd,
-                       writer_->Prepare("UPDATE tasks SET state = 'queued', failures = 0, "
-                                        "progress = 0, worker_id = NULL, finished_at = NULL, "
-                                        "message = 'requeued by request' WHERE " +
-                                        where));
+                       db_.writer().Prepare("UPDATE tasks SET state = 'queued', failures = 0, "
+                                            "progress = 0, worker_id = NULL, finished_at = NULL, "
+                                            "message = 'requeued by request' WHERE " +
+                                            where));
   TSR_RETURN_IF_ERROR(upd.Bind(1, job_id).Bind(2, first).Bind(3, last).Run());
   TSR_ASSIGN_OR_RETURN(
-      Stmt job, writer_->Prepare("UPDATE jobs SET tasks_done = tasks_done - ?, "
-                                 "tasks_failed = tasks_failed - ?, "
-                                 "tasks_queued = tasks_queued + ?, error = CASE WHEN "
-                                 "tasks_failed - ? = 0 THEN NULL ELSE error END WHERE id = ?"));
+      Stmt job, db_.writer().Prepare("UPDATE jobs SET tasks_done = tasks_done - ?, "
+                                     "tasks_failed = tasks_failed - ?, "
+                                     "tasks_queued = tasks_queued + ?, error = CASE WHEN "
+                                     "tasks_failed - ? = 0 THEN NULL ELSE error END WHERE id = ?"));
   TSR_RETURN_IF_ERROR(
       job.Bind(1, done).Bind(2, failed).Bind(3, moved).Bind(4, failed).Bind(5, job_id).Run());
-  TSR_RETURN_IF_ERROR(RefreshJobState(job_id));
+  TSR_RETURN_IF_ERROR(transitions_.RefreshJobState(job_id));
   return moved;
 }
 
-StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
-  WriteLock lock(*this);
-  Transaction tx(*writer_);
+StatusOr<int> SqliteJobRecords::RetryFailedTasks(int64_t job_id) {
+  SqliteDatabase::WriteLock lock(db_);
+  Transaction tx(db_.writer());
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(
       int moved, RequeueFinished(job_id, "state = 'failed'", spec::kMinFrame, spec::kMaxFrame));
@@ -338,13 +356,13 @@ StatusOr<int> Store::RetryFailedTasks(int64_t job_id) {
   return moved;
 }
 
-StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
+StatusOr<int> SqliteJobRecords::RerenderFrames(int64_t job_id, int first, int last) {
   if (first > last) {
     return Status::InvalidArgument("frames: start " + std::to_string(first) + " is after end " +
                                    std::to_string(last));
   }
-  WriteLock lock(*this);
-  Transaction tx(*writer_);
+  SqliteDatabase::WriteLock lock(db_);
+  Transaction tx(db_.writer());
   TSR_RETURN_IF_ERROR(tx.begin_status());
   TSR_ASSIGN_OR_RETURN(int moved,
                        RequeueFinished(job_id, "state IN ('done', 'failed')", first, last));
@@ -352,15 +370,15 @@ StatusOr<int> Store::RerenderFrames(int64_t job_id, int first, int last) {
   return moved;
 }
 
-Status Store::DeleteJob(int64_t job_id) {
-  WriteLock lock(*this);
-  return InWriteTx(*writer_, [&]() -> Status {
+Status SqliteJobRecords::DeleteJob(int64_t job_id) {
+  SqliteDatabase::WriteLock lock(db_);
+  return InWriteTx(db_.writer(), [&]() -> Status {
     TSR_ASSIGN_OR_RETURN(JobState state, JobStateForUpdate(job_id));
     if (state == JobState::kQueued || state == JobState::kRunning) {
       return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " +
                                         JobStateName(state) + "; cancel it before deleting it");
     }
-    TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare("SELECT pipeline_id FROM jobs WHERE id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt q, db_.writer().Prepare("SELECT pipeline_id FROM jobs WHERE id = ?"));
     q.Bind(1, job_id);
     TSR_ASSIGN_OR_RETURN(bool found, q.Step());
     if (found && !q.IsNull(0)) {
@@ -369,7 +387,8 @@ Status Store::DeleteJob(int64_t job_id) {
     }
     // A job with steps goes with its steps (a job without has none).
     std::vector<int64_t> ids{job_id};
-    TSR_ASSIGN_OR_RETURN(Stmt steps, writer_->Prepare("SELECT id FROM jobs WHERE pipeline_id = ?"));
+    TSR_ASSIGN_OR_RETURN(Stmt steps,
+                         db_.writer().Prepare("SELECT id FROM jobs WHERE pipeline_id = ?"));
     steps.Bind(1, job_id);
     for (;;) {
       TSR_ASSIGN_OR_RETURN(bool row, steps.Step());
@@ -381,7 +400,7 @@ Status Store::DeleteJob(int64_t job_id) {
            {"DELETE FROM events WHERE job_id = ?", "DELETE FROM task_logs WHERE job_id = ?",
             "DELETE FROM frame_flags WHERE job_id = ?", "DELETE FROM tasks WHERE job_id = ?",
             "DELETE FROM job_worker_failures WHERE job_id = ?", "DELETE FROM jobs WHERE id = ?"}) {
-        TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
+        TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare(sql));
         TSR_RETURN_IF_ERROR(s.Bind(1, id).Run());
       }
     }
@@ -389,8 +408,8 @@ Status Store::DeleteJob(int64_t job_id) {
   });
 }
 
-StatusOr<std::string> Store::JobScene(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::string> SqliteJobRecords::JobScene(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT scene_yaml FROM jobs WHERE id = ?"));
   s.Bind(1, job_id);
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -398,8 +417,8 @@ StatusOr<std::string> Store::JobScene(int64_t job_id) {
   return s.Text(0);
 }
 
-StatusOr<std::string> Store::JobYaml(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::string> SqliteJobRecords::JobYaml(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT job_yaml FROM jobs WHERE id = ?"));
   s.Bind(1, job_id);
   TSR_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -407,83 +426,43 @@ StatusOr<std::string> Store::JobYaml(int64_t job_id) {
   return s.Text(0);
 }
 
-Status Store::RecordWorkerFailure(int64_t job_id, int64_t task_id, int64_t worker_id) {
-  WriteLock lock(*this);
-  return InWriteTx(*writer_, [&]() -> Status {
-    TSR_ASSIGN_OR_RETURN(
-        Stmt t, writer_->Prepare("UPDATE tasks SET failed_on = json_insert(failed_on, '$[#]', ?) "
-                                 "WHERE id = ? AND NOT EXISTS (SELECT 1 FROM "
-                                 "json_each(failed_on) WHERE value = ?)"));
-    TSR_RETURN_IF_ERROR(t.Bind(1, worker_id).Bind(2, task_id).Bind(3, worker_id).Run());
-    TSR_ASSIGN_OR_RETURN(
-        Stmt j, writer_->Prepare("INSERT INTO job_worker_failures (job_id, worker_id, failures) "
-                                 "VALUES (?, ?, 1) ON CONFLICT (job_id, worker_id) DO UPDATE "
-                                 "SET failures = failures + 1"));
-    return j.Bind(1, job_id).Bind(2, worker_id).Run();
-  });
-}
-
-StatusOr<std::vector<std::pair<int64_t, int>>> Store::WorkerFailures(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT worker_id, failures FROM job_worker_failures "
-                                          "WHERE job_id = ?"));
-  s.Bind(1, job_id);
-  std::vector<std::pair<int64_t, int>> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) return out;
-    out.emplace_back(s.Int(0), static_cast<int>(s.Int(1)));
-  }
-}
-
-StatusOr<std::vector<std::pair<int, int>>> Store::UndoneFrameRanges(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
-  TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame_start, frame_end FROM tasks WHERE "
-                                          "job_id = ? AND state != 'done' ORDER BY idx"));
-  s.Bind(1, job_id);
-  std::vector<std::pair<int, int>> out;
-  for (;;) {
-    TSR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) return out;
-    out.emplace_back(static_cast<int>(s.Int(0)), static_cast<int>(s.Int(1)));
-  }
-}
-
-Status Store::SetJobError(int64_t job_id, const std::string& error) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s,
-                       writer_->Prepare("UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
+Status SqliteJobRecords::SetJobError(int64_t job_id, const std::string& error) {
+  SqliteDatabase::WriteLock lock(db_);
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, db_.writer().Prepare("UPDATE jobs SET error = COALESCE(error, ?) WHERE id = ?"));
   return s.Bind(1, error).Bind(2, job_id).Run();
 }
 
-Status Store::SetJobNotice(int64_t job_id, const std::optional<std::string>& notice) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET notice = ? WHERE id = ?"));
+Status SqliteJobRecords::SetJobNotice(int64_t job_id, const std::optional<std::string>& notice) {
+  SqliteDatabase::WriteLock lock(db_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare("UPDATE jobs SET notice = ? WHERE id = ?"));
   return s.Bind(1, notice).Bind(2, job_id).Run();
 }
 
-Status Store::SetJobAssets(int64_t job_id, const std::map<std::string, std::string>& assets) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("UPDATE jobs SET assets = ? WHERE id = ?"));
+Status SqliteJobRecords::SetJobAssets(int64_t job_id,
+                                      const std::map<std::string, std::string>& assets) {
+  SqliteDatabase::WriteLock lock(db_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare("UPDATE jobs SET assets = ? WHERE id = ?"));
   return s.Bind(1, nlohmann::json(assets).dump()).Bind(2, job_id).Run();
 }
 
-Status Store::SetFrameFlag(int64_t job_id, int frame, const std::string& reason) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare("INSERT OR REPLACE INTO frame_flags (job_id, "
-                                                "frame, reason, at) VALUES (?, ?, ?, ?)"));
-  return s.Bind(1, job_id).Bind(2, frame).Bind(3, reason).Bind(4, NowMs()).Run();
+Status SqliteJobRecords::SetFrameFlag(int64_t job_id, int frame, const std::string& reason) {
+  SqliteDatabase::WriteLock lock(db_);
+  TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare("INSERT OR REPLACE INTO frame_flags (job_id, "
+                                                    "frame, reason, at) VALUES (?, ?, ?, ?)"));
+  return s.Bind(1, job_id).Bind(2, frame).Bind(3, reason).Bind(4, db_.Now()).Run();
 }
 
-Status Store::ClearFrameFlag(int64_t job_id, int frame) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s,
-                       writer_->Prepare("DELETE FROM frame_flags WHERE job_id = ? AND frame = ?"));
+Status SqliteJobRecords::ClearFrameFlag(int64_t job_id, int frame) {
+  SqliteDatabase::WriteLock lock(db_);
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, db_.writer().Prepare("DELETE FROM frame_flags WHERE job_id = ? AND frame = ?"));
   return s.Bind(1, job_id).Bind(2, frame).Run();
 }
 
-StatusOr<std::map<int, std::string>> Store::FrameFlags(int64_t job_id, int first, int last) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::map<int, std::string>> SqliteJobRecords::FrameFlags(int64_t job_id, int first,
+                                                                  int last) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT frame, reason FROM frame_flags WHERE job_id = ? "
                                           "AND frame BETWEEN ? AND ?"));
   s.Bind(1, job_id).Bind(2, first).Bind(3, last);
@@ -494,22 +473,6 @@ StatusOr<std::map<int, std::string>> Store::FrameFlags(int64_t job_id, int first
     flags[static_cast<int>(s.Int(0))] = s.Text(1);
   }
   return flags;
-}
-
-Status Store::AddEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
-                       std::optional<int64_t> worker_id, const std::string& kind,
-                       const std::string& message) {
-  WriteLock lock(*this);
-  TSR_ASSIGN_OR_RETURN(Stmt s,
-                       writer_->Prepare("INSERT INTO events (at, job_id, task_id, worker_id, kind, "
-                                        "message) VALUES (?, ?, ?, ?, ?, ?)"));
-  return s.Bind(1, NowMs())
-      .Bind(2, job_id)
-      .Bind(3, task_id)
-      .Bind(4, worker_id)
-      .Bind(5, kind)
-      .Bind(6, message)
-      .Run();
 }
 
 }  // namespace tessera::store

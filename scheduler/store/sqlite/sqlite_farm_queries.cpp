@@ -1,24 +1,26 @@
 // Reads for the API and the CLI: lists of jobs, tasks and workers, one job or task, the farm's
 // summary, and the lookups the blob and output checks make.
 
+#include "scheduler/store/sqlite/sqlite_farm_queries.h"
+
 #include <nlohmann/json.hpp>
 
-#include "scheduler/store/rows.h"
-#include "scheduler/store/store.h"
+#include "scheduler/store/sqlite/rows.h"
+#include "scheduler/store/sqlite/sqlite_database.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::store {
 
-// ---- reads ------------------------------------------------------------------------------------
-
-StatusOr<std::vector<JobRecord>> Store::ListJobs(std::optional<JobState> state, int limit) {
+StatusOr<std::vector<JobRecord>> SqliteFarmQueries::ListJobs(std::optional<JobState> state,
+                                                             int limit) {
   JobFilter filter;
   filter.state = state;
   filter.limit = limit;
   return ListJobs(filter);
 }
 
-StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::vector<JobRecord>> SqliteFarmQueries::ListJobs(const JobFilter& f) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE 1";
   if (f.state) sql += " AND state = ?1";
   if (f.paused) {
@@ -38,8 +40,8 @@ StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f) {
   return CollectRows(s, &ReadJob);
 }
 
-StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<JobRecord> SqliteFarmQueries::GetJob(int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(
       Stmt s, r->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?"));
   s.Bind(1, job_id);
@@ -48,12 +50,13 @@ StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
   return ReadJob(s);
 }
 
-StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
+StatusOr<std::vector<TaskRecord>> SqliteFarmQueries::ListTasks(int64_t job_id) {
   return ListTasks(job_id, TaskFilter{});
 }
 
-StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id, const TaskFilter& f) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::vector<TaskRecord>> SqliteFarmQueries::ListTasks(int64_t job_id,
+                                                               const TaskFilter& f) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   // Running tasks are few farm-wide (one per worker slot): find them through the index of
   // unfinished tasks rather than walking every task of a large job.
   const bool running = f.state == TaskState::kRunning;
@@ -69,8 +72,8 @@ StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id, const TaskFil
   return CollectRows(s, &ReadTask);
 }
 
-StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<TaskRecord> SqliteFarmQueries::GetTask(int64_t task_id) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare(std::string("SELECT ") + kTaskColumns +
                                           " FROM tasks t LEFT JOIN workers w ON w.id = "
                                           "t.worker_id WHERE t.id = ?"));
@@ -80,8 +83,8 @@ StatusOr<TaskRecord> Store::GetTask(int64_t task_id) {
   return ReadTask(s);
 }
 
-StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<std::vector<WorkerRecord>> SqliteFarmQueries::ListWorkers() {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(
       Stmt s, r->Prepare("SELECT w.id, w.name, w.hostname, w.state, w.cpu_cores, "
                          "w.ram_mb, w.gpus_json, w.backends_json, w.version, "
@@ -130,8 +133,8 @@ StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {
   return out;
 }
 
-StatusOr<FarmSummary> Store::Summary() {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<FarmSummary> SqliteFarmQueries::Summary() {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   FarmSummary sum;
   TSR_ASSIGN_OR_RETURN(Stmt j, r->Prepare("SELECT state, count(*) FROM jobs WHERE "
                                           "pipeline_id IS NULL GROUP BY state"));
@@ -162,7 +165,7 @@ StatusOr<FarmSummary> Store::Summary() {
                                           "WHERE state != 'offline'), (SELECT cost FROM "
                                           "cost_days WHERE day = ?1), (SELECT gpu_seconds FROM "
                                           "cost_days WHERE day = ?1)"));
-  c.Bind(1, UtcDay(NowMs()));
+  c.Bind(1, wall_time::UtcDay(db_.Now()));
   TSR_ASSIGN_OR_RETURN(bool crow, c.Step());
   if (crow) {
     sum.cost_per_hour = c.Double(0);
@@ -173,16 +176,16 @@ StatusOr<FarmSummary> Store::Summary() {
   return sum;
 }
 
-StatusOr<bool> Store::BlobInUse(const std::string& hash) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+StatusOr<bool> SqliteFarmQueries::BlobInUse(const std::string& hash) {
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s, r->Prepare("SELECT 1 FROM jobs WHERE instr(assets, ?) > 0 LIMIT 1"));
   s.Bind(1, hash);
   return s.Step();
 }
 
-StatusOr<std::vector<std::pair<int64_t, std::string>>> Store::JobsWritingTo(
+StatusOr<std::vector<std::pair<int64_t, std::string>>> SqliteFarmQueries::JobsWritingTo(
     const std::string& dir) {
-  TSR_ASSIGN_OR_RETURN(Reader r, BorrowReader());
+  TSR_ASSIGN_OR_RETURN(SqliteDatabase::Reader r, db_.BorrowReader());
   TSR_ASSIGN_OR_RETURN(Stmt s,
                        r->Prepare("SELECT id, user_name FROM jobs WHERE output_dir = ? LIMIT 10"));
   s.Bind(1, dir);

@@ -1,5 +1,7 @@
 // The schema: numbered migrations, tracked with PRAGMA user_version, applied when the store opens.
 
+#include "scheduler/store/sqlite/schema.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "scheduler/store/rows.h"
-#include "scheduler/store/store.h"
+#include "scheduler/store/sqlite/rows.h"
+#include "scheduler/store/sqlite/sqlite_database.h"
 #include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::store {
@@ -324,13 +326,15 @@ ALTER TABLE jobs ADD COLUMN checkpoint_interval_s INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE jobs ADD COLUMN scene_name TEXT NOT NULL DEFAULT '';
 )sql",
-    // 28 -> 29: jobs with steps (shared/jobs/job_steps.h). The job is a row with renderer 'steps' and
+    // 28 -> 29: jobs with steps (shared/jobs/job_steps.h). The job is a row with renderer 'steps'
+    // and
     // no tasks of its own; each step is a job row pointing at it (pipeline_id) with its name and
     // its dependencies on other steps ([{"step", "per_frame"}], shown to people; the broker works
     // from depends_on / frame_depends_on, which hold the steps' job ids). The job's task counters
     // are its steps' together, kept so by a trigger in the same transaction as every change of a
     // step's counters, whichever statement makes it; a second trigger derives the job's state
-    // from them as Store::RefreshJobState does for a job with tasks, except that a job whose
+    // from them as TaskTransitions::RefreshJobState does for a job with tasks, except that a job
+    // whose
     // steps all ended, none failed and some canceled is canceled (not done).
     R"sql(
 ALTER TABLE jobs ADD COLUMN pipeline_id INTEGER;
@@ -399,7 +403,7 @@ ALTER TABLE tasks ADD COLUMN status_line TEXT NOT NULL DEFAULT '';
 )sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
-static_assert(kMigrationCount == Store::kSchemaVersion);
+static_assert(kMigrationCount == kSqliteSchemaVersion);
 
 // A C++ plugin's jobs parse only against the declaration a worker offered; the broker adopts the
 // stored offers when it starts, after the migrations, so the backfill adopts them first.
@@ -461,31 +465,31 @@ constexpr Backfill kBackfills[] = {{28, &BackfillJobSettings}};
 
 }  // namespace
 
-Status Store::Migrate() {
-  WriteLock lock(*this);
+StatusOr<int> MigrateSchema(SqliteDatabase& db) {
+  SqliteDatabase::WriteLock lock(db);
+  Db& writer = db.writer();
   int version = 0;
   {  // reset before migrating: a schema change needs no statement left running
-    TSR_ASSIGN_OR_RETURN(Stmt v, writer_->Prepare("PRAGMA user_version"));
+    TSR_ASSIGN_OR_RETURN(Stmt v, writer.Prepare("PRAGMA user_version"));
     TSR_ASSIGN_OR_RETURN(bool row, v.Step());
     if (row) version = static_cast<int>(v.Int(0));
   }
-  if (version > kSchemaVersion) {
+  if (version > kSqliteSchemaVersion) {
     return Status::FailedPrecondition("database schema version " + std::to_string(version) +
                                       " is newer than this scheduler supports (" +
-                                      std::to_string(kSchemaVersion) + "); upgrade Tessera");
+                                      std::to_string(kSqliteSchemaVersion) + "); upgrade Tessera");
   }
-  for (; version < kSchemaVersion; ++version) {
-    Transaction tx(*writer_);
+  for (; version < kSqliteSchemaVersion; ++version) {
+    Transaction tx(writer);
     TSR_RETURN_IF_ERROR(tx.begin_status());
-    TSR_RETURN_IF_ERROR(writer_->Exec(kMigrations[version]));
+    TSR_RETURN_IF_ERROR(writer.Exec(kMigrations[version]));
     for (const Backfill& b : kBackfills) {
-      if (b.version == version + 1) TSR_RETURN_IF_ERROR(b.run(*writer_));
+      if (b.version == version + 1) TSR_RETURN_IF_ERROR(b.run(writer));
     }
-    TSR_RETURN_IF_ERROR(writer_->Exec("PRAGMA user_version = " + std::to_string(version + 1)));
+    TSR_RETURN_IF_ERROR(writer.Exec("PRAGMA user_version = " + std::to_string(version + 1)));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
-  schema_version_ = version;
-  return Status::Ok();
+  return version;
 }
 
 }  // namespace tessera::store

@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 
 namespace tessera::store {
 

@@ -2,8 +2,10 @@
 // the HTTP API's bearer tokens (schema 15). They change rarely, so reads go through the writer
 // connection too.
 
-#include "scheduler/store/store.h"
-#include "scheduler/store/table.h"
+#include "scheduler/store/sqlite/sqlite_credential_records.h"
+
+#include "scheduler/store/sqlite/sqlite_database.h"
+#include "scheduler/store/sqlite/table.h"
 
 namespace tessera::store {
 namespace {
@@ -49,43 +51,43 @@ StatusOr<Record> Inserted(Db& db, Stmt& s, const Table<Record>& table, const cha
 
 }  // namespace
 
-StatusOr<JoinTokenRecord> Store::CreateJoinToken(const std::string& public_key,
-                                                 const std::string& note,
-                                                 std::optional<int64_t> expires_at_ms, int max_uses,
-                                                 const std::string& worker_name) {
-  WriteLock lock(*this);
+StatusOr<JoinTokenRecord> SqliteCredentialRecords::CreateJoinToken(
+    const std::string& public_key, const std::string& note, std::optional<int64_t> expires_at_ms,
+    int max_uses, const std::string& worker_name) {
+  SqliteDatabase::WriteLock lock(db_);
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare("INSERT INTO join_tokens (public_key, note, created_at, expires_at, "
-                               "max_uses, worker_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
-                               kJoinTokens.Returning()));
+      Stmt s,
+      db_.writer().Prepare("INSERT INTO join_tokens (public_key, note, created_at, expires_at, "
+                           "max_uses, worker_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
+                           kJoinTokens.Returning()));
   s.Bind(1, public_key)
       .Bind(2, note)
-      .Bind(3, NowMs())
+      .Bind(3, db_.Now())
       .Bind(4, expires_at_ms)
       .Bind(5, max_uses)
       .Bind(6, worker_name);
-  return Inserted(*writer_, s, kJoinTokens, "create join token");
+  return Inserted(db_.writer(), s, kJoinTokens, "create join token");
 }
 
-StatusOr<std::vector<JoinTokenRecord>> Store::ListJoinTokens() {
-  WriteLock lock(*this);
-  return SelectAll(*writer_, kJoinTokens, "ORDER BY id");
+StatusOr<std::vector<JoinTokenRecord>> SqliteCredentialRecords::ListJoinTokens() {
+  SqliteDatabase::WriteLock lock(db_);
+  return SelectAll(db_.writer(), kJoinTokens, "ORDER BY id");
 }
 
-StatusOr<JoinTokenRecord> Store::RevokeJoinToken(int64_t token_id) {
-  WriteLock lock(*this);
-  return RevokeById(*writer_, kJoinTokens, token_id, NowMs(), "join token");
+StatusOr<JoinTokenRecord> SqliteCredentialRecords::RevokeJoinToken(int64_t token_id) {
+  SqliteDatabase::WriteLock lock(db_);
+  return RevokeById(db_.writer(), kJoinTokens, token_id, db_.Now(), "join token");
 }
 
-StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
-                                              const std::string& public_key, int64_t token_id) {
-  WriteLock lock(*this);
-  Transaction tx(*writer_);
+StatusOr<SqliteCredentialRecords::Enrolment> SqliteCredentialRecords::EnrolWorker(
+    const std::string& name, const std::string& public_key, int64_t token_id) {
+  SqliteDatabase::WriteLock lock(db_);
+  Transaction tx(db_.writer());
   TSR_RETURN_IF_ERROR(tx.begin_status());
-  const int64_t now = NowMs();
+  const int64_t now = db_.Now();
   JoinTokenRecord token;
   {
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(kJoinTokens.Select("WHERE id = ?1")));
+    TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare(kJoinTokens.Select("WHERE id = ?1")));
     s.Bind(1, token_id);
     TSR_ASSIGN_OR_RETURN(std::optional<JoinTokenRecord> row, ReadOne(s, kJoinTokens));
     if (!row || !row->usable(now)) {
@@ -102,7 +104,7 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
   Enrolment result;
   std::optional<std::string>& replaced = result.replaced_key;
   {
-    TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(kWorkerKeys.Select("WHERE name = ?1")));
+    TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare(kWorkerKeys.Select("WHERE name = ?1")));
     s.Bind(1, name);
     TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> row, ReadOne(s, kWorkerKeys));
     if (row) {
@@ -130,17 +132,17 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
   {
     TSR_ASSIGN_OR_RETURN(
         Stmt s,
-        writer_->Prepare("INSERT INTO worker_keys (name, public_key, token_id, enrolled_at) "
-                         "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET "
-                         "public_key = ?2, token_id = ?3, enrolled_at = ?4"));
+        db_.writer().Prepare("INSERT INTO worker_keys (name, public_key, token_id, enrolled_at) "
+                             "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET "
+                             "public_key = ?2, token_id = ?3, enrolled_at = ?4"));
     Status st = s.Bind(1, name).Bind(2, public_key).Bind(3, token_id).Bind(4, now).Run();
     if (!st.ok()) {
       return Status::AlreadyExists("this key is already enrolled for another worker");
     }
   }
   {
-    TSR_ASSIGN_OR_RETURN(Stmt s,
-                         writer_->Prepare("UPDATE join_tokens SET uses = uses + 1 WHERE id = ?1"));
+    TSR_ASSIGN_OR_RETURN(
+        Stmt s, db_.writer().Prepare("UPDATE join_tokens SET uses = uses + 1 WHERE id = ?1"));
     TSR_RETURN_IF_ERROR(s.Bind(1, token_id).Run());
   }
   TSR_RETURN_IF_ERROR(tx.Commit());
@@ -149,8 +151,9 @@ StatusOr<Store::Enrolment> Store::EnrolWorker(const std::string& name,
   return result;
 }
 
-StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool revoked) {
-  WriteLock lock(*this);
+StatusOr<WorkerKeyRecord> SqliteCredentialRecords::SetWorkerRevoked(const std::string& name,
+                                                                    bool revoked) {
+  SqliteDatabase::WriteLock lock(db_);
   // Readmitting deletes the revoked key: left in place, it would authenticate again after a
   // restart, and it would hold the name against the enrolment readmitting is for.
   const std::string sql =
@@ -158,14 +161,14 @@ StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool 
                     kWorkerKeys.Returning()
               : "DELETE FROM worker_keys WHERE name = ?1 AND revoked_at IS NOT NULL" +
                     kWorkerKeys.Returning();
-  TSR_ASSIGN_OR_RETURN(Stmt s, writer_->Prepare(sql));
+  TSR_ASSIGN_OR_RETURN(Stmt s, db_.writer().Prepare(sql));
   s.Bind(1, name);
-  if (revoked) s.Bind(2, NowMs());
+  if (revoked) s.Bind(2, db_.Now());
   TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> changed, ReadOne(s, kWorkerKeys));
   if (changed) return std::move(*changed);
   if (!revoked) {
     // Not revoked: readmitting an enrolled worker changes nothing.
-    TSR_ASSIGN_OR_RETURN(Stmt q, writer_->Prepare(kWorkerKeys.Select("WHERE name = ?1")));
+    TSR_ASSIGN_OR_RETURN(Stmt q, db_.writer().Prepare(kWorkerKeys.Select("WHERE name = ?1")));
     q.Bind(1, name);
     TSR_ASSIGN_OR_RETURN(std::optional<WorkerKeyRecord> found, ReadOne(q, kWorkerKeys));
     if (found) return std::move(*found);
@@ -173,34 +176,35 @@ StatusOr<WorkerKeyRecord> Store::SetWorkerRevoked(const std::string& name, bool 
   return Status::NotFound("no worker named " + name + " has enrolled");
 }
 
-StatusOr<std::vector<WorkerKeyRecord>> Store::ListWorkerKeys() {
-  WriteLock lock(*this);
-  return SelectAll(*writer_, kWorkerKeys, "ORDER BY name");
+StatusOr<std::vector<WorkerKeyRecord>> SqliteCredentialRecords::ListWorkerKeys() {
+  SqliteDatabase::WriteLock lock(db_);
+  return SelectAll(db_.writer(), kWorkerKeys, "ORDER BY name");
 }
 
-StatusOr<ApiTokenRecord> Store::CreateApiToken(const ApiTokenRecord& token) {
-  WriteLock lock(*this);
+StatusOr<ApiTokenRecord> SqliteCredentialRecords::CreateApiToken(const ApiTokenRecord& token) {
+  SqliteDatabase::WriteLock lock(db_);
   TSR_ASSIGN_OR_RETURN(
-      Stmt s, writer_->Prepare("INSERT INTO api_tokens (secret_hash, user, role, note, created_at, "
-                               "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
-                               kApiTokens.Returning()));
+      Stmt s,
+      db_.writer().Prepare("INSERT INTO api_tokens (secret_hash, user, role, note, created_at, "
+                           "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)" +
+                           kApiTokens.Returning()));
   s.Bind(1, token.secret_hash)
       .Bind(2, token.user)
       .Bind(3, token.role)
       .Bind(4, token.note)
-      .Bind(5, NowMs())
+      .Bind(5, db_.Now())
       .Bind(6, token.expires_at_ms);
-  return Inserted(*writer_, s, kApiTokens, "create API token");
+  return Inserted(db_.writer(), s, kApiTokens, "create API token");
 }
 
-StatusOr<std::vector<ApiTokenRecord>> Store::ListApiTokens() {
-  WriteLock lock(*this);
-  return SelectAll(*writer_, kApiTokens, "ORDER BY id");
+StatusOr<std::vector<ApiTokenRecord>> SqliteCredentialRecords::ListApiTokens() {
+  SqliteDatabase::WriteLock lock(db_);
+  return SelectAll(db_.writer(), kApiTokens, "ORDER BY id");
 }
 
-StatusOr<ApiTokenRecord> Store::RevokeApiToken(int64_t token_id) {
-  WriteLock lock(*this);
-  return RevokeById(*writer_, kApiTokens, token_id, NowMs(), "API token");
+StatusOr<ApiTokenRecord> SqliteCredentialRecords::RevokeApiToken(int64_t token_id) {
+  SqliteDatabase::WriteLock lock(db_);
+  return RevokeById(db_.writer(), kApiTokens, token_id, db_.Now(), "API token");
 }
 
 }  // namespace tessera::store

@@ -1,6 +1,6 @@
 // How rows of the jobs and tasks tables become records.
 
-#include "scheduler/store/rows.h"
+#include "scheduler/store/sqlite/rows.h"
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +65,15 @@ StatusOr<JobRecord> ReadJob(const Stmt& s) {
   j.step_depends_on = nlohmann::json::parse(s.Text(49)).get<std::vector<spec::StepDependency>>();
   j.failure_policy = nlohmann::json::parse(s.Text(50)).get<spec::FailurePolicy>();
   return j;
+}
+
+StatusOr<JobRecord> SelectJob(Db& db, int64_t job_id) {
+  TSR_ASSIGN_OR_RETURN(
+      Stmt s, db.Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?"));
+  s.Bind(1, job_id);
+  TSR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::NotFound("job " + std::to_string(job_id) + " does not exist");
+  return ReadJob(s);
 }
 
 const char* const kTaskColumns =

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/store/sqlite.h"
-#include "scheduler/store/store.h"
+#include "scheduler/store/records.h"
+#include "scheduler/store/sqlite/sqlite.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::store {
 
@@ -25,6 +26,8 @@ StatusOr<E> ParseEnum(const std::string& text, const char* const (&names)[N]) {
 // "SELECT <kJobColumns> FROM jobs ..." rows, read by ReadJob.
 extern const char* const kJobColumns;
 StatusOr<JobRecord> ReadJob(const Stmt& s);
+// The job `job_id` (NotFound naming it when there is none), read on `db`.
+StatusOr<JobRecord> SelectJob(Db& db, int64_t job_id);
 // "SELECT <kTaskColumns> FROM tasks t LEFT JOIN workers w ON w.id = t.worker_id ..." rows.
 extern const char* const kTaskColumns;
 StatusOr<TaskRecord> ReadTask(const Stmt& s);
