@@ -123,7 +123,14 @@ class Walker {
 
 }  // namespace
 
+namespace {
+thread_local int64_t documents_parsed = 0;
+}  // namespace
+
+int64_t DocumentsParsedOnThisThread() { return documents_parsed; }
+
 StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what, const Limits& limits) {
+  ++documents_parsed;
   if (text.size() > limits.max_document_bytes) {
     return Status::InvalidArgument(what + ": " + std::to_string(text.size()) +
                                    " bytes, more than the limit of " +

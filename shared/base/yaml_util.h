@@ -18,6 +18,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <array>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -45,6 +46,11 @@ struct Limits {
 // `what` (and the line/column of a syntax error, the field path of a value over a limit).
 StatusOr<YAML::Node> Parse(std::string_view text, const std::string& what,
                            const Limits& limits = Limits());
+
+// How many times Parse() was called on the calling thread since the thread started (refused
+// documents included). One increment per call: tests use it to show that a job file and its
+// scene are each parsed once on their way through the CLI and the scheduler.
+int64_t DocumentsParsedOnThisThread();
 
 // Short human name for a node's kind ("a map", "a list", "a string"...), for error messages.
 std::string KindName(const YAML::Node& node);

@@ -80,10 +80,10 @@
 // name of 1..kMaxNameLength characters), depends_on and frame_depends_on kMaxDependencies each,
 // assets kMaxAssets, output.formats 4, settings kMaxSettings names (a list setting at most
 // plugin::kMaxListWords words of plugin::kMaxValueBytes bytes each). The file must be valid UTF-8
-// (an error gives the byte offset) and is refused past the bounds of shared/base/yaml_util.h (depth,
-// alias expansion) before any field is read. A frame (or the part of one a task renders) must fit
-// in one result message: width x height x channels x 4 bytes (8 for the exact accumulation of a
-// split path-tracer frame) at most protocol::kMaxResultBytes, each side at most kMaxImageSide;
+// (an error gives the byte offset) and is refused past the bounds of shared/base/yaml_util.h
+// (depth, alias expansion) before any field is read. A frame (or the part of one a task renders)
+// must fit in one result message: width x height x channels x 4 bytes (8 for the exact accumulation
+// of a split path-tracer frame) at most protocol::kMaxResultBytes, each side at most kMaxImageSide;
 // larger frames are refused at submit, to be split into tiles.
 
 #include <cstdint>
@@ -94,10 +94,14 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/wire/protocol.h"
-#include "shared/plugins/renderer_names.h"
 #include "shared/base/status.h"
 #include "shared/base/wall_time.h"
+#include "shared/plugins/renderer_names.h"
+#include "shared/wire/protocol.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace tessera::spec {
 
@@ -168,6 +172,9 @@ struct FailurePolicy {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FailurePolicy, scene_error, out_of_memory,
                                                 license_wait_s)
 inline constexpr int kMaxLicenseWaitSeconds = 86400;
+// The error of a resources.gpu_share out of range (also of `gpu_share: 0` written out).
+inline constexpr const char* kGpuShareRangeMessage =
+    "resources.gpu_share: must be a fraction in (0, 1], e.g. 0.25";
 
 struct JobSpec {
   std::string name;
@@ -245,8 +252,13 @@ Status SetAssets(const nlohmann::json& assets, JobSpec* job);
 // Parses and validates a job file. Errors name the field ("frames: start 12 is after end 3").
 StatusOr<JobSpec> ParseJobYaml(std::string_view yaml_text);
 
-// Validates an already-built spec (ParseJobYaml calls this). For a plugin renderer it also checks
-// the scene file name and the settings against the plugin (shared/plugins/plugin_catalog.h).
+// The same for a document already parsed (a job file read once, shared/jobs/parsed_job_file.h;
+// one step of a job with steps, merged with the job's keys): nothing is parsed again.
+StatusOr<JobSpec> ParseJobNode(const YAML::Node& root);
+
+// Validates an already-built spec (ParseJobYaml calls this; the checks are in job_checks.cpp). For
+// a plugin renderer it also checks the scene file name and the settings against the plugin
+// (shared/plugins/plugin_catalog.h).
 Status ValidateJob(const JobSpec& job);
 
 // ---- how a job divides into tasks (job_tasks.cpp) ----------------------------------------
@@ -276,7 +288,7 @@ std::string OutputFileName(const std::string& pattern, int frame, const std::str
 // SplitFrames for a plugin renderer that renders tiles: the frame is its width x height settings.
 Status SplitPluginFrames(JobSpec* job);
 
-// ---- checks and plugin lookups (job_file.cpp) ---------------------------------------------
+// ---- checks (job_checks.cpp) and plugin lookups (job_file.cpp) -----------------------------
 
 // Whether c may appear in a name (job, step, project, user, label): a letter, digit, '.', '_'
 // or '-'.

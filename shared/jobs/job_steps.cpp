@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "shared/plugins/plugin_catalog.h"
 #include "shared/base/yaml_util.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::spec {
 
@@ -121,6 +121,64 @@ Status LinkInputFrames(std::vector<StepSpec>* steps) {
   return Status::Ok();
 }
 
+// Step `node` (at `field`) as a job of its own: the job's keys (`defaults`) with the step's on top.
+// The step's spec is read from the merged document; its text is kept to be stored with the step.
+// `seen`: the names of the steps before it.
+StatusOr<StepSpec> ReadStep(const YAML::Node& node, const std::string& field,
+                            const YAML::Node& defaults, std::set<std::string>* seen) {
+  if (!node.IsMap()) {
+    return Status::InvalidArgument(field + ": expected a map with a name, got " +
+                                   yaml::KindName(node));
+  }
+  StepSpec step;
+  const YAML::Node name = node["name"];
+  if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
+    return Status::InvalidArgument(field + ".name: required (a name for the step)");
+  }
+  step.name = name.Scalar();
+  if (step.name.size() > kMaxNameLength ||
+      !std::all_of(step.name.begin(), step.name.end(), IsNameChar)) {
+    return Status::InvalidArgument(field + ".name: '" + step.name.substr(0, kMaxNameLength) +
+                                   "' may only contain letters, digits, '.', '_' and '-' (at "
+                                   "most " +
+                                   std::to_string(kMaxNameLength) + ")");
+  }
+  if (!seen->insert(step.name).second) {
+    return Status::InvalidArgument(field + ".name: another step is named '" + step.name + "'");
+  }
+  step.own_output = node["output"].IsDefined();
+  TSR_RETURN_IF_ERROR(
+      ParseStepDependencies(node["depends_on"], field + ".depends_on", &step.depends_on));
+
+  YAML::Node merged(YAML::NodeType::Map);
+  for (const auto& kv : defaults) merged[kv.first.Scalar()] = kv.second;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+    if (key == "name" || key == "depends_on") continue;
+    if (key == "steps" || key == "project" || key == "user") {
+      return Status::InvalidArgument(field + "." + key + ": is the job's, not a step's");
+    }
+    merged[key] = kv.second;
+  }
+  YAML::Emitter out;
+  out << merged;
+  step.job_yaml = out.c_str();
+  const auto in_step = [&](const Status& s) {
+    return Status(s.code(), field + " (" + step.name + "): " + s.message());
+  };
+  // A step is a job file of its own, with a job file's bounds (aliases in the file can make a
+  // step's text longer than the file).
+  if (step.job_yaml.size() > kMaxJobYamlBytes) {
+    return in_step(Status::InvalidArgument("job: " + std::to_string(step.job_yaml.size()) +
+                                           " bytes, more than the limit of " +
+                                           std::to_string(kMaxJobYamlBytes)));
+  }
+  StatusOr<JobSpec> job = ParseJobNode(merged);
+  if (!job.ok()) return in_step(job.status());
+  step.job = std::move(job).value();
+  return step;
+}
+
 }  // namespace
 
 Status CheckRunsAlone(const JobSpec& job) {
@@ -192,6 +250,10 @@ StatusOr<std::vector<size_t>> StepOrder(const std::vector<StepSpec>& steps) {
 
 StatusOr<PipelineSpec> ParsePipelineYaml(std::string_view yaml_text) {
   TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, "job", JobFileLimits()));
+  return ParsePipelineNode(root);
+}
+
+StatusOr<PipelineSpec> ParsePipelineNode(const YAML::Node& root) {
   if (!root.IsMap()) {
     return Status::InvalidArgument("job: expected a map of fields, got " + yaml::KindName(root));
   }
@@ -209,50 +271,7 @@ StatusOr<PipelineSpec> ParsePipelineYaml(std::string_view yaml_text) {
   PipelineSpec pipeline;
   std::set<std::string> seen;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const YAML::Node& node = steps[i];
-    const std::string field = StepField(i);
-    if (!node.IsMap()) {
-      return Status::InvalidArgument(field + ": expected a map with a name, got " +
-                                     yaml::KindName(node));
-    }
-    StepSpec step;
-    const YAML::Node name = node["name"];
-    if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
-      return Status::InvalidArgument(field + ".name: required (a name for the step)");
-    }
-    step.name = name.Scalar();
-    if (step.name.size() > kMaxNameLength ||
-        !std::all_of(step.name.begin(), step.name.end(), IsNameChar)) {
-      return Status::InvalidArgument(field + ".name: '" + step.name.substr(0, kMaxNameLength) +
-                                     "' may only contain letters, digits, '.', '_' and '-' (at "
-                                     "most " +
-                                     std::to_string(kMaxNameLength) + ")");
-    }
-    if (!seen.insert(step.name).second) {
-      return Status::InvalidArgument(field + ".name: another step is named '" + step.name + "'");
-    }
-    step.own_output = node["output"].IsDefined();
-    TSR_RETURN_IF_ERROR(
-        ParseStepDependencies(node["depends_on"], field + ".depends_on", &step.depends_on));
-
-    YAML::Node merged(YAML::NodeType::Map);
-    for (const auto& kv : defaults) merged[kv.first.Scalar()] = kv.second;
-    for (const auto& kv : node) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      if (key == "name" || key == "depends_on") continue;
-      if (key == "steps" || key == "project" || key == "user") {
-        return Status::InvalidArgument(field + "." + key + ": is the job's, not a step's");
-      }
-      merged[key] = kv.second;
-    }
-    YAML::Emitter out;
-    out << merged;
-    step.job_yaml = out.c_str();
-    StatusOr<JobSpec> job = ParseJobYaml(step.job_yaml);
-    if (!job.ok()) {
-      return Status(job.status().code(), field + " (" + step.name + "): " + job.status().message());
-    }
-    step.job = std::move(job).value();
+    TSR_ASSIGN_OR_RETURN(StepSpec step, ReadStep(steps[i], StepField(i), defaults, &seen));
     pipeline.steps.push_back(std::move(step));
   }
   TSR_RETURN_IF_ERROR(LinkInputFrames(&pipeline.steps));

@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/jobs/job_file.h"
 #include "shared/base/status.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::spec {
 
@@ -52,7 +52,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StepDependency, step, per_frame)
 struct StepSpec {
   std::string name;
   JobSpec job;           // the step as a job (its name is the job's)
-  std::string job_yaml;  // the job file the step was parsed from (the job's keys and its own)
+  std::string job_yaml;  // the step as a job file (the job's keys and its own), as stored
   std::vector<StepDependency> depends_on;
   // The step gives its own `output`: its frames go where that says. Without one they go into a
   // folder named after the step inside the job's.
@@ -72,7 +72,8 @@ struct PipelineSpec {
   int step_index(const std::string& name) const;
 };
 
-// Whether a job file has `steps:` (a cheap look; parse errors are ParsePipelineYaml's to report).
+// Whether a job file has `steps:` (parse errors are ParsePipelineYaml's to report). A look of its
+// own, parsing the text: the CLI and the scheduler ask shared/jobs/parsed_job_file.h instead.
 bool HasSteps(std::string_view yaml_text);
 
 // Parses and checks a job file with steps. Errors name the step and field
@@ -80,6 +81,11 @@ bool HasSteps(std::string_view yaml_text);
 // named 'rendr' (sim, render, encode)", "steps: the steps' dependencies form a cycle: a -> b ->
 // a").
 StatusOr<PipelineSpec> ParsePipelineYaml(std::string_view yaml_text);
+
+// The same for a document already parsed (a job file read once, shared/jobs/parsed_job_file.h;
+// an OpenJD template's translation). Each step's spec is read from the document too: a step's
+// text (StepSpec::job_yaml) is written for the store, never parsed again.
+StatusOr<PipelineSpec> ParsePipelineNode(const YAML::Node& root);
 
 // A job without steps whose renderer only runs as a step (one taking another step's frames, like
 // encode) is refused, naming the renderer.

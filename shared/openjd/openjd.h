@@ -69,6 +69,8 @@
 //           stays text)
 // INT ranges are kept as arithmetic runs (1-100000 is one entry), so a large space stays small.
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -79,6 +81,7 @@
 #include <vector>
 
 #include "shared/base/status.h"
+#include "shared/jobs/parsed_job_file.h"
 
 namespace tessera::openjd {
 
@@ -92,7 +95,8 @@ inline constexpr size_t kMaxJobParameters = 50;
 
 enum class DocumentKind { kNone, kJobTemplate, kEnvironmentTemplate };
 // What the YAML/JSON text is, by its top-level specificationVersion ("jobtemplate-...",
-// "environment-..."). Cheap, never throws.
+// "environment-..."). Never throws. It parses the text: a job file on its way in is asked once,
+// by spec::ReadJobFile (shared/jobs/parsed_job_file.h), whose document the overloads below read.
 DocumentKind KindOf(std::string_view text);
 inline bool IsJobTemplate(std::string_view text) {
   return KindOf(text) == DocumentKind::kJobTemplate;
@@ -159,7 +163,8 @@ struct JobInputs {
 inline constexpr const char* kAttachedFolder = "openjd/data";
 
 struct Translation {
-  std::string job_yaml;                            // a Tessera job file with `steps:`
+  std::string job_yaml;  // a Tessera job file with `steps:`
+  YAML::Node job;        // the same job file as a document (spec::ParsePipelineNode reads it)
   std::map<std::string, std::string> step_scenes;  // Tessera step name -> its session JSON
   // OpenJD step name -> Tessera step name, in template order.
   std::vector<std::pair<std::string, std::string>> step_names;
@@ -179,10 +184,14 @@ struct Translation {
 // taskParameterDefinitions[0].range: ...") or the parameter ("parameter Frames: ..."), and an
 // environment template by its place ("environments[0].environment.variables.X: ...").
 StatusOr<Translation> TranslateTemplate(std::string_view template_text, const JobInputs& inputs);
+// The same for a template spec::ReadJobFile parsed: the document is not parsed again.
+StatusOr<Translation> TranslateTemplate(const spec::OpenJdTemplate& document,
+                                        const JobInputs& inputs);
 
 // Checks a job template or an environment template on its own, without parameter values
 // (`openjd check`): everything the document says, except what depends on a value not given.
 Status CheckTemplate(std::string_view text);
+Status CheckTemplate(const spec::OpenJdTemplate& document);
 
 // ---- worker side: one task of a step -------------------------------------------------------
 

@@ -8,10 +8,10 @@
 #include <functional>
 #include <set>
 
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/jobs/job_steps.h"
 #include "shared/openjd/openjd_internal.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::openjd::internal {
 
@@ -260,6 +260,55 @@ std::string FindCycle(const std::vector<StepOut>& steps,
   return "";
 }
 
+YAML::Node FlowList(const std::vector<std::string>& words) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const std::string& word : words) list.push_back(word);
+  list.SetStyle(YAML::EmitterStyle::Flow);
+  return list;
+}
+
+// One step of the Tessera job a template becomes: the OpenJD step's tasks as frames 1..N of the
+// openjd renderer, its session as the scene.
+YAML::Node TesseraStep(const StepOut& step, const std::vector<StepOut>& steps,
+                       const std::map<std::string, size_t>& index,
+                       const nlohmann::json& session_base) {
+  YAML::Node out(YAML::NodeType::Map);
+  out["name"] = step.tessera_name;
+  out["renderer"] = spec::kRendererOpenJd;
+  out["scene"] = step.tessera_name + kSceneSuffix;
+  out["frames"] = "1-" + std::to_string(step.tasks);
+  out["chunk_size"] = 1;
+  if (!step.depends_on.empty()) {
+    YAML::Node deps(YAML::NodeType::Sequence);
+    for (const std::string& dep : step.depends_on) {
+      YAML::Node one(YAML::NodeType::Map);
+      one["step"] = steps[index.at(dep)].tessera_name;
+      one.SetStyle(YAML::EmitterStyle::Flow);
+      deps.push_back(one);
+    }
+    out["depends_on"] = deps;
+  }
+  const spec::ResourceSpec& res = step.needs.resources;
+  if (res.cpu_cores || res.ram_mb || res.gpus || res.gpu_memory_mb) {
+    YAML::Node resources(YAML::NodeType::Map);
+    if (res.cpu_cores) resources["cpu_cores"] = res.cpu_cores;
+    if (res.ram_mb) resources["ram_mb"] = res.ram_mb;
+    if (res.gpus) resources["gpus"] = res.gpus;
+    if (res.gpu_memory_mb) resources["gpu_memory_mb"] = res.gpu_memory_mb;
+    out["resources"] = resources;
+  }
+  if (!step.needs.tags.empty()) out["tags"] = FlowList(step.needs.tags);
+  if (!step.needs.limits.empty()) out["limits"] = FlowList(step.needs.limits);
+  // A bundle's output folders: what its tasks write there comes back as files.
+  if (session_base.contains("outputs") && !session_base["outputs"].empty()) {
+    YAML::Node settings(YAML::NodeType::Map);
+    settings["outputs"] = "files";
+    settings.SetStyle(YAML::EmitterStyle::Flow);
+    out["settings"] = settings;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const TemplateContext& ctx,
@@ -320,66 +369,29 @@ StatusOr<Translation> TranslateSteps(const YAML::Node& steps_node, const Templat
 
   if (ctx.checking) return out;
 
-  YAML::Emitter yaml;
-  yaml << YAML::BeginMap << YAML::Key << "name" << YAML::Value << TesseraName(ctx.job_name);
+  // The Tessera job file with steps, as a document (what the scheduler checks) and as text (what
+  // it stores): the text is written from the document, never parsed back.
+  YAML::Node job(YAML::NodeType::Map);
+  job["name"] = TesseraName(ctx.job_name);
   // Tessera's own settings, given with the submission: defaults of every step.
-  if (settings.priority) yaml << YAML::Key << "priority" << YAML::Value << *settings.priority;
-  if (settings.max_retries) {
-    yaml << YAML::Key << "max_retries" << YAML::Value << *settings.max_retries;
-  }
-  if (!settings.project.empty()) {
-    yaml << YAML::Key << "project" << YAML::Value << YAML::DoubleQuoted << settings.project;
-  }
-  if (!settings.pools.empty()) {
-    yaml << YAML::Key << "pools" << YAML::Value << YAML::Flow << settings.pools;
-  }
-  yaml << YAML::Key << "steps" << YAML::Value << YAML::BeginSeq;
+  if (settings.priority) job["priority"] = *settings.priority;
+  if (settings.max_retries) job["max_retries"] = *settings.max_retries;
+  if (!settings.project.empty()) job["project"] = settings.project;
+  if (!settings.pools.empty()) job["pools"] = FlowList(settings.pools);
+  YAML::Node list(YAML::NodeType::Sequence);
   for (const StepOut& step : steps) {
-    yaml << YAML::BeginMap;
-    yaml << YAML::Key << "name" << YAML::Value << step.tessera_name;
-    yaml << YAML::Key << "renderer" << YAML::Value << spec::kRendererOpenJd;
-    yaml << YAML::Key << "scene" << YAML::Value << step.tessera_name + kSceneSuffix;
-    yaml << YAML::Key << "frames" << YAML::Value << "1-" + std::to_string(step.tasks);
-    yaml << YAML::Key << "chunk_size" << YAML::Value << 1;
-    if (!step.depends_on.empty()) {
-      yaml << YAML::Key << "depends_on" << YAML::Value << YAML::BeginSeq;
-      for (const std::string& dep : step.depends_on) {
-        yaml << YAML::Flow << YAML::BeginMap << YAML::Key << "step" << YAML::Value
-             << steps[index.at(dep)].tessera_name << YAML::EndMap;
-      }
-      yaml << YAML::EndSeq;
-    }
-    const spec::ResourceSpec& res = step.needs.resources;
-    if (res.cpu_cores || res.ram_mb || res.gpus || res.gpu_memory_mb) {
-      yaml << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
-      if (res.cpu_cores) yaml << YAML::Key << "cpu_cores" << YAML::Value << res.cpu_cores;
-      if (res.ram_mb) yaml << YAML::Key << "ram_mb" << YAML::Value << res.ram_mb;
-      if (res.gpus) yaml << YAML::Key << "gpus" << YAML::Value << res.gpus;
-      if (res.gpu_memory_mb) {
-        yaml << YAML::Key << "gpu_memory_mb" << YAML::Value << res.gpu_memory_mb;
-      }
-      yaml << YAML::EndMap;
-    }
-    if (!step.needs.tags.empty()) {
-      yaml << YAML::Key << "tags" << YAML::Value << YAML::Flow << step.needs.tags;
-    }
-    if (!step.needs.limits.empty()) {
-      yaml << YAML::Key << "limits" << YAML::Value << YAML::Flow << step.needs.limits;
-    }
-    // A bundle's output folders: what its tasks write there comes back as files.
-    if (session_base.contains("outputs") && !session_base["outputs"].empty()) {
-      yaml << YAML::Key << "settings" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-           << "outputs" << YAML::Value << "files" << YAML::EndMap;
-    }
-    yaml << YAML::EndMap;
+    list.push_back(TesseraStep(step, steps, index, session_base));
     out.step_names.emplace_back(step.name, step.tessera_name);
     out.step_scenes[step.tessera_name] =
         step.session.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  yaml << YAML::EndSeq << YAML::EndMap;
+  job["steps"] = list;
+  YAML::Emitter yaml;
+  yaml << job;
   if (!yaml.good()) {
     return Status::Internal("openjd: emitting the job file: " + yaml.GetLastError());
   }
+  out.job = job;
   out.job_yaml = std::string(yaml.c_str()) + "\n";
   return out;
 }

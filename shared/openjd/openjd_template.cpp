@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <set>
 
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/openjd/openjd.h"
 #include "shared/openjd/openjd_internal.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::openjd {
 
@@ -24,11 +24,15 @@ namespace {
 
 constexpr size_t kMaxJobNameChars = 128;
 
+// A template's text is at most a job file's size.
+Status CheckDocumentSize(size_t bytes, const std::string& what) {
+  if (bytes <= spec::kMaxJobYamlBytes) return Status::Ok();
+  return Status::ResourceExhausted(what + ": " + std::to_string(bytes) + " bytes, more than " +
+                                   std::to_string(spec::kMaxJobYamlBytes));
+}
+
 StatusOr<YAML::Node> ParseDocument(std::string_view text, const std::string& what) {
-  if (text.size() > spec::kMaxJobYamlBytes) {
-    return Status::ResourceExhausted(what + ": " + std::to_string(text.size()) +
-                                     " bytes, more than " + std::to_string(spec::kMaxJobYamlBytes));
-  }
+  TSR_RETURN_IF_ERROR(CheckDocumentSize(text.size(), what));
   yaml::Limits limits;
   limits.max_document_bytes = spec::kMaxJobYamlBytes;
   return yaml::Parse(text, what, limits);
@@ -190,25 +194,8 @@ auto Guard(const char* what, Fn fn) -> decltype(fn()) {
   }
 }
 
-}  // namespace
-
-DocumentKind KindOf(std::string_view text) {
-  try {
-    StatusOr<YAML::Node> root = yaml::Parse(text, "template");
-    if (!root.ok() || !root->IsMap()) return DocumentKind::kNone;
-    const YAML::Node& map = *root;
-    const YAML::Node version = map["specificationVersion"];
-    if (!version.IsDefined() || !version.IsScalar()) return DocumentKind::kNone;
-    if (version.Scalar().rfind("jobtemplate-", 0) == 0) return DocumentKind::kJobTemplate;
-    if (version.Scalar().rfind("environment-", 0) == 0) return DocumentKind::kEnvironmentTemplate;
-    return DocumentKind::kNone;
-  } catch (...) {
-    return DocumentKind::kNone;
-  }
-}
-
-Status CheckTemplate(std::string_view text) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseDocument(text, "template"));
+// A job or environment template's root, checked without parameter values.
+Status CheckRoot(const YAML::Node& root) {
   return Guard("template", [&]() -> Status {
     const YAML::Node& map = root;
     const bool environment = root.IsMap() && map["specificationVersion"].IsDefined() &&
@@ -218,8 +205,8 @@ Status CheckTemplate(std::string_view text) {
   });
 }
 
-StatusOr<Translation> TranslateTemplate(std::string_view template_text, const JobInputs& inputs) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseDocument(template_text, "template"));
+// A job template's root made into a job, inside the environment templates `inputs` brings.
+StatusOr<Translation> TranslateRoot(const YAML::Node& root, const JobInputs& inputs) {
   // Environment templates first: they are the outermost environments, and their parameter
   // definitions merge before the job template's.
   std::vector<EnvironmentDocument> env_docs;
@@ -299,6 +286,44 @@ StatusOr<Translation> TranslateTemplate(std::string_view template_text, const Jo
     steps.environments = std::move(out.environments);
     return steps;
   });
+}
+
+}  // namespace
+
+DocumentKind KindOf(std::string_view text) {
+  try {
+    StatusOr<YAML::Node> root = yaml::Parse(text, "template");
+    if (!root.ok() || !root->IsMap()) return DocumentKind::kNone;
+    const YAML::Node& map = *root;
+    const YAML::Node version = map["specificationVersion"];
+    if (!version.IsDefined() || !version.IsScalar()) return DocumentKind::kNone;
+    if (version.Scalar().rfind("jobtemplate-", 0) == 0) return DocumentKind::kJobTemplate;
+    if (version.Scalar().rfind("environment-", 0) == 0) return DocumentKind::kEnvironmentTemplate;
+    return DocumentKind::kNone;
+  } catch (...) {
+    return DocumentKind::kNone;
+  }
+}
+
+Status CheckTemplate(std::string_view text) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseDocument(text, "template"));
+  return CheckRoot(root);
+}
+
+Status CheckTemplate(const spec::OpenJdTemplate& document) {
+  TSR_RETURN_IF_ERROR(CheckDocumentSize(document.text_bytes, "template"));
+  return CheckRoot(document.root);
+}
+
+StatusOr<Translation> TranslateTemplate(std::string_view template_text, const JobInputs& inputs) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, ParseDocument(template_text, "template"));
+  return TranslateRoot(root, inputs);
+}
+
+StatusOr<Translation> TranslateTemplate(const spec::OpenJdTemplate& document,
+                                        const JobInputs& inputs) {
+  TSR_RETURN_IF_ERROR(CheckDocumentSize(document.text_bytes, "template"));
+  return TranslateRoot(document.root, inputs);
 }
 
 }  // namespace tessera::openjd

@@ -1,185 +1,27 @@
+// Reading plugin.yaml: its keys into a PluginSpec, then what they must say together (a program
+// to run, patterns that compile with the groups they name, settings the templates can use), and
+// a dry run of every argv template. Settings are read and checked in plugin_settings.cpp.
+
 #include "shared/plugins/plugin_file.h"
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstdio>
-#include <functional>
 #include <regex>
-#include <set>
 
-#include "shared/plugins/plugin_template.h"
-#include "shared/base/utf8.h"
 #include "shared/base/yaml_util.h"
+#include "shared/plugins/plugin_file_internal.h"
+#include "shared/plugins/plugin_template.h"
 
 namespace tessera::plugin {
 using templates::AppendWord;
 using templates::BuiltinNames;
 using templates::Expand;
-using templates::FormatDouble;
 using templates::HasControl;
-using templates::IsNumber;
 using templates::Lookup;
 using templates::Vars;
 
 namespace {
-
-StatusOr<SettingType> ParseType(const std::string& s, const std::string& field) {
-  static const std::pair<const char*, SettingType> kTypes[] = {
-      {"bool", SettingType::kBool},   {"int", SettingType::kInt},
-      {"float", SettingType::kFloat}, {"string", SettingType::kString},
-      {"enum", SettingType::kEnum},   {"path", SettingType::kPath},
-      {"list", SettingType::kList},   {"env", SettingType::kEnv},
-      {"globs", SettingType::kGlobs}};
-  for (const auto& [name, type] : kTypes) {
-    if (s == name) return type;
-  }
-  return Status::InvalidArgument(field + ": '" + s +
-                                 "' is not a setting type (bool, int, float, string, enum, "
-                                 "path, list, env, globs)");
-}
-
-// What every value and every word of a list must be: UTF-8, no control characters (NUL among
-// them), at most kMaxValueBytes bytes.
-Status CheckText(const std::string& value, const std::string& field) {
-  TSR_RETURN_IF_ERROR(utf8::Check(value, field));
-  if (HasControl(value)) return Status::InvalidArgument(field + ": control characters");
-  if (value.size() > kMaxValueBytes) {
-    return Status::InvalidArgument(field + ": " + std::to_string(value.size()) +
-                                   " bytes, more than the limit of " +
-                                   std::to_string(kMaxValueBytes));
-  }
-  return Status::Ok();
-}
-
-// Validates one value of a setting; returns its canonical text.
-StatusOr<std::string> CheckValue(const SettingSpec& s, const std::string& value,
-                                 const std::string& field) {
-  auto bad = [&](const std::string& what) {
-    return Status::InvalidArgument(field + ": expected " + what + ", got '" + value + "'");
-  };
-  // A list's or an env's text is JSON: its parts are checked one by one below.
-  if (s.type != SettingType::kList && s.type != SettingType::kEnv &&
-      s.type != SettingType::kGlobs) {
-    TSR_RETURN_IF_ERROR(CheckText(value, field));
-  }
-  switch (s.type) {
-    case SettingType::kBool:
-      if (value == "true" || value == "false") return value;
-      return bad("true or false");
-    case SettingType::kInt:
-    case SettingType::kFloat: {
-      if (!IsNumber(value)) return bad(s.type == SettingType::kInt ? "an integer" : "a number");
-      double v = std::strtod(value.c_str(), nullptr);
-      if (!std::isfinite(v)) return bad("a finite number");
-      if (s.type == SettingType::kInt) {
-        if (value.find_first_of(".eE") != std::string::npos || std::fabs(v) > 2e9) {
-          return bad("an integer");
-        }
-      }
-      if ((s.min && v < *s.min) || (s.max && v > *s.max)) {
-        return Status::InvalidArgument(field + ": " + value + " is not in [" +
-                                       (s.min ? FormatDouble(*s.min) : "-inf") + ", " +
-                                       (s.max ? FormatDouble(*s.max) : "inf") + "]");
-      }
-      return s.type == SettingType::kInt ? std::to_string(static_cast<int64_t>(v)) : value;
-    }
-    case SettingType::kEnum:
-      if (std::find(s.values.begin(), s.values.end(), value) != s.values.end()) return value;
-      return bad("one of " + nlohmann::json(s.values).dump());
-    case SettingType::kString:
-      if (!value.empty() && value[0] == '-') {
-        return Status::InvalidArgument(field + ": '" + value +
-                                       "' starts with '-' (values may not look like options)");
-      }
-      return value;
-    case SettingType::kPath: {
-      if (value.empty()) return bad("a relative path");
-      if (value[0] == '-') {
-        return Status::InvalidArgument(field + ": '" + value + "' starts with '-'");
-      }
-      if (value[0] == '/' || value[0] == '~' || value[0] == '\\') {
-        return Status::InvalidArgument(field + ": '" + value +
-                                       "' must be relative to the task directory");
-      }
-      size_t pos = 0;
-      while (pos <= value.size()) {
-        size_t next = value.find('/', pos);
-        if (next == std::string::npos) next = value.size();
-        if (value.compare(pos, next - pos, "..") == 0 && next - pos == 2) {
-          return Status::InvalidArgument(field + ": '" + value +
-                                         "' leaves the task directory ('..' is not allowed)");
-        }
-        pos = next + 1;
-      }
-      return value;
-    }
-    case SettingType::kList: {
-      TSR_ASSIGN_OR_RETURN(std::vector<std::string> words, ListValue(value));
-      if (words.size() > kMaxListWords) {
-        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxListWords) +
-                                       " words, got " + std::to_string(words.size()));
-      }
-      // Each word becomes an argv word as it is: the same checks as a string value.
-      for (size_t i = 0; i < words.size(); ++i) {
-        TSR_RETURN_IF_ERROR(CheckText(words[i], field + "[" + std::to_string(i) + "]"));
-      }
-      return nlohmann::json(words).dump();
-    }
-    case SettingType::kEnv: {
-      auto vars = EnvValue(value);
-      if (!vars.ok()) return Status::InvalidArgument(field + ": expected a map of NAME: value");
-      if (vars->size() > kMaxEnvVars) {
-        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxEnvVars) +
-                                       " variables, got " + std::to_string(vars->size()));
-      }
-      size_t bytes = 0;
-      for (const auto& [name, text] : *vars) {
-        const std::string why = WhyNotAnEnvName(name);
-        if (!why.empty()) return Status::InvalidArgument(field + "." + name + ": " + why);
-        TSR_RETURN_IF_ERROR(CheckText(text, field + "." + name));
-        bytes += name.size() + text.size();
-      }
-      if (bytes > kMaxEnvBytes) {
-        return Status::InvalidArgument(field + ": " + std::to_string(bytes) +
-                                       " bytes of names and values, more than the limit of " +
-                                       std::to_string(kMaxEnvBytes));
-      }
-      return nlohmann::json(*vars).dump();
-    }
-    case SettingType::kGlobs: {
-      auto patterns = ListValue(value);
-      if (!patterns.ok()) return bad("a list of file patterns");
-      if (patterns->size() > kMaxGlobs) {
-        return Status::InvalidArgument(field + ": at most " + std::to_string(kMaxGlobs) +
-                                       " patterns, got " + std::to_string(patterns->size()));
-      }
-      for (size_t i = 0; i < patterns->size(); ++i) {
-        const std::string& pattern = (*patterns)[i];
-        const std::string f = field + "[" + std::to_string(i) + "]";
-        TSR_RETURN_IF_ERROR(CheckText(pattern, f));
-        if (pattern.empty() || pattern[0] == '/' || pattern[0] == '~' ||
-            pattern.find('\\') != std::string::npos) {
-          return Status::InvalidArgument(f + ": '" + pattern +
-                                         "' must be a pattern relative to the task folder");
-        }
-        for (size_t pos = 0; pos <= pattern.size();) {
-          size_t next = pattern.find('/', pos);
-          if (next == std::string::npos) next = pattern.size();
-          const std::string_view part(pattern.data() + pos, next - pos);
-          if (part.empty() || part == "." || part == "..") {
-            return Status::InvalidArgument(f + ": '" + pattern +
-                                           "' has an empty, '.' or '..' part (the files a "
-                                           "task returns stay inside its folder)");
-          }
-          pos = next + 1;
-        }
-      }
-      return nlohmann::json(*patterns).dump();
-    }
-  }
-  return bad("a value");
-}
 
 Status ReadArgs(const YAML::Node& node, const std::string& field, std::vector<ArgItem>* out) {
   if (!node.IsSequence()) {
@@ -275,110 +117,16 @@ StatusOr<std::vector<FailureRule>> ReadFailureRules(const YAML::Node& node) {
   return rules;
 }
 
-}  // namespace
+// The keys of plugin.yaml that are read after the rest are checked.
+struct LaterKeys {
+  std::string runs = "frame";
+  YAML::Node args, failure_classes, settings;
+};
 
-const char* SettingTypeName(SettingType type) {
-  switch (type) {
-    case SettingType::kBool:
-      return "bool";
-    case SettingType::kInt:
-      return "int";
-    case SettingType::kFloat:
-      return "float";
-    case SettingType::kString:
-      return "string";
-    case SettingType::kEnum:
-      return "enum";
-    case SettingType::kPath:
-      return "path";
-    case SettingType::kList:
-      return "list";
-    case SettingType::kEnv:
-      return "env";
-    case SettingType::kGlobs:
-      return "globs";
-  }
-  return "?";
-}
-
-const SettingSpec* PluginSpec::FindSetting(std::string_view key) const {
-  for (const SettingSpec& s : settings) {
-    if (s.name == key) return &s;
-  }
-  return nullptr;
-}
-
-StatusOr<std::vector<std::string>> ListValue(const std::string& json_text) {
-  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
-  if (!j.is_array()) return Status::InvalidArgument("expected a list of words");
-  std::vector<std::string> out;
-  for (const auto& w : j) {
-    if (!w.is_string()) return Status::InvalidArgument("expected a list of words");
-    out.push_back(w.get<std::string>());
-  }
-  return out;
-}
-
-StatusOr<std::map<std::string, std::string>> EnvValue(const std::string& json_text) {
-  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
-  if (!j.is_object()) return Status::InvalidArgument("expected a map of NAME: value");
-  std::map<std::string, std::string> out;
-  for (const auto& [name, value] : j.items()) {
-    if (!value.is_string()) return Status::InvalidArgument("expected a map of NAME: value");
-    out[name] = value.get<std::string>();
-  }
-  return out;
-}
-
-std::string WhyNotAnEnvName(const std::string& name) {
-  const bool well_formed =
-      !name.empty() && name.size() <= 128 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-      std::all_of(name.begin(), name.end(),
-                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-  if (!well_formed) return "not a variable name (letters, digits and _, not starting with a digit)";
-  if (name.rfind("LD_", 0) == 0) return "the dynamic loader's variables may not be set";
-  if (name.rfind("TESSERA_", 0) == 0) return "Tessera's own variables may not be set";
-  for (const char* own : {"HOME", "USER", "LOGNAME", "PATH", "CUDA_VISIBLE_DEVICES"}) {
-    if (name == own) return "set by the worker for every task";
-  }
-  return "";
-}
-
-StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string& description,
-                                      bool tiles, bool sample_parts,
-                                      std::string_view declaration_yaml) {
-  YAML::Node root;
-  if (!declaration_yaml.empty()) {
-    TSR_ASSIGN_OR_RETURN(root, yaml::Parse(declaration_yaml, "plugin " + name + " declaration"));
-    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-    if (!root.IsMap()) {
-      return Status::InvalidArgument("plugin " + name + " declaration: expected a map");
-    }
-    for (const auto& kv : root) {
-      const std::string key = kv.first.Scalar();
-      if (key != "scene" && key != "settings") {
-        return Status::InvalidArgument("plugin " + name + " declaration: " + key +
-                                       ": only scene and settings may be declared");
-      }
-    }
-  }
-  root["name"] = name;
-  root["description"] = description;
-  root["native"] = true;
-  root["tiles"] = tiles;
-  YAML::Emitter out;
-  out << root;
-  TSR_ASSIGN_OR_RETURN(PluginSpec spec, ParsePluginYaml(out.c_str(), "plugin " + name));
-  // TSR_CAP_SAMPLE_PARTS: sample ranges, returned as exact accumulations.
-  spec.sample_parts = sample_parts;
-  spec.exact_parts = sample_parts;
-  spec.declaration = std::string(declaration_yaml);
-  return spec;
-}
-
-StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what) {
-  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, what));
-  PluginSpec p;
+// Every key of plugin.yaml into `p` (unknown keys refused); a native plugin may give only what a
+// job may give it.
+StatusOr<LaterKeys> ReadKeys(const YAML::Node& root, PluginSpec& p) {
+  LaterKeys later;
   yaml::MapReader r(root, "");
   r.Required("name", &p.name).Optional("description", &p.description).Optional("native", &p.native);
   {
@@ -399,9 +147,8 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
         .Optional("required", &p.scene_required);
     r.Fail(s.Finish());
   }
-  std::string runs = "frame";
-  r.Optional("runs", &runs);
-  YAML::Node args = r.Child("args");
+  r.Optional("runs", &later.runs);
+  later.args = r.Child("args");
   if (p.native) {
     // A C++ plugin (plugins/api/renderer_api.h) declares only what a job may give it.
     for (const char* key : {"executable", "version", "runs", "args", "output", "progress", "errors",
@@ -443,10 +190,14 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   }
   r.OptionalList("errors", &p.error_regexes, kMaxPatterns)
       .OptionalList("success_exit_codes", &p.success_exit_codes, 64);
-  const YAML::Node failure_classes = r.Child("failure_classes");
-  YAML::Node settings = r.Child("settings");
+  later.failure_classes = r.Child("failure_classes");
+  later.settings = r.Child("settings");
   TSR_RETURN_IF_ERROR(r.Finish());
+  return later;
+}
 
+// A name, a program to run (or a native plugin), how often it runs, the scene files it takes.
+Status CheckProgram(PluginSpec& p, const std::string& runs) {
   if (p.name.empty() || p.name.size() > 64 ||
       !std::all_of(p.name.begin(), p.name.end(), [](char c) {
         return std::islower(static_cast<unsigned char>(c)) ||
@@ -487,11 +238,11 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
                                      "]: not among scene.extensions");
     }
   }
-  if (!p.native && (!args.IsDefined() || args.IsNull())) {
-    return Status::InvalidArgument("args: required field is missing");
-  }
-  if (!p.native) TSR_RETURN_IF_ERROR(ReadArgs(args, "args", &p.args));
+  return Status::Ok();
+}
 
+// The patterns compile, and name groups they have: version, progress, errors.
+Status CheckPatterns(const PluginSpec& p) {
   unsigned groups = 0;
   if (!p.version_regex.empty()) {
     TSR_RETURN_IF_ERROR(CheckRegex(p.version_regex, "version.regex", &groups));
@@ -520,56 +271,12 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
   if (p.success_exit_codes.empty()) {
     return Status::InvalidArgument("success_exit_codes: must list at least one code");
   }
-  TSR_ASSIGN_OR_RETURN(p.failure_rules, ReadFailureRules(failure_classes));
+  return Status::Ok();
+}
 
-  if (settings.IsDefined() && !settings.IsNull()) {
-    if (!settings.IsMap()) {
-      return Status::InvalidArgument("settings: expected a map of setting names");
-    }
-    TSR_RETURN_IF_ERROR(yaml::CheckListSize(settings, "settings", kMaxSettings));
-    for (const auto& kv : settings) {
-      SettingSpec s;
-      s.name = kv.first.Scalar();
-      const std::string f = "settings." + s.name;
-      if (s.name.empty() || p.FindSetting(s.name)) {
-        return Status::InvalidArgument(f + ": empty or repeated setting name");
-      }
-      yaml::MapReader sr(kv.second, f);
-      std::string type;
-      double min = 0, max = 0;
-      sr.Required("type", &type).Optional("description", &s.description);
-      if (sr.Has("min")) sr.Optional("min", &min), s.min = min;
-      if (sr.Has("max")) sr.Optional("max", &max), s.max = max;
-      sr.OptionalList("values", &s.values, 256)
-          .Optional("required", &s.required)
-          .Optional("fixed", &s.fixed)
-          .OptionalList("args", &s.args, kMaxArgs);
-      YAML::Node def = sr.Child("default");
-      TSR_RETURN_IF_ERROR(sr.Finish());
-      TSR_ASSIGN_OR_RETURN(s.type, ParseType(type, f + ".type"));
-      if (s.type == SettingType::kEnum && s.values.empty()) {
-        return Status::InvalidArgument(f + ".values: an enum needs its allowed values");
-      }
-      if (def.IsDefined() && !def.IsNull()) {
-        std::string text;
-        if (def.IsSequence()) {
-          std::vector<std::string> words;
-          TSR_RETURN_IF_ERROR(yaml::CheckListSize(def, f + ".default", kMaxListWords));
-          TSR_RETURN_IF_ERROR(yaml::Convert(def, f + ".default", &words));
-          text = nlohmann::json(words).dump();
-        } else if (def.IsScalar()) {
-          text = def.Scalar();
-        } else {
-          return Status::InvalidArgument(f + ".default: expected a value");
-        }
-        TSR_ASSIGN_OR_RETURN(s.default_, CheckValue(s, text, f + ".default"));
-      }
-      if (s.fixed && !s.default_) {
-        return Status::InvalidArgument(f + ".fixed: a fixed setting needs its default");
-      }
-      p.settings.push_back(std::move(s));
-    }
-  }
+// Settings with a role: `outputs` (without output.file, it must offer no images), the one naming
+// another step's frames, the one naming the program.
+Status CheckSettingRoles(const PluginSpec& p) {
   if (!p.native && p.output.empty()) {
     const SettingSpec* outputs = p.FindSetting("outputs");
     if (!outputs || outputs->type != SettingType::kEnum ||
@@ -597,8 +304,11 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
                                      "' must be a string setting of this plugin");
     }
   }
+  return Status::Ok();
+}
 
-  // Dry run: every placeholder of every template must be known.
+// Dry run: every placeholder of every template must be known, and output.file a file name.
+Status DryRunTemplates(const PluginSpec& p) {
   Vars vars;
   Settings all;
   for (const SettingSpec& s : p.settings) {
@@ -633,53 +343,79 @@ StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::stri
           sv, s.args[k], "settings." + s.name + ".args[" + std::to_string(k) + "]", &sink));
     }
   }
-  if (p.native) return p;  // no files: it hands its pixels over in memory
+  if (p.native) return Status::Ok();  // no files: it hands its pixels over in memory
   Lookup out_lookup = [&](const std::string& n) -> StatusOr<std::optional<std::string>> {
     if (n != "frame") return Status::InvalidArgument("only {frame} may appear in output.file");
     return std::optional<std::string>("1");
   };
-  if (p.output.empty()) return p;  // returns files or nothing (checked above)
+  if (p.output.empty()) return Status::Ok();  // returns files or nothing (checked above)
   TSR_RETURN_IF_ERROR(Expand(p.output, out_lookup, "output.file").status());
   if (p.output.empty() || p.output[0] == '/' || p.output.find("..") != std::string::npos) {
     return Status::InvalidArgument("output.file: must be a file name inside the output folder");
   }
+  return Status::Ok();
+}
+
+// A plugin.yaml document: its keys, then each check in turn (the first problem is reported).
+StatusOr<PluginSpec> ReadPlugin(const YAML::Node& root) {
+  PluginSpec p;
+  TSR_ASSIGN_OR_RETURN(const LaterKeys later, ReadKeys(root, p));
+  TSR_RETURN_IF_ERROR(CheckProgram(p, later.runs));
+  if (!p.native && (!later.args.IsDefined() || later.args.IsNull())) {
+    return Status::InvalidArgument("args: required field is missing");
+  }
+  if (!p.native) TSR_RETURN_IF_ERROR(ReadArgs(later.args, "args", &p.args));
+  TSR_RETURN_IF_ERROR(CheckPatterns(p));
+  TSR_ASSIGN_OR_RETURN(p.failure_rules, ReadFailureRules(later.failure_classes));
+  TSR_RETURN_IF_ERROR(internal::ReadSettingSpecs(later.settings, &p));
+  TSR_RETURN_IF_ERROR(CheckSettingRoles(p));
+  TSR_RETURN_IF_ERROR(DryRunTemplates(p));
   return p;
+}
+
+}  // namespace
+
+StatusOr<PluginSpec> NativePluginSpec(const std::string& name, const std::string& description,
+                                      bool tiles, bool sample_parts,
+                                      std::string_view declaration_yaml) {
+  YAML::Node root;
+  if (!declaration_yaml.empty()) {
+    TSR_ASSIGN_OR_RETURN(root, yaml::Parse(declaration_yaml, "plugin " + name + " declaration"));
+    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      return Status::InvalidArgument("plugin " + name + " declaration: expected a map");
+    }
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar();
+      if (key != "scene" && key != "settings") {
+        return Status::InvalidArgument("plugin " + name + " declaration: " + key +
+                                       ": only scene and settings may be declared");
+      }
+    }
+  }
+  root["name"] = name;
+  root["description"] = description;
+  root["native"] = true;
+  root["tiles"] = tiles;
+  YAML::Emitter out;
+  out << root;
+  TSR_ASSIGN_OR_RETURN(PluginSpec spec, ParsePluginYaml(out.c_str(), "plugin " + name));
+  // TSR_CAP_SAMPLE_PARTS: sample ranges, returned as exact accumulations.
+  spec.sample_parts = sample_parts;
+  spec.exact_parts = sample_parts;
+  spec.declaration = std::string(declaration_yaml);
+  return spec;
+}
+
+StatusOr<PluginSpec> ParsePluginYaml(std::string_view yaml_text, const std::string& what) {
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, yaml::Parse(yaml_text, what));
+  return ReadPlugin(root);
 }
 
 std::string InputFrameName(int index) {
   char name[32];
   std::snprintf(name, sizeof name, "frames/%06d.png", index);
   return name;
-}
-
-StatusOr<Settings> ResolveSettings(const PluginSpec& plugin, const Settings& given) {
-  Settings out;
-  for (const auto& [name, value] : given) {
-    const SettingSpec* s = plugin.FindSetting(name);
-    if (!s) {
-      std::string known;
-      for (const SettingSpec& k : plugin.settings) known += (known.empty() ? "" : ", ") + k.name;
-      return Status::InvalidArgument("settings." + name + ": unknown setting for renderer " +
-                                     plugin.name + " (known: " + (known.empty() ? "none" : known) +
-                                     ")");
-    }
-    TSR_ASSIGN_OR_RETURN(out[name], CheckValue(*s, value, "settings." + name));
-    // (Given as the default, it is what resolved settings say: a worker resolves them again.)
-    if (s->fixed && out[name] != *s->default_) {
-      return Status::InvalidArgument("settings." + name + ": fixed by renderer " + plugin.name +
-                                     " (always " + *s->default_ + ")");
-    }
-  }
-  for (const SettingSpec& s : plugin.settings) {
-    if (out.count(s.name)) continue;
-    if (s.default_) {
-      out[s.name] = *s.default_;
-    } else if (s.required) {
-      return Status::InvalidArgument("settings." + s.name + ": required by renderer " +
-                                     plugin.name);
-    }
-  }
-  return out;
 }
 
 }  // namespace tessera::plugin

@@ -122,6 +122,48 @@ TEST_F(CliE2eTest, SubmitRejectsBadJobFilesWithoutAServer) {
   }
 }
 
+// `tessera check` tells each kind of file apart by its one parse (a job, a job with steps, an
+// OpenJD job or environment template) and names the problem in each, without a server.
+TEST_F(CliE2eTest, CheckTellsEachKindOfFileAndNamesItsProblem) {
+  Write("scene.yaml", kTinyScene);
+  const std::string job = Write("job.yaml", "name: a\nscene: scene.yaml\nframes: 1-2\n");
+  const std::string steps =
+      Write("steps.yaml", "name: s\nframes: 1-2\nsteps:\n  - {name: a, renderer: noop}\n");
+  const std::string job_template =
+      Write("template.yaml",
+            "specificationVersion: jobtemplate-2023-09\nname: t\nsteps:\n  - name: Run\n"
+            "    script: {actions: {onRun: {command: /bin/true}}}\n");
+  const std::string environment = Write(
+      "environment.yaml",
+      "specificationVersion: environment-2023-09\nenvironment: {name: E, variables: {A: b}}\n");
+  RunResult r = Tessera({"check", job, steps, job_template, environment});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [file, what] :
+       {std::pair{job, "a Tessera job file"}, std::pair{steps, "a Tessera job file with steps"},
+        std::pair{job_template, "an Open Job Description job template"},
+        std::pair{environment, "an Open Job Description environment template"}}) {
+    EXPECT_NE(r.out.find(file + ": valid, " + what + "\n"), std::string::npos) << r.out;
+  }
+  const std::string bad_steps = Write(
+      "bad-steps.yaml",
+      "name: s\nframes: 1-2\nsteps:\n  - {name: a, renderer: noop, depends_on: [{step: b}]}\n");
+  const std::string bad_template =
+      Write("bad-template.yaml",
+            "specificationVersion: jobtemplate-2023-09\nname: t\ncolour: red\nsteps:\n"
+            "  - name: Run\n    script: {actions: {onRun: {command: /bin/true}}}\n");
+  const std::string bad_yaml = Write("bad-yaml.yaml", "name: a\nframes: [1\n");
+  r = Tessera({"check", bad_steps, bad_template, bad_yaml});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_steps + ": steps[0].depends_on[0].step: no step named 'b'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_template + ": colour"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_yaml + ": job: YAML syntax error"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(CountLines(r.err), 3) << r.err;
+}
+
 TEST_F(CliE2eTest, BytesThatAreNotUtf8AreAnErrorNotACrash) {
   Write("scene.yaml", kTinyScene);
   // In the job file: refused with the byte offset (the CLI used to abort in a JSON dump).

@@ -1,21 +1,24 @@
 // Fuzzes the job file parser (shared/jobs/job_file.h) as the API and the CLI use it: ParseJobYaml,
-// then ValidateJob and what the scheduler derives from an accepted job; a job file with steps
-// (shared/jobs/job_steps.h) through ParsePipelineYaml, each step as a job; an Open Job Description
-// template (shared/openjd/openjd.h) through CheckTemplate and TranslateTemplate (defaults, a bundle's
-// folders; an environment template around a job), the job file it makes through
-// ParsePipelineYaml (which must accept it) and each step's session through PlanTask (its first
-// and last task). A job that parses must hold only valid UTF-8 (the store writes its lists as
-// JSON text, which would throw otherwise).
+// then ValidateJob and what the scheduler derives from an accepted job; the one parse of a job
+// file (shared/jobs/parsed_job_file.h), which must agree with those text parsers; a job file with
+// steps (shared/jobs/job_steps.h) through ParsePipelineYaml, each step as a job; an Open Job
+// Description template (shared/openjd/openjd.h) through CheckTemplate and TranslateTemplate
+// (defaults, a bundle's folders; an environment template around a job), the job file it makes
+// through ParsePipelineYaml (which must accept it) and each step's session through PlanTask (its
+// first and last task). A job that parses must hold only valid UTF-8 (the store writes its lists
+// as JSON text, which would throw otherwise).
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <variant>
 
+#include "shared/base/utf8.h"
 #include "shared/jobs/job_file.h"
 #include "shared/jobs/job_steps.h"
+#include "shared/jobs/parsed_job_file.h"
 #include "shared/openjd/openjd.h"
-#include "shared/base/utf8.h"
 
 namespace {
 
@@ -23,6 +26,28 @@ using tessera::utf8::IsValid;
 
 void MustBeValid(const std::string& text) {
   if (!IsValid(text)) std::abort();
+}
+
+// The one parse the CLI and the scheduler use (shared/jobs/parsed_job_file.h) must agree with
+// the text parsers of a job file: the same file accepted, the same error word for word.
+void MustAgreeWithTheTextParsers(std::string_view text) {
+  namespace spec = tessera::spec;
+  const tessera::StatusOr<spec::ParsedJobFile> parsed = spec::ParseJobFile(text);
+  tessera::Status expected;
+  size_t steps = 0;
+  if (spec::HasSteps(text)) {
+    tessera::StatusOr<spec::PipelineSpec> pipeline = spec::ParsePipelineYaml(text);
+    expected = pipeline.status();
+    if (pipeline.ok()) steps = pipeline->steps.size();
+  } else {
+    tessera::StatusOr<spec::JobSpec> job = spec::ParseJobYaml(text);
+    expected = job.ok() ? spec::CheckRunsAlone(*job) : job.status();
+  }
+  if (parsed.ok() != expected.ok()) std::abort();
+  if (!parsed.ok() && parsed.status().message() != expected.message()) std::abort();
+  if (parsed.ok() && steps > 0 && std::get<spec::PipelineSpec>(*parsed).steps.size() != steps) {
+    std::abort();
+  }
 }
 
 }  // namespace
@@ -71,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
+  MustAgreeWithTheTextParsers(text);
   if (tessera::spec::HasSteps(text)) {
     tessera::StatusOr<tessera::spec::PipelineSpec> pipeline =
         tessera::spec::ParsePipelineYaml(text);

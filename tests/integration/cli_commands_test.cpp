@@ -8,8 +8,12 @@
 #include <sstream>
 #include <thread>
 
+#include "scheduler/cli/commands.h"
+#include "shared/base/yaml_util.h"
+#include "shared/plugins/plugin_catalog.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/scenes.h"
 
 namespace tessera::testing {
 namespace {
@@ -305,6 +309,43 @@ TEST_F(CliCommandsTest, WhatHoldsAJobIsSaidOnceByWaitAndShownPerStepByStatus) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "notice     step comp: no connected worker can run this job"))
       << r.out;
+}
+
+// `tessera submit` reads a job file once: one YAML parse says what it is and gives its checked
+// spec (each step's too), and a scene is parsed once. Run in process (the tessera_cli library)
+// to count the documents parsed: a job, a job with steps and an OpenJD template.
+TEST_F(CliCommandsTest, SubmitParsesTheJobFileOnceAndEachSceneOnce) {
+  cli::ClientOptions options;
+  options.connection.server = farm_.api_url();
+  options.connection.token = farm_.token();
+  // What a CLI reads once whatever it submits: the renderers it knows.
+  ASSERT_FALSE(plugin::BuiltinPlugins().empty());
+  const auto documents_parsed = [&](const std::string& name, const std::string& text) {
+    const std::string file = farm_.dir() + "/" + name;
+    WriteFile(file, text);
+    const int64_t before = yaml::DocumentsParsedOnThisThread();
+    EXPECT_EQ(cli::RunSubmit(options, file, cli::SubmitOptions()), cli::kExitOk) << name;
+    return yaml::DocumentsParsedOnThisThread() - before;
+  };
+  WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(16, 12, 1));
+  EXPECT_EQ(documents_parsed("noop.yaml", "name: a\nrenderer: noop\nframes: 1-3\n"), 1);
+  // The job file, then its scene.
+  EXPECT_EQ(documents_parsed("render.yaml", "name: b\nscene: scene.yaml\nframes: 1\n"), 2);
+  EXPECT_EQ(documents_parsed("steps.yaml",
+                             "name: c\nframes: 1-4\nsteps:\n"
+                             "  - {name: sim, renderer: noop, chunk_size: 2}\n"
+                             "  - {name: more, renderer: noop}\n"
+                             "  - {name: render, scene: scene.yaml, frames: '1',\n"
+                             "     depends_on: [{step: sim}]}\n"),
+            2);
+  EXPECT_EQ(documents_parsed("template.yaml",
+                             "specificationVersion: jobtemplate-2023-09\nname: d\n"
+                             "parameterDefinitions: [{name: N, type: STRING, default: '1-3'}]\n"
+                             "steps:\n  - name: Run\n    parameterSpace:\n"
+                             "      taskParameterDefinitions:\n"
+                             "        - {name: I, type: INT, range: '{{Param.N}}'}\n"
+                             "    script: {actions: {onRun: {command: /bin/true}}}\n"),
+            1);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "shared/jobs/job_file.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <ctime>
 
@@ -16,6 +17,12 @@ void ExpectError(const StatusOr<JobSpec>& job, const std::string& field) {
   EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(job.status().message().rfind(field, 0), 0u)
       << "'" << job.status().message() << "' should start with " << field;
+}
+
+void ExpectError(const Status& status, const std::string& field) {
+  ASSERT_FALSE(status.ok()) << "expected an error naming " << field;
+  EXPECT_EQ(status.message().rfind(field, 0), 0u)
+      << "'" << status.message() << "' should start with " << field;
 }
 
 TEST(JobSpecTest, ParsesDefaults) {
@@ -257,6 +264,53 @@ TEST(JobSpecTest, DeadlinesAreIsoTimesWithTheirOffset) {
   EXPECT_TRUE(defaults->interruptible);
   EXPECT_FALSE(defaults->deadline_ms.has_value());
   EXPECT_FALSE(defaults->output.exr_float);
+}
+
+// A document already parsed reads exactly as its text would (a job file read once, a step).
+TEST(JobSpecTest, ADocumentReadsAsItsText) {
+  const std::string text =
+      "name: shot\nscene: s.yaml\nframes: 3-9\ntiles: 2x2\npriority: 70\ntags: [a, b]\n"
+      "resources: {cpu_cores: 4}\noutput: {pattern: \"b.####\", formats: [exr]}\n";
+  StatusOr<JobSpec> from_text = ParseJobYaml(text);
+  ASSERT_TRUE(from_text.ok()) << from_text.status().ToString();
+  StatusOr<JobSpec> from_node = ParseJobNode(YAML::Load(text));
+  ASSERT_TRUE(from_node.ok()) << from_node.status().ToString();
+  EXPECT_EQ(from_node->frame_start, 3);
+  EXPECT_EQ(from_node->tiles_x * from_node->tiles_y, 4);
+  EXPECT_EQ(from_node->priority, from_text->priority);
+  EXPECT_EQ(from_node->tags, from_text->tags);
+  EXPECT_EQ(from_node->resources.cpu_cores, 4);
+  EXPECT_EQ(from_node->output.pattern, from_text->output.pattern);
+  const std::string bad = "name: shot\nframes: 1\nprority: 3\n";
+  EXPECT_EQ(ParseJobNode(YAML::Load(bad)).status().message(), ParseJobYaml(bad).status().message());
+}
+
+// ValidateJob runs its checks in a fixed order, the first problem reported: a job wrong in
+// several ways is refused for the earliest field in that order.
+TEST(JobSpecTest, TheFirstProblemInCheckOrderIsReported) {
+  JobSpec job;
+  job.name = "bad name";
+  job.project = "";
+  job.frame_start = 9;
+  job.frame_end = 1;
+  job.priority = 101;
+  job.output.formats = {};
+  ExpectError(ValidateJob(job), "name:");
+  job.name = "ok";
+  ExpectError(ValidateJob(job), "project:");
+  job.project = "p";
+  ExpectError(ValidateJob(job), "scene:");
+  job.renderer = kRendererNoop;
+  ExpectError(ValidateJob(job), "frames:");
+  job.frame_start = 1;
+  ExpectError(ValidateJob(job), "priority:");
+  job.priority = 50;
+  job.resources.gpus = -1;
+  ExpectError(ValidateJob(job), "resources.gpus:");
+  job.resources.gpus = 0;
+  ExpectError(ValidateJob(job), "output.formats:");
+  job.output.formats = {"png"};
+  EXPECT_TRUE(ValidateJob(job).ok());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/plugins/plugin_catalog.h"
 
@@ -494,6 +495,27 @@ TEST(PluginSpecTest, ThePathTracerIsDescribedByItsSpec) {
   StatusOr<PluginSpec> clash = NativePluginSpec("pathtracer", "", true, true, "");
   ASSERT_TRUE(clash.ok());
   EXPECT_EQ(RegisterNativePlugin(*clash).code(), StatusCode::kAlreadyExists);
+}
+
+// plugin.yaml is read in stages (its keys, the program, the patterns, the failure classes, the
+// settings, the settings with a role, a dry run of the templates): a file wrong in several ways
+// is refused for the earliest stage, and each plugin.yaml is parsed once.
+TEST(PluginSpecTest, TheFirstProblemInCheckOrderIsReported) {
+  auto error = [](const std::string& yaml) {
+    StatusOr<PluginSpec> p = ParsePluginYaml(yaml, "plugin.yaml");
+    return p.ok() ? std::string("ok") : p.status().message();
+  };
+  const std::string bad_regex = "progress: {regex: '(', percent_group: 1}\n";
+  const std::string bad_setting = "settings: {q: {type: colour}}\n";
+  const std::string bad_template = "args: [\"{fram}\"]\n";
+  const std::string head = "name: demo\nexecutable: {names: [demo]}\noutput: {file: a.png}\n";
+  EXPECT_EQ(error("name: Demo\n" + bad_regex + bad_setting + bad_template).rfind("name:", 0), 0u);
+  EXPECT_EQ(error(head + bad_template + bad_regex + bad_setting).rfind("progress.regex", 0), 0u);
+  EXPECT_EQ(error(head + bad_template + bad_setting).rfind("settings.q.type", 0), 0u);
+  EXPECT_EQ(error(head + bad_template).rfind("args[0]: unknown placeholder {fram}", 0), 0u);
+  const int64_t before = yaml::DocumentsParsedOnThisThread();
+  EXPECT_EQ(error(head + "args: [x]\n"), "ok");
+  EXPECT_EQ(yaml::DocumentsParsedOnThisThread() - before, 1);
 }
 
 }  // namespace
