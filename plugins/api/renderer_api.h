@@ -41,6 +41,13 @@
 extern "C" {
 #endif
 
+// The settings_json key by which a host tells a plugin where a scene's files may come from: a
+// JSON array of canonical folders. The worker sends it with every request, over any job setting
+// of that name. A plugin that reads the files a scene names keeps them inside the request's
+// scene_dir (relative paths) or one of these folders (absolute paths), and fails the render
+// naming the key and the path otherwise.
+#define TSR_SETTING_INPUT_ROOTS "tessera.input_roots"
+
 // What render() returns.
 enum {
   TSR_RENDER_OK = 0,

@@ -104,8 +104,8 @@ int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error
   if (!scene.ok()) return Fail(scene.status().WithContext("scene"), error, error_size);
   if (r->settings_json != nullptr) {
     const nlohmann::json settings = nlohmann::json::parse(r->settings_json, nullptr, false);
-    if (settings.is_object() && settings.contains(kInputRootsSetting)) {
-      const nlohmann::json& roots = settings[kInputRootsSetting];
+    if (settings.is_object() && settings.contains(TSR_SETTING_INPUT_ROOTS)) {
+      const nlohmann::json& roots = settings[TSR_SETTING_INPUT_ROOTS];
       scene->confine_inputs = true;
       if (roots.is_array()) {
         for (const nlohmann::json& root : roots) {

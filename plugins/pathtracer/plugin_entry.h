@@ -5,11 +5,6 @@
 #include "plugins/api/renderer_api.h"
 
 #ifdef __cplusplus
-namespace tessera::pathtracer {
-// The settings key a host confines the scene's files with (no job setting can have this name).
-inline constexpr const char* kInputRootsSetting = "tessera.input_roots";
-}  // namespace tessera::pathtracer
-
 extern "C" {
 #endif
 
@@ -18,9 +13,9 @@ extern "C" {
 // scene_dir. `device` picks the backend: "cpu", "cuda" (an error without a usable GPU) or
 // "auto" (the pinned GPUs when there are, else the CPU); a frame is split over all the task's
 // GPUs (ABI 2.2), and a task with no GPU renders on the CPU whatever `device` says. When the
-// request's settings hold kInputRootsSetting (a JSON array of canonical folders; the worker always
-// sends it), every file the scene names must resolve inside scene_dir (relative paths) or one of
-// those folders (absolute ones), or the render fails naming the key and the path.
+// request's settings hold TSR_SETTING_INPUT_ROOTS (the worker always sends it), every file the
+// scene names must resolve inside scene_dir (relative paths) or one of those folders (absolute
+// ones), or the render fails naming the key and the path.
 const TsrRendererPlugin* tsr_pathtracer_plugin(void);
 
 #ifdef __cplusplus

@@ -11,11 +11,6 @@ namespace tessera::pathtracer {
 #if !defined(TSR_HAVE_CUDA)
 int CudaDeviceCount() { return 0; }
 
-std::vector<CudaDevice> ListCudaDevices(std::string* why) {
-  if (why) *why = "built without CUDA";
-  return {};
-}
-
 Status RenderCuda(const FlatScene&, const RenderJob&, const RenderRequest&, RenderedImage*) {
   return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");
 }

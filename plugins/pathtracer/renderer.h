@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "shared/base/status.h"
 #include "shared/images/rendered_image.h"
 #include "shared/scenes/scene_file.h"
-#include "shared/base/status.h"
 
 namespace tessera::pathtracer {
 
@@ -81,21 +81,6 @@ struct RenderRequest {
 
 // True when this build has the CUDA backend and a usable device is present.
 bool CudaAvailable();
-
-struct CudaDevice {
-  int index = 0;
-  std::string name;
-  int64_t memory_mb = 0;
-  int compute_major = 0;
-  int compute_minor = 0;
-  std::string driver_version;   // the newest CUDA version the driver supports, "12.4"
-  std::string runtime_version;  // the CUDA runtime this build links, "12.4"
-  std::string pci_bus_id;       // "0000:3b:00.0": how NVML's devices are matched to these
-};
-
-// The CUDA devices this build can render on (the worker advertises them when it registers).
-// Empty when the build has no CUDA backend or no driver/device is present; `why` then says which.
-std::vector<CudaDevice> ListCudaDevices(std::string* why = nullptr);
 
 // What one device holds to render the request: the flattened scene's arrays (BVH nodes,
 // primitives, materials, textures, environment map) plus its frame buffers (the integer sums and

@@ -158,6 +158,12 @@ class HttpApi {
   void TokenRoutes();
   void FarmRoutes();
   void EventRoutes();
+  // The jobs routes' longer handlers (routes_jobs.cpp).
+  void PostJob(Req req, Res res, const security::Caller& caller);
+  void ListJobs(Req req, Res res, const security::Caller& caller);
+  void GetJob(Res res, const security::Caller& caller, int64_t id);
+  void ListJobTasks(Req req, Res res, int64_t id);
+  void DeleteJob(Res res, const security::Caller& caller, int64_t id);
   // Wakes the open event streams whenever the bus has news (one thread for all of them).
   void PumpEvents();
 

@@ -161,19 +161,17 @@ void GpuTelemetrySamples(Exposition& out, const nlohmann::json& workers) {
   }
 }
 
-}  // namespace
-
-std::string RenderMetrics(store::Store& store, broker::Broker& broker,
-                          const http::ServerCounters& api, const events::FarmAlerts* alerts,
-                          const events::WebhookNotifier* webhooks) {
-  using store::JobState, store::TaskState, store::WorkerState;
-  Exposition out;
+// The build and when this process started.
+void ProcessSamples(Exposition& out) {
   out.Family("tessera_build_info", "gauge", "Tessera scheduler build; the value is always 1.");
   out.Sample("tessera_build_info", 1, {{"version", TESSERA_VERSION}});
   out.Family("process_start_time_seconds", "gauge",
              "Start time of the scheduler process since the Unix epoch, in seconds.");
   out.Sample("process_start_time_seconds", kProcessStartSeconds);
+}
 
+// The farm-level alerts active now (none without an alert list).
+void AlertSamples(Exposition& out, const events::FarmAlerts* alerts) {
   const std::vector<events::FarmAlert> active =
       alerts != nullptr ? alerts->List() : std::vector<events::FarmAlert>{};
   out.Family("tessera_alerts_active", "gauge",
@@ -183,30 +181,34 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   for (const events::FarmAlert& alert : active) {
     out.Sample("tessera_alert_active", 1, {{"kind", alert.kind}, {"key", alert.key}});
   }
+}
 
-  if (webhooks != nullptr) {
-    const auto counts = webhooks->counts();
-    out.Family("tessera_webhook_deliveries_total", "counter",
-               "Events a webhook receiver acknowledged (2xx).");
-    for (const auto& [receiver, c] : counts) {
-      out.Sample("tessera_webhook_deliveries_total", static_cast<double>(c.delivered),
-                 {{"receiver", receiver}});
-    }
-    out.Family("tessera_webhook_failed_attempts_total", "counter",
-               "Deliveries that failed (receiver down, slow or not 2xx) and were retried.");
-    for (const auto& [receiver, c] : counts) {
-      out.Sample("tessera_webhook_failed_attempts_total", static_cast<double>(c.failed_attempts),
-                 {{"receiver", receiver}});
-    }
-    out.Family("tessera_webhook_last_event_id", "gauge",
-               "The id of the last event a receiver acknowledged.");
-    for (const auto& [receiver, c] : counts) {
-      out.Sample("tessera_webhook_last_event_id", static_cast<double>(c.last_event_id),
-                 {{"receiver", receiver}});
-    }
+// Each webhook receiver's deliveries.
+void WebhookSamples(Exposition& out, const events::WebhookNotifier& webhooks) {
+  const auto counts = webhooks.counts();
+  out.Family("tessera_webhook_deliveries_total", "counter",
+             "Events a webhook receiver acknowledged (2xx).");
+  for (const auto& [receiver, c] : counts) {
+    out.Sample("tessera_webhook_deliveries_total", static_cast<double>(c.delivered),
+               {{"receiver", receiver}});
   }
+  out.Family("tessera_webhook_failed_attempts_total", "counter",
+             "Deliveries that failed (receiver down, slow or not 2xx) and were retried.");
+  for (const auto& [receiver, c] : counts) {
+    out.Sample("tessera_webhook_failed_attempts_total", static_cast<double>(c.failed_attempts),
+               {{"receiver", receiver}});
+  }
+  out.Family("tessera_webhook_last_event_id", "gauge",
+             "The id of the last event a receiver acknowledged.");
+  for (const auto& [receiver, c] : counts) {
+    out.Sample("tessera_webhook_last_event_id", static_cast<double>(c.last_event_id),
+               {{"receiver", receiver}});
+  }
+}
 
-  const broker::Broker::Counters counters = broker.counters();
+// Failed attempts by the class the worker reported (every class, 0 included), and the
+// dispatch queue's depth.
+void DispatchSamples(Exposition& out, const broker::Broker::Counters& counters) {
   out.Family("tessera_task_failures_total", "counter",
              "Failed task attempts by the class the worker reported (render, crash, scene_error, "
              "out_of_memory, license, timeout, asset, storage_full, no_slot).");
@@ -223,37 +225,43 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
              "Tasks queued and dispatchable: in the dispatch queue, not paused, not waiting on a "
              "dependency.");
   out.Sample("tessera_queue_depth", static_cast<double>(counters.queue_depth));
+}
 
+// Tasks, jobs and workers by state, from the store's counters (never a scan of the tasks).
+void FarmStateSamples(Exposition& out, store::Store& store) {
+  using store::JobState, store::TaskState, store::WorkerState;
   StatusOr<store::FarmSummary> summary = store.Summary();
-  if (summary.ok()) {
-    out.Family("tessera_tasks", "gauge", "Tasks by state.");
-    for (TaskState s : {TaskState::kQueued, TaskState::kRunning, TaskState::kDone,
-                        TaskState::kFailed, TaskState::kCanceled}) {
-      out.Sample("tessera_tasks", static_cast<double>(summary->tasks.in(s)),
-                 {{"state", store::TaskStateName(s)}});
-    }
-    out.Family("tessera_jobs", "gauge", "Jobs by state.");
-    std::vector<std::string> job_states;
-    for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kFailed,
-                       JobState::kCanceled}) {
-      job_states.emplace_back(store::JobStateName(s));
-    }
-    StateSamples(out, "tessera_jobs", job_states, summary->jobs_by_state);
-    out.Family("tessera_workers", "gauge", "Registered workers by state.");
-    std::vector<std::string> worker_states;
-    for (WorkerState s : {WorkerState::kIdle, WorkerState::kBusy, WorkerState::kOffline}) {
-      worker_states.emplace_back(store::WorkerStateName(s));
-    }
-    StateSamples(out, "tessera_workers", worker_states, summary->workers_by_state);
-  } else {
+  if (!summary.ok()) {
     spdlog::warn("/metrics: cannot read the farm summary: {}", summary.status().ToString());
     out.Comment("tessera_tasks, tessera_jobs, tessera_workers left out: " +
                 summary.status().ToString());
+    return;
   }
+  out.Family("tessera_tasks", "gauge", "Tasks by state.");
+  for (TaskState s : {TaskState::kQueued, TaskState::kRunning, TaskState::kDone, TaskState::kFailed,
+                      TaskState::kCanceled}) {
+    out.Sample("tessera_tasks", static_cast<double>(summary->tasks.in(s)),
+               {{"state", store::TaskStateName(s)}});
+  }
+  out.Family("tessera_jobs", "gauge", "Jobs by state.");
+  std::vector<std::string> job_states;
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kDone, JobState::kFailed,
+                     JobState::kCanceled}) {
+    job_states.emplace_back(store::JobStateName(s));
+  }
+  StateSamples(out, "tessera_jobs", job_states, summary->jobs_by_state);
+  out.Family("tessera_workers", "gauge", "Registered workers by state.");
+  std::vector<std::string> worker_states;
+  for (WorkerState s : {WorkerState::kIdle, WorkerState::kBusy, WorkerState::kOffline}) {
+    worker_states.emplace_back(store::WorkerStateName(s));
+  }
+  StateSamples(out, "tessera_workers", worker_states, summary->workers_by_state);
+}
 
+// The attempt history's outcomes, as the store recorded them (the same rows the task log
+// shows); failed ones by class ("unknown" for attempts recorded before classes were kept).
+void AttemptSamples(Exposition& out, store::Store& store) {
   const std::map<std::pair<std::string, std::string>, int64_t> attempts = store.AttemptCounts();
-  // The attempt history's outcomes, as the store recorded them (the same rows the task log
-  // shows); failed ones by class ("unknown" for attempts recorded before classes were kept).
   out.Family("tessera_attempts_total", "counter",
              "Task attempts ended, by outcome (done, failed, lost, handed_back, canceled) and, "
              "for failed ones, failure class.");
@@ -269,12 +277,15 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
     out.Sample("tessera_attempts_total", static_cast<double>(count),
                {{"outcome", "failed"}, {"class", key.second.empty() ? "unknown" : key.second}});
   }
+}
 
+// The GPUs of the workers that are not offline, and each connected GPU's telemetry.
+void GpuSamples(Exposition& out, store::Store& store, broker::Broker& broker) {
   StatusOr<std::vector<store::WorkerRecord>> workers = store.ListWorkers();
   if (workers.ok()) {
     size_t gpus = 0;
     for (const store::WorkerRecord& w : *workers) {
-      if (w.state != WorkerState::kOffline) gpus += w.gpus.size();
+      if (w.state != store::WorkerState::kOffline) gpus += w.gpus.size();
     }
     out.Family("tessera_gpus", "gauge", "GPUs on workers that are not offline.");
     out.Sample("tessera_gpus", static_cast<double>(gpus));
@@ -287,7 +298,10 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   } else {
     out.Comment("tessera_gpu_* left out: " + gpus.status().ToString());
   }
+}
 
+// The broker's and the assembler's running totals since the scheduler started.
+void WorkDoneSamples(Exposition& out, const broker::Broker::Counters& counters) {
   out.Family("tessera_tasks_dispatched_total", "counter",
              "Task assignments sent to workers since the scheduler started (straggler backup "
              "copies included).");
@@ -316,8 +330,10 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
   out.Family("tessera_result_bytes_buffered", "gauge",
              "Bytes of large worker results being received in pieces.");
   out.Sample("tessera_result_bytes_buffered", static_cast<double>(counters.result_bytes_buffered));
+}
 
-  // What the worker link refused or survived.
+// What the worker link refused or survived.
+void WorkerLinkSamples(Exposition& out, const broker::Broker::Counters& counters) {
   for (auto [name, help, value] : {
            std::tuple{"tessera_worker_messages_dropped_total",
                       "Worker messages dropped at the boundary: malformed, or refused (a field "
@@ -339,8 +355,10 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
     out.Family(name, "counter", help);
     out.Sample(name, static_cast<double>(value));
   }
+}
 
-  // The API's own health under load or abuse.
+// The API's own health under load or abuse.
+void ApiSamples(Exposition& out, const http::ServerCounters& api) {
   for (auto [name, type, help, value] : {
            std::tuple{"tessera_api_connections", "gauge", "Open HTTP API connections.",
                       api.open_connections},
@@ -362,6 +380,25 @@ std::string RenderMetrics(store::Store& store, broker::Broker& broker,
     out.Family(name, type, help);
     out.Sample(name, static_cast<double>(value));
   }
+}
+
+}  // namespace
+
+std::string RenderMetrics(store::Store& store, broker::Broker& broker,
+                          const http::ServerCounters& api, const events::FarmAlerts* alerts,
+                          const events::WebhookNotifier* webhooks) {
+  Exposition out;
+  ProcessSamples(out);
+  AlertSamples(out, alerts);
+  if (webhooks != nullptr) WebhookSamples(out, *webhooks);
+  const broker::Broker::Counters counters = broker.counters();
+  DispatchSamples(out, counters);
+  FarmStateSamples(out, store);
+  AttemptSamples(out, store);
+  GpuSamples(out, store, broker);
+  WorkDoneSamples(out, counters);
+  WorkerLinkSamples(out, counters);
+  ApiSamples(out, api);
   return out.Take();
 }
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/e2e/subprocess.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/scenes.h"
 
@@ -28,6 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using std::chrono::seconds;
+using testing::FreePort;
+using testing::Process;
+using testing::ProcessAlive;
+using testing::RunProcess;
+using testing::RunResult;
 
 const std::string kBinDir = TSR_BIN_DIR;
 const std::string kTessera = kBinDir + "/tessera";
@@ -267,9 +272,9 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   const std::string broker_port = std::to_string(FreePort());
   const std::string server = "http://127.0.0.1:" + port;
   const std::string data = dir_ + "/data";
-  BackgroundProcess up({kTessera, "up", "--workers", "2", "--data", data, "--port", port,
-                        "--broker-port", broker_port, "--threads", "1"},
-                       dir_ + "/up.stderr");
+  Process up = Process::StartClient({kTessera, "up", "--workers", "2", "--data", data, "--port",
+                                     port, "--broker-port", broker_port, "--threads", "1"},
+                                    dir_ + "/up.stderr");
   std::optional<std::string> ready = up.ReadLine(seconds(60));
   ASSERT_TRUE(ready.has_value()) << "no ready line; see " << dir_ << "/up.stderr";
   EXPECT_EQ(*ready, "Tessera farm ready: API " + server + "  (scheduler + 2 workers, data " +
@@ -278,7 +283,7 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   ASSERT_TRUE(workers_port.has_value());
   EXPECT_EQ(workers_port->rfind("Workers' port: tcp://127.0.0.1:" + broker_port + " ", 0), 0u)
       << *workers_port;
-  std::vector<pid_t> children = up.Children();
+  std::vector<pid_t> children = up.Descendants();
   EXPECT_EQ(children.size(), 3u) << "expected a scheduler and 2 workers";
 
   // A small 2-frame job renders and lands on disk.

@@ -109,23 +109,6 @@ class Receiver {
   std::map<std::string, std::vector<Delivery>> by_id_;
 };
 
-// A loopback port nothing listens on now.
-int FreePort() {
-  httplib::Server probe;
-  const int port = probe.bind_to_any_port("127.0.0.1");
-  probe.stop();
-  return port;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
 TEST(WebhooksTest, EventsReachAReceiverThatWasDownSlowAndRestartedSignedAndOnce) {
   const int port = FreePort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/hook";
