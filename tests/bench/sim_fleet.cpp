@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
+#include "scheduler/events/event_bus.h"
 #include "shared/jobs/job_file.h"
 #include "shared/wire/protocol.h"
 

@@ -25,7 +25,7 @@ const std::string kBinary = std::string(TSR_BIN_DIR) + "/tessera-worker";
 // Runs the binary with `args`; returns its exit code and fills *output (stdout, then stderr).
 int RunCapture(std::vector<std::string> args, std::string* output) {
   args.insert(args.begin(), kBinary);
-  const testing::RunResult r = testing::RunProcess(args, 60s);
+  const tessera::testing::RunResult r = tessera::testing::RunProcess(args, 60s);
   *output += r.out + r.err;
   return r.exit_code;
 }
@@ -42,8 +42,8 @@ TEST(WorkerBinary, BadConfigExitsTwoNamingTheField) {
 TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   testing::FakeScheduler scheduler;
   // Its log goes where the test's output goes.
-  testing::Process worker =
-      testing::Process::Start({kBinary, "--scheduler", scheduler.endpoint(), "--name", "bin-test",
+  tessera::testing::Process worker =
+      tessera::testing::Process::Start({kBinary, "--scheduler", scheduler.endpoint(), "--name", "bin-test",
                                "--backend", "cpu", "--log-level", "warn"},
                               "/dev/stderr");
   ASSERT_GT(worker.pid(), 0);

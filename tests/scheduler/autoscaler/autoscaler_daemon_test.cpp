@@ -37,7 +37,7 @@ class AutoscalerDaemonTest : public ::testing::Test {
     broker::BrokerOptions options;
     options.bind_endpoint = "tcp://127.0.0.1:0";
     options.assembler_threads = 1;
-    broker_ = std::make_unique<broker::Broker>(*store_, options);
+    broker_ = std::make_unique<broker::Broker>(*store_, options, clock_);
     auto endpoint = broker_->Start();
     ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
 

@@ -94,7 +94,7 @@ TEST_F(BulkTransfersBlobTest, ServesThePieceAskedFor) {
   StatusOr<std::string> hash = blobs_->Put("texture bytes");
   ASSERT_TRUE(hash.ok()) << hash.status().ToString();
   BulkTransfers transfers(blobs_.get(), 1 << 20);
-  Transfers::BlobPiece piece = transfers.ServeBlob({*hash, 8, 100});
+  BulkTransfers::BlobPiece piece = transfers.ServeBlob({*hash, 8, 100});
   EXPECT_TRUE(piece.data.error.empty()) << piece.data.error;
   EXPECT_EQ(piece.data.hash, *hash);
   EXPECT_EQ(piece.data.offset, 8);
@@ -112,11 +112,11 @@ TEST_F(BulkTransfersBlobTest, RefusesWithAReason) {
   EXPECT_NE(transfers.ServeBlob({*hash, -1, 10}).data.error, "");
   EXPECT_NE(transfers.ServeBlob({*hash, 0, protocol::kChunkBytes + 1}).data.error, "");
   // Unknown blob: no payload, the store's reason.
-  Transfers::BlobPiece unknown = transfers.ServeBlob({std::string(64, 'a'), 0, 10});
+  BulkTransfers::BlobPiece unknown = transfers.ServeBlob({std::string(64, 'a'), 0, 10});
   EXPECT_NE(unknown.data.error, "");
   EXPECT_EQ(unknown.payload.size(), 0u);
   // A scheduler without blobs says so.
-  Transfers none(nullptr, 1 << 20);
+  BulkTransfers none(nullptr, 1 << 20);
   EXPECT_EQ(none.ServeBlob({*hash, 0, 10}).data.error, "this scheduler keeps no blobs");
 }
 

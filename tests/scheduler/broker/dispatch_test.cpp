@@ -117,7 +117,9 @@ TEST_F(DispatchTest, CapacityCountsWaitingWorkAndIdleTime) {
   ASSERT_EQ(view.workers.size(), 2u);
   for (const CapacityView::WorkerActivity& w : view.workers) {
     EXPECT_EQ(w.busy, w.name == "w1") << w.name;
-    if (!w.busy) EXPECT_DOUBLE_EQ(w.idle_seconds, 30.0);
+    if (!w.busy) {
+      EXPECT_DOUBLE_EQ(w.idle_seconds, 30.0);
+    }
   }
 }
 
