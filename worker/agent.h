@@ -52,9 +52,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/wire/piece_transfer.h"
-#include "shared/wire/curve_keys.h"
 #include "shared/base/logging.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/wire/piece_transfer.h"
 #include "shared/wire/protocol.h"
 #include "worker/blob_cache.h"
 #include "worker/gpu_telemetry.h"

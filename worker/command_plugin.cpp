@@ -19,10 +19,10 @@
 #include <regex>
 
 #include "shared/base/disk_space.h"
-#include "shared/jobs/job_file.h"
-#include "shared/plugins/plugin_catalog.h"
 #include "shared/base/subprocess.h"
 #include "shared/base/utf8.h"
+#include "shared/jobs/job_file.h"
+#include "shared/plugins/plugin_catalog.h"
 #include "worker/blob_cache.h"
 
 extern char** environ;

@@ -12,13 +12,13 @@
 #include <set>
 
 #include "shared/base/file_io.h"
+#include "shared/base/sha256.h"
+#include "shared/base/subprocess.h"
+#include "shared/base/utf8.h"
 #include "shared/jobs/job_file.h"
 #include "shared/openjd/openjd.h"
 #include "shared/plugins/plugin_file.h"
 #include "shared/plugins/renderer_names.h"
-#include "shared/base/sha256.h"
-#include "shared/base/subprocess.h"
-#include "shared/base/utf8.h"
 
 namespace tessera::worker {
 namespace {

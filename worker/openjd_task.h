@@ -22,9 +22,9 @@
 // then SIGKILL after notifyPeriodInSeconds). PATH values are mapped by the job's and the farm's
 // rules, then `worker_rules` (this worker's path_map).
 
+#include "shared/base/status.h"
 #include "shared/openjd/openjd.h"
 #include "shared/wire/protocol.h"
-#include "shared/base/status.h"
 #include "worker/command_plugin.h"
 
 namespace tessera::worker {

@@ -9,9 +9,9 @@
 #include <system_error>
 
 #include "shared/base/layered_config.h"
+#include "shared/base/yaml_util.h"
 #include "shared/wire/curve_keys.h"
 #include "shared/wire/protocol.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::worker {
 namespace {
@@ -355,10 +355,10 @@ StatusOr<WorkerConfig> LoadWorkerConfig(const ConfigFlags& flags, char** environ
     if (std::filesystem::exists(kDefaultConfigPath, ec)) path = kDefaultConfigPath;
   }
   config::EnvironmentOverrides overrides;
-  TSR_ASSIGN_OR_RETURN(
-      YAML::Node root,
-      config::LoadLayered(path, {"scheduler", "worker", "heartbeat", "gpu_telemetry", "log", "cloud"},
-                          environ_vars, &overrides));
+  TSR_ASSIGN_OR_RETURN(YAML::Node root, config::LoadLayered(path,
+                                                            {"scheduler", "worker", "heartbeat",
+                                                             "gpu_telemetry", "log", "cloud"},
+                                                            environ_vars, &overrides));
   // Flags go into the document so the same reader validates them and names the same fields.
   try {
     if (!flags.scheduler.empty()) root["scheduler"]["address"] = flags.scheduler;

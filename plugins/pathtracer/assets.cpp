@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shared/images/image_oiio.h"
 #include "shared/base/utf8.h"
+#include "shared/images/image_oiio.h"
 
 namespace tessera::pathtracer {
 namespace {

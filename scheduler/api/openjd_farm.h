@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/openjd/openjd.h"
 #include "shared/base/status.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::api {
 

@@ -33,7 +33,6 @@ constexpr int kBandRows = 256;
 // Frames this large write their 8-bit files beside the EXR, on a second thread.
 constexpr int64_t kConcurrentPixels = int64_t{1} << 20;
 
-
 // Calls span(tile, row in tile, x in frame, y in frame) for every tile row within [y0, y1).
 template <typename F>
 void ForEachSpan(const Canvas& c, int y0, int y1, F span) {
@@ -197,6 +196,5 @@ Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const 
   }
   return Status::Ok();
 }
-
 
 }  // namespace tessera::assembler

@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "scheduler/assembler/part_memory.h"
-#include "shared/images/accumulation.h"
 #include "shared/base/disk_space.h"
+#include "shared/base/status.h"
+#include "shared/images/accumulation.h"
 #include "shared/images/image_io.h"
 #include "shared/wire/protocol.h"
-#include "shared/base/status.h"
 
 namespace tessera::assembler {
 

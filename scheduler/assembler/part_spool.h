@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "shared/base/status.h"
 #include "shared/images/image_io.h"
 #include "shared/images/rendered_image.h"
-#include "shared/base/status.h"
 
 namespace tessera::assembler {
 

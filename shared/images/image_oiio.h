@@ -1,7 +1,7 @@
 #pragma once
-// OpenImageIO pieces shared by shared/images/image_io.cpp and the scheduler's assembler (which writes
-// large frames a band of rows at a time): the atomic write and the EXR header. Only code that
-// links OpenImageIO includes this; everything else uses shared/images/image_io.h.
+// OpenImageIO pieces shared by shared/images/image_io.cpp and the scheduler's assembler (which
+// writes large frames a band of rows at a time): the atomic write and the EXR header. Only code
+// that links OpenImageIO includes this; everything else uses shared/images/image_io.h.
 
 #include <OpenImageIO/imageio.h>
 

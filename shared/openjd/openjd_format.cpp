@@ -1,4 +1,5 @@
-// Strings the OpenJD specification constrains, and format strings (shared/openjd/openjd_internal.h).
+// Strings the OpenJD specification constrains, and format strings
+// (shared/openjd/openjd_internal.h).
 
 #include <algorithm>
 #include <cctype>
@@ -8,9 +9,9 @@
 #include <cstdlib>
 #include <limits>
 
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/openjd/openjd_internal.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::openjd::internal {
 

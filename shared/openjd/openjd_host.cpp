@@ -17,8 +17,8 @@
 #include <cmath>
 #include <set>
 
-#include "shared/openjd/openjd_internal.h"
 #include "shared/base/yaml_util.h"
+#include "shared/openjd/openjd_internal.h"
 
 namespace tessera::openjd::internal {
 

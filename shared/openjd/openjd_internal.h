@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
+#include "shared/base/status.h"
 #include "shared/jobs/job_file.h"
 #include "shared/openjd/openjd.h"
-#include "shared/base/status.h"
 
 namespace tessera::openjd::internal {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "shared/openjd/openjd_internal.h"
 #include "shared/base/utf8.h"
 #include "shared/base/yaml_util.h"
+#include "shared/openjd/openjd_internal.h"
 
 namespace tessera::openjd::internal {
 

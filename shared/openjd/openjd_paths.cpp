@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <functional>
 
-#include "shared/openjd/openjd.h"
-#include "shared/openjd/openjd_internal.h"
 #include "shared/base/utf8.h"
 #include "shared/base/yaml_util.h"
+#include "shared/openjd/openjd.h"
+#include "shared/openjd/openjd_internal.h"
 
 namespace tessera::openjd {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <set>
 
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/openjd/openjd_internal.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::openjd::internal {
 

@@ -1,5 +1,5 @@
-// The worker side of OpenJD (shared/openjd/openjd.h): one task of a step's session JSON as the files to
-// write and the commands to run, every format string resolved.
+// The worker side of OpenJD (shared/openjd/openjd.h): one task of a step's session JSON as the
+// files to write and the commands to run, every format string resolved.
 
 #include <initializer_list>
 

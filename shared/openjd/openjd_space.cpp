@@ -1,5 +1,6 @@
 // Parameter spaces of OpenJD steps (spec 3.4): task parameters, range expressions,
-// combinations, task counts and the space's JSON in a step's session (shared/openjd/openjd_internal.h).
+// combinations, task counts and the space's JSON in a step's session
+// (shared/openjd/openjd_internal.h).
 
 #include <algorithm>
 

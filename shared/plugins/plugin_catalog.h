@@ -31,8 +31,8 @@ std::shared_ptr<const PluginSpec> FindPlugin(std::string_view name);
 // its checkpoints are accumulations too. Not among BuiltinPlugins(): those are plugin.yaml files
 // (`tessera plugins` lists them), and a job gives the path tracer no `settings:`.
 const PluginSpec& PathTracerSpec();
-// The tasks of an Open Job Description step (spec::kRendererOpenJd; shared/openjd/openjd.h): the scene
-// is the step's session JSON (<step>.openjd.json), one task per frame (the parameter space's
+// The tasks of an Open Job Description step (spec::kRendererOpenJd; shared/openjd/openjd.h): the
+// scene is the step's session JSON (<step>.openjd.json), one task per frame (the parameter space's
 // index + 1), whole frames only, no images back (`outputs` is none). Found by FindPlugin; offered
 // by workers whose worker.command_programs allow some program (worker/openjd_task.h).
 const PluginSpec& OpenJdSpec();

@@ -36,8 +36,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/wire/protocol.h"
 #include "shared/base/status.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::plugin {
 
@@ -79,7 +79,8 @@ struct SettingSpec {
 // What a renderer takes as its scene.
 enum class SceneKind {
   kRendererFile,  // the renderer's own file (.pov, .py, .blend), named by the job (or none)
-  kTesseraScene,  // a Tessera scene (shared/scenes/scene_file.h YAML), uploaded with the files it names
+  kTesseraScene,  // a Tessera scene (shared/scenes/scene_file.h YAML), uploaded with the files it
+                  // names
 };
 
 // One item of a plugin's argv template: a word, or a group of words used only `when` the task

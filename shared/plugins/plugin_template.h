@@ -1,8 +1,8 @@
 #pragma once
 // The placeholder templates of declarative renderer plugins (plugin.yaml), shared by the parser
-// (shared/plugins/plugin_file.cpp, which expands every template once with stand-in values to check it)
-// and the argv builder (shared/plugins/plugin_run.cpp, which expands them for one run). Internal to those
-// two files; everything else goes through shared/plugins/plugin_file.h.
+// (shared/plugins/plugin_file.cpp, which expands every template once with stand-in values to check
+// it) and the argv builder (shared/plugins/plugin_run.cpp, which expands them for one run).
+// Internal to those two files; everything else goes through shared/plugins/plugin_file.h.
 
 #include <functional>
 #include <map>

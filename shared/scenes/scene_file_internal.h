@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "shared/scenes/scene_file.h"
 #include "shared/base/status.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::spec::scene_internal {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <map>
 
+#include "shared/base/yaml_util.h"
 #include "shared/scenes/scene_file.h"
 #include "shared/scenes/scene_file_internal.h"
-#include "shared/base/yaml_util.h"
 
 namespace tessera::spec {
 namespace {

@@ -1,5 +1,5 @@
-// Fuzzes the scene file parser (shared/scenes/scene_file.h): ParseSceneYaml, and what a worker and the
-// scheduler read from an accepted scene (its asset files, its channels, the camera at a frame).
+// Fuzzes the scene file parser (shared/scenes/scene_file.h): ParseSceneYaml, and what a worker and
+// the scheduler read from an accepted scene (its asset files, its channels, the camera at a frame).
 
 #include <cstdint>
 #include <string_view>

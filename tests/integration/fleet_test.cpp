@@ -16,8 +16,8 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
-#include "shared/wire/curve_keys.h"
 #include "shared/images/image_io.h"
+#include "shared/wire/curve_keys.h"
 #include "shared/wire/protocol.h"
 #include "tests/support/farm.h"
 

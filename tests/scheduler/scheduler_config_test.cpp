@@ -98,11 +98,11 @@ TEST(SchedulerConfigTest, AStrayEnvironmentVariableIsNamedInTheError) {
   char* bad_env[] = {bad.data(), nullptr};
   cfg = LoadSchedulerConfig("", bad_env);
   ASSERT_FALSE(cfg.ok());
-  EXPECT_EQ(
-      cfg.status().message().rfind("broker.liveness (set by $TESSERA_BROKER_LIVENESS):", 0), 0u)
+  EXPECT_EQ(cfg.status().message().rfind("broker.liveness (set by $TESSERA_BROKER_LIVENESS):", 0),
+            0u)
       << cfg.status().message();
-  EXPECT_EQ(LoadText("broker:\n  liveness: often\n").status().message().rfind("broker.liveness:", 0),
-            0u);
+  EXPECT_EQ(
+      LoadText("broker:\n  liveness: often\n").status().message().rfind("broker.liveness:", 0), 0u);
 }
 
 TEST(SchedulerConfigTest, BadValuesNameTheirField) {

@@ -43,9 +43,9 @@ TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   testing::FakeScheduler scheduler;
   // Its log goes where the test's output goes.
   tessera::testing::Process worker =
-      tessera::testing::Process::Start({kBinary, "--scheduler", scheduler.endpoint(), "--name", "bin-test",
-                               "--backend", "cpu", "--log-level", "warn"},
-                              "/dev/stderr");
+      tessera::testing::Process::Start({kBinary, "--scheduler", scheduler.endpoint(), "--name",
+                                        "bin-test", "--backend", "cpu", "--log-level", "warn"},
+                                       "/dev/stderr");
   ASSERT_GT(worker.pid(), 0);
 
   std::optional<testing::Received> reg = scheduler.WaitFor(MessageType::kRegister, 10s);

@@ -1,13 +1,12 @@
 // The farm splits of a frame give the same bits as the whole frame on the CPU backend: tiles,
 // sample parts, a render interrupted at a checkpoint file and resumed.
 
-#include "shared/images/accumulation.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
 
+#include "shared/images/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {

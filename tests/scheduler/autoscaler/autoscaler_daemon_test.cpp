@@ -108,13 +108,14 @@ TEST_F(AutoscalerDaemonTest, ARequestIsGivenUpOnceTheClockPassesTheRegistrationT
   EXPECT_TRUE(fs::exists(dir_ + "/terminated-i-cloud-1")) << scaler_->Describe().dump();
   for (const auto& node : Nodes()) EXPECT_NE(node["name"], "cloud-1") << "forgotten";
   bool gave_up = false;
-  for (const auto& d : scaler_->Describe()["decisions"]) {
+  const nlohmann::json described = scaler_->Describe();  // kept: the loop reads into it
+  for (const auto& d : described["decisions"]) {
     if (d["action"] == "give-up") {
       gave_up = true;
       EXPECT_EQ(d["at"], IsoSeconds(clock_));
     }
   }
-  EXPECT_TRUE(gave_up) << scaler_->Describe().dump();
+  EXPECT_TRUE(gave_up) << described.dump();
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ class CheckpointsTest : public BrokerPartsTest {
     image.width = image.frame_width = 4;
     image.height = image.frame_height = 2;
     image.channels = 4;
+    image.channel_names = {"R", "G", "B", "A"};
     image.frame = frame;
     image.sample_count = samples;
     image.sums.assign(4 * 2 * 4, int64_t{samples});

@@ -10,6 +10,7 @@
 
 #include "shared/base/yaml_util.h"
 #include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::spec {
 namespace {
@@ -48,6 +49,8 @@ struct Counted {
   int64_t documents = 0;
 };
 Counted ParseCounted(std::string_view text) {
+  // The renderers a process knows are read once, at their first use; not the job's parse.
+  (void)plugin::BuiltinPlugins();
   const int64_t before = yaml::DocumentsParsedOnThisThread();
   StatusOr<ParsedJobFile> parsed = ParseJobFile(text);
   return {std::move(parsed), yaml::DocumentsParsedOnThisThread() - before};

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "shared/openjd/openjd.h"
 #include "shared/base/yaml_util.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::openjd {
 namespace {

@@ -1,6 +1,6 @@
-// Open Job Description templates (shared/openjd/openjd.h): a template and its parameter values become a
-// Tessera job file with steps, and each task of a step becomes the files and commands a worker
-// runs. Cases follow the 2023-09 template schema (wiki/2023-09-Template-Schemas).
+// Open Job Description templates (shared/openjd/openjd.h): a template and its parameter values
+// become a Tessera job file with steps, and each task of a step becomes the files and commands a
+// worker runs. Cases follow the 2023-09 template schema (wiki/2023-09-Template-Schemas).
 
 #include "shared/openjd/openjd.h"
 

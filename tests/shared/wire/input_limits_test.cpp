@@ -6,13 +6,13 @@
 
 #include <string>
 
+#include "shared/base/utf8.h"
+#include "shared/base/yaml_util.h"
 #include "shared/jobs/job_file.h"
 #include "shared/plugins/plugin_catalog.h"
 #include "shared/plugins/plugin_file.h"
-#include "shared/wire/protocol.h"
 #include "shared/scenes/scene_file.h"
-#include "shared/base/utf8.h"
-#include "shared/base/yaml_util.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::spec {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "shared/wire/piece_transfer.h"
 #include "shared/base/utf8.h"
+#include "shared/wire/piece_transfer.h"
 
 namespace tessera::protocol {
 namespace {
