@@ -1,6 +1,6 @@
 #pragma once
 // The worker agent: registers with the scheduler, heartbeats, renders assigned tasks and sends
-// the results, following shared/protocol.h.
+// the results, following shared/wire/protocol.h.
 //
 // Threading: Run() is the agent's I/O thread. It creates and is the only user of the DEALER
 // connected to the scheduler and of the inproc "outbox" PULL. Each task renders on its own
@@ -52,10 +52,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/chunked_transfer.h"
-#include "shared/curve_keys.h"
-#include "shared/logging.h"
-#include "shared/protocol.h"
+#include "shared/base/logging.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/wire/piece_transfer.h"
+#include "shared/wire/protocol.h"
 #include "worker/blob_cache.h"
 #include "worker/gpu_telemetry.h"
 #include "worker/hardware_probe.h"

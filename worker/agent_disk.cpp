@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "shared/disk_space.h"
+#include "shared/base/disk_space.h"
 #include "worker/agent.h"
 #include "worker/agent_internal.h"
 

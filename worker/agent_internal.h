@@ -5,8 +5,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker::agent_internal {
 

@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "shared/openjd.h"
-#include "shared/renderer_names.h"
-#include "shared/zmq_monitor.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/renderer_names.h"
+#include "shared/wire/zmq_monitor.h"
 #include "worker/agent.h"
 #include "worker/agent_internal.h"
 #include "worker/openjd_task.h"

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "shared/disk_space.h"
+#include "shared/base/disk_space.h"
 #include "worker/agent.h"
 #include "worker/agent_internal.h"
 

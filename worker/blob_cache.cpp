@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shared/disk_space.h"
-#include "shared/file_io.h"
-#include "shared/sha256.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/file_io.h"
+#include "shared/base/sha256.h"
 
 namespace tessera::worker {
 

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::worker {
 

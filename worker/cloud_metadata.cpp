@@ -9,7 +9,7 @@
 #include <optional>
 #include <utility>
 
-#include "shared/http_url.h"
+#include "shared/base/http_url.h"
 
 namespace tessera::worker {
 namespace {

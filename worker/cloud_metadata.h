@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 

@@ -18,11 +18,11 @@
 #include <fstream>
 #include <regex>
 
-#include "shared/disk_space.h"
-#include "shared/job_spec.h"
-#include "shared/plugin_catalog.h"
-#include "shared/subprocess.h"
-#include "shared/utf8.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/subprocess.h"
+#include "shared/base/utf8.h"
+#include "shared/jobs/job_file.h"
+#include "shared/plugins/plugin_catalog.h"
 #include "worker/blob_cache.h"
 
 extern char** environ;

@@ -1,7 +1,7 @@
 #pragma once
 // Command-line renderer plugins (plugins/<name>/plugin.yaml: POV-Ray, Blender, command): finds
-// the external renderers this worker can run (shared/plugin_catalog.h) and runs one task with one
-// of them. C++ plugins, the path tracer among them, are worker/native_plugin.h.
+// the external renderers this worker can run (shared/plugins/plugin_catalog.h) and runs one task
+// with one of them. C++ plugins, the path tracer among them, are worker/native_plugin.h.
 //
 // A task runs in its own folder under the worker's data directory (tasks/job<J>-task<T>-a<A>):
 // the job's scene text is written there under its own file name, the renderer is started with
@@ -30,10 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
-#include "shared/plugin_spec.h"
-#include "shared/protocol.h"
-#include "shared/subprocess.h"
+#include "shared/base/subprocess.h"
+#include "shared/images/image_io.h"
+#include "shared/plugins/plugin_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 

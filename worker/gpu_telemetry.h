@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 #include "worker/nvml_api.h"
 
 namespace tessera::worker {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 
@@ -35,8 +35,12 @@ std::string CpuModel();
 // Probes CPU, memory and CUDA devices. Never fails; a CUDA error means zero GPUs (logged once).
 HardwareInfo ProbeHardware();
 
-// CUDA devices via the CUDA runtime; empty when this build has no CUDA or no usable driver.
-// Implemented in gpu_probe.cpp, through the path tracer (the only component that touches CUDA).
+// The CUDA devices the CUDA runtime this build links can use, numbered as it numbers them (the
+// numbers the scheduler pins tasks to); empty when the build has no CUDA, or there is no driver,
+// no device or a driver older than the runtime: `why` then says which (gpu_probe.cpp).
+std::vector<protocol::GpuInfo> ListCudaDevices(std::string* why = nullptr);
+
+// ListCudaDevices, saying once in the log why there are none.
 std::vector<protocol::GpuInfo> ProbeGpus();
 
 }  // namespace tessera::worker

@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "shared/logging.h"
+#include "shared/base/logging.h"
 #include "worker/agent.h"
 #include "worker/cloud_metadata.h"
 #include "worker/command_plugin.h"

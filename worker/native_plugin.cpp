@@ -7,9 +7,9 @@
 #include <cctype>
 #include <mutex>
 
-#include "plugins/pathtracer/plugin_entry.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "plugins/builtin_plugins.h"
+#include "shared/base/utf8.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::worker {
 
@@ -238,11 +238,13 @@ const NativePlugin* FindNativePlugin(const NativePluginList& plugins, std::strin
 
 std::shared_ptr<const NativePluginList> BuiltinNativePlugins() {
   static const std::shared_ptr<const NativePluginList> builtin = [] {
-    StatusOr<std::unique_ptr<NativePlugin>> pathtracer =
-        NativePlugin::FromTable(tsr_pathtracer_plugin(), "the built-in path tracer");
-    TSR_CHECK(pathtracer.ok());
     NativePluginList list;
-    list.push_back(std::move(*pathtracer));
+    for (const TsrRendererPlugin* table : plugins::BuiltinRendererPlugins()) {
+      StatusOr<std::unique_ptr<NativePlugin>> plugin =
+          NativePlugin::FromTable(table, "a built-in renderer plugin");
+      TSR_CHECK(plugin.ok());
+      list.push_back(std::move(*plugin));
+    }
     return std::make_shared<const NativePluginList>(std::move(list));
   }();
   return builtin;

@@ -1,8 +1,9 @@
 #pragma once
-// C++ renderer plugins (plugins/api/renderer_api.h) as the worker sees them: the path tracer,
-// compiled in, and shared libraries named in `worker.native_plugins` (RAII over dlopen: the
-// library stays loaded while its NativePlugin exists). Any thread may call Render(); a plugin
-// must be thread-safe when the worker runs several slots.
+// C++ renderer plugins (plugins/api/renderer_api.h) as the worker sees them: the built-in ones
+// (the path tracer, compiled in: plugins/builtin_plugins.h) and shared libraries named in
+// `worker.native_plugins` (RAII over dlopen: the library stays loaded while its NativePlugin
+// exists). Both are only their ABI tables here: the worker includes no plugin's own headers. Any
+// thread may call Render(); a plugin must be thread-safe when the worker runs several slots.
 
 #include <atomic>
 #include <functional>
@@ -12,9 +13,9 @@
 #include <vector>
 
 #include "plugins/api/renderer_api.h"
-#include "shared/image_io.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 
@@ -84,7 +85,7 @@ class NativePlugin {
 using NativePluginList = std::vector<std::shared_ptr<const NativePlugin>>;
 const NativePlugin* FindNativePlugin(const NativePluginList& plugins, std::string_view name);
 
-// The plugins compiled in (the path tracer), loaded once.
+// The plugins compiled in (plugins/builtin_plugins.h: the path tracer), loaded once.
 std::shared_ptr<const NativePluginList> BuiltinNativePlugins();
 // The path tracer plus each library in `paths` that loads (a library that does not is logged
 // and left out, like an external renderer whose program is missing).

@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "shared/file_io.h"
-#include "shared/job_spec.h"
-#include "shared/openjd.h"
-#include "shared/plugin_spec.h"
-#include "shared/renderer_names.h"
-#include "shared/sha256.h"
-#include "shared/subprocess.h"
-#include "shared/utf8.h"
+#include "shared/base/file_io.h"
+#include "shared/base/sha256.h"
+#include "shared/base/subprocess.h"
+#include "shared/base/utf8.h"
+#include "shared/jobs/job_file.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_file.h"
+#include "shared/plugins/renderer_names.h"
 
 namespace tessera::worker {
 namespace {

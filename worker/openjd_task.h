@@ -1,5 +1,5 @@
 #pragma once
-// One task of an Open Job Description step (renderer `openjd`, shared/openjd.h): the step's
+// One task of an Open Job Description step (renderer `openjd`, shared/openjd/openjd.h): the step's
 // session JSON arrives as the task's scene, and task index frame - 1 of its parameter space is
 // run as a session of its own in the task folder:
 //   1. the embedded files of the environments and of the step's script are written;
@@ -22,9 +22,9 @@
 // then SIGKILL after notifyPeriodInSeconds). PATH values are mapped by the job's and the farm's
 // rules, then `worker_rules` (this worker's path_map).
 
-#include "shared/openjd.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/openjd/openjd.h"
+#include "shared/wire/protocol.h"
 #include "worker/command_plugin.h"
 
 namespace tessera::worker {

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <memory>
 
-#include "shared/file_io.h"
+#include "shared/base/file_io.h"
 
 namespace tessera::worker {
 

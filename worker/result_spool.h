@@ -18,8 +18,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <zmq_addon.hpp>
 
-#include "plugins/pathtracer/plugin_entry.h"
-#include "shared/disk_space.h"
-#include "shared/file_io.h"
-#include "shared/utf8.h"
+#include "plugins/api/renderer_api.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/file_io.h"
+#include "shared/base/utf8.h"
 #include "worker/blob_cache.h"
 #include "worker/openjd_task.h"
 
@@ -345,7 +345,7 @@ Status TaskRunner::RenderNative(const NativePlugin& plugin, zmq::socket_t& out, 
     settings[utf8::Sanitize(name)] = utf8::Sanitize(value);
   }
   // Where the scene's files may come from (no job setting can have this name: it overrides).
-  settings[pathtracer::kInputRootsSetting] = settings_.input_roots;
+  settings[TSR_SETTING_INPUT_ROOTS] = settings_.input_roots;
 
   NativePlugin::Request request;
   request.part = assign_.part;

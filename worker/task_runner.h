@@ -24,8 +24,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 #include "worker/command_plugin.h"
 #include "worker/native_plugin.h"
 #include "worker/result_spool.h"
@@ -129,7 +129,7 @@ class TaskRunner {
   Status RenderCommandPlugin(zmq::socket_t& out, int* frames_done);
   // One task of an OpenJD step (worker/openjd_task.h); what its session returns goes as files.
   Status RenderOpenJd(zmq::socket_t& out);
-  // A part of a split frame as its exact accumulation (shared/accumulation.h).
+  // A part of a split frame as its exact accumulation (shared/images/accumulation.h).
   Status SendPart(zmq::socket_t& out, int frame, const image::ImageBuffer& image,
                   const std::string& accumulation, double seconds, const std::string& backend);
   // Sends one frame's pixels (of the task's part) as a kFrameResult.

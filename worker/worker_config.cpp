@@ -8,10 +8,10 @@
 #include <string>
 #include <system_error>
 
-#include "shared/config.h"
-#include "shared/curve_keys.h"
-#include "shared/protocol.h"
-#include "shared/yaml_util.h"
+#include "shared/base/layered_config.h"
+#include "shared/base/yaml_util.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker {
 namespace {

@@ -87,8 +87,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/status.h"
-#include "shared/subprocess.h"
+#include "shared/base/status.h"
+#include "shared/base/subprocess.h"
 #include "worker/cloud_metadata.h"
 
 namespace tessera::worker {

@@ -15,7 +15,7 @@ every library a kept one names, and on each symbol and symbol version it imports
 linked with BIND_NOW), so each left-out library a kept one names is replaced by a placeholder
 with its soname that defines exactly what the kept objects import from it; a symbol that a kept
 object defines itself is never shadowed. A placeholder function is never meant to run (the worker
-refuses those formats before OpenImageIO sees them: shared/image_io.cpp); if one does, it prints
+refuses those formats before OpenImageIO sees them: shared/images/image_io.cpp); if one does, it prints
 which function of which library was called and ends the process with status 70.
 """
 import collections

@@ -41,6 +41,13 @@
 extern "C" {
 #endif
 
+// The settings_json key by which a host tells a plugin where a scene's files may come from: a
+// JSON array of canonical folders. The worker sends it with every request, over any job setting
+// of that name. A plugin that reads the files a scene names keeps them inside the request's
+// scene_dir (relative paths) or one of these folders (absolute paths), and fails the render
+// naming the key and the path otherwise.
+#define TSR_SETTING_INPUT_ROOTS "tessera.input_roots"
+
 // What render() returns.
 enum {
   TSR_RENDER_OK = 0,
@@ -59,7 +66,7 @@ enum {
   // (the plugin's settings must then include `width` and `height`).
   TSR_CAP_TILES = 1u << 0,
   // Renders sample ranges and returns each part's exact accumulation in Tessera's format
-  // (shared/accumulation.h), which the scheduler merges bit-exactly.
+  // (shared/images/accumulation.h), which the scheduler merges bit-exactly.
   TSR_CAP_SAMPLE_PARTS = 1u << 1,
   // Stops at a safe point when a hand-back is asked for, gives a checkpoint, and continues from
   // it when a later attempt passes it back in `resume`.
@@ -137,7 +144,7 @@ typedef struct TsrRendererPlugin {
   const char* version;
   const char* description;  // one line for `tessera plugins`
   uint32_t capabilities;    // TSR_CAP_* bits
-  // What a job may give it, in plugin.yaml syntax (shared/plugin_spec.h): the `scene:` and
+  // What a job may give it, in plugin.yaml syntax (shared/plugins/plugin_file.h): the `scene:` and
   // `settings:` keys only; NULL or "" = no scene file restrictions and no settings.
   const char* declaration_yaml;
   // Renders one frame or tile: a TSR_RENDER_* code. On TSR_RENDER_OK *out is filled; on

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shared/image_oiio.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
+#include "shared/images/image_oiio.h"
 
 namespace tessera::pathtracer {
 namespace {

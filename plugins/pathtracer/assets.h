@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/scene_spec.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::pathtracer {
 

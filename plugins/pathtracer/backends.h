@@ -10,7 +10,7 @@
 
 #include "plugins/pathtracer/renderer.h"
 #include "plugins/pathtracer/scene_flatten.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::pathtracer {
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -11,13 +14,14 @@
 
 #include "plugins/pathtracer/kernel.h"
 #include "plugins/pathtracer/renderer.h"
-#include "shared/accumulation.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "shared/base/sha256.h"
+#include "shared/base/utf8.h"
+#include "shared/images/accumulation.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::pathtracer {
 
-// The kernel sums samples in the farm's accumulation format (shared/rendered_image.h).
+// The kernel sums samples in the farm's accumulation format (shared/images/rendered_image.h).
 static_assert(kernel::kFixedScale == accumulation::kFixedScale);
 static_assert(kernel::kNumSampleValues == accumulation::kMaxChannels);
 
@@ -35,6 +39,41 @@ struct Owned {
   std::string backend;
   std::string accumulation;
 };
+
+// The scenes this process parsed, by their text's SHA-256 and folder. A worker renders every frame
+// of a job's tasks with the same scene (each task brings its text through the plugin ABI): it is
+// parsed once, and kept while it is among the kScenes parsed last. Any thread may call Parsed.
+class SceneCache {
+ public:
+  StatusOr<spec::SceneSpec> Parsed(std::string_view text, const std::string& dir) {
+    const std::string key = Sha256Hex(text) + '\n' + dir;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Entry& e : entries_) {
+        if (e.key == key) return *e.scene;
+      }
+    }
+    TSR_ASSIGN_OR_RETURN(spec::SceneSpec scene, spec::ParseSceneYaml(text, dir));
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.push_front({key, std::make_shared<const spec::SceneSpec>(scene)});
+    if (entries_.size() > kScenes) entries_.pop_back();
+    return scene;
+  }
+
+ private:
+  static constexpr size_t kScenes = 8;
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const spec::SceneSpec> scene;
+  };
+  std::mutex mu_;
+  std::deque<Entry> entries_;  // the most recent first
+};
+
+SceneCache& Scenes() {
+  static SceneCache cache;
+  return cache;
+}
 
 int Fail(const Status& status, char* error, uint64_t error_size) {
   // Messages quote paths and values from the scene: never hand the host invalid UTF-8.
@@ -60,13 +99,13 @@ Backend BackendOf(const char* device) {
 }
 
 int Render(const TsrRenderRequest* r, TsrImage* out, char* error, uint64_t error_size) try {
-  StatusOr<spec::SceneSpec> scene = spec::ParseSceneYaml(
-      std::string_view(r->scene, r->scene_size), r->scene_dir != nullptr ? r->scene_dir : "");
+  StatusOr<spec::SceneSpec> scene = Scenes().Parsed(std::string_view(r->scene, r->scene_size),
+                                                    r->scene_dir != nullptr ? r->scene_dir : "");
   if (!scene.ok()) return Fail(scene.status().WithContext("scene"), error, error_size);
   if (r->settings_json != nullptr) {
     const nlohmann::json settings = nlohmann::json::parse(r->settings_json, nullptr, false);
-    if (settings.is_object() && settings.contains(kInputRootsSetting)) {
-      const nlohmann::json& roots = settings[kInputRootsSetting];
+    if (settings.is_object() && settings.contains(TSR_SETTING_INPUT_ROOTS)) {
+      const nlohmann::json& roots = settings[TSR_SETTING_INPUT_ROOTS];
       scene->confine_inputs = true;
       if (roots.is_array()) {
         for (const nlohmann::json& root : roots) {

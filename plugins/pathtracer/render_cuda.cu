@@ -3,7 +3,6 @@
 // checked between passes. Every CUDA call is checked and becomes a Status, never an abort.
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -88,70 +87,6 @@ int CudaDeviceCount() {
     return 0;
   }
   return count;
-}
-
-namespace {
-
-// CUDA encodes versions as 1000 * major + 10 * minor (12040 is 12.4); 0 means unknown.
-std::string CudaVersionString(int version) {
-  if (version <= 0) return "";
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
-
-// Why the runtime found no device, in words: it reports "driver version is insufficient" also
-// when there is no driver at all, so ask for the driver's library the way the runtime does.
-std::string NoDeviceReason(cudaError_t err) {
-  if (err != cudaErrorInsufficientDriver) return cudaGetErrorString(err);
-  std::unique_ptr<void, int (*)(void*)> driver(::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL),
-                                               ::dlclose);
-  if (!driver) {
-    const char* error = ::dlerror();
-    return std::string("no NVIDIA driver: ") + (error ? error : "libcuda.so.1 cannot be loaded");
-  }
-  int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
-  using GetVersion = int (*)(int*);
-  int version = 0;
-  auto get = reinterpret_cast<GetVersion>(::dlsym(driver.get(), "cuDriverGetVersion"));
-  std::string reason = "the NVIDIA driver";
-  if (get != nullptr && get(&version) == 0) {
-    reason += " supports CUDA up to " + CudaVersionString(version) + ",";
-  }
-  reason += " older than this worker's CUDA " + CudaVersionString(runtime) + " runtime";
-  return reason;
-}
-
-}  // namespace
-
-std::vector<CudaDevice> ListCudaDevices(std::string* why) {
-  std::vector<CudaDevice> devices;
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    if (why) *why = NoDeviceReason(err);
-    return devices;
-  }
-  int driver = 0;
-  int runtime = 0;
-  if (cudaDriverGetVersion(&driver) != cudaSuccess) cudaGetLastError();
-  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) cudaGetLastError();
-  for (int i = 0; i < count; ++i) {
-    cudaDeviceProp prop{};
-    err = cudaGetDeviceProperties(&prop, i);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      if (why) *why = "device " + std::to_string(i) + ": " + cudaGetErrorString(err);
-      continue;
-    }
-    char pci[32];
-    std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
-                  prop.pciDeviceID);
-    devices.push_back({i, prop.name, static_cast<int64_t>(prop.totalGlobalMem >> 20), prop.major,
-                       prop.minor, CudaVersionString(driver), CudaVersionString(runtime), pci});
-  }
-  if (devices.empty() && why && why->empty()) *why = "no CUDA devices";
-  return devices;
 }
 
 Status CheckCudaMemory(int device, int64_t bytes) {

@@ -4,17 +4,12 @@
 
 #include "plugins/pathtracer/backends.h"
 #include "plugins/pathtracer/scene_flatten.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 
 namespace tessera::pathtracer {
 
 #if !defined(TSR_HAVE_CUDA)
 int CudaDeviceCount() { return 0; }
-
-std::vector<CudaDevice> ListCudaDevices(std::string* why) {
-  if (why) *why = "built without CUDA";
-  return {};
-}
 
 Status RenderCuda(const FlatScene&, const RenderJob&, const RenderRequest&, RenderedImage*) {
   return Status::FailedPrecondition("this build of the path tracer has no CUDA backend");

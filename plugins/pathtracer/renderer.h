@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "shared/rendered_image.h"
-#include "shared/scene_spec.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/images/rendered_image.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::pathtracer {
 
-// What a render returns: the farm's accumulation format (shared/rendered_image.h).
+// What a render returns: the farm's accumulation format (shared/images/rendered_image.h).
 using accumulation::RenderedImage;
 
 enum class Backend { kAuto, kCpu, kCuda };
@@ -82,21 +82,6 @@ struct RenderRequest {
 // True when this build has the CUDA backend and a usable device is present.
 bool CudaAvailable();
 
-struct CudaDevice {
-  int index = 0;
-  std::string name;
-  int64_t memory_mb = 0;
-  int compute_major = 0;
-  int compute_minor = 0;
-  std::string driver_version;   // the newest CUDA version the driver supports, "12.4"
-  std::string runtime_version;  // the CUDA runtime this build links, "12.4"
-  std::string pci_bus_id;       // "0000:3b:00.0": how NVML's devices are matched to these
-};
-
-// The CUDA devices this build can render on (the worker advertises them when it registers).
-// Empty when the build has no CUDA backend or no driver/device is present; `why` then says which.
-std::vector<CudaDevice> ListCudaDevices(std::string* why = nullptr);
-
 // What one device holds to render the request: the flattened scene's arrays (BVH nodes,
 // primitives, materials, textures, environment map) plus its frame buffers (the integer sums and
 // ray counters of its part of the region). Every device holds a copy of the scene.
@@ -111,7 +96,7 @@ StatusOr<DeviceMemoryEstimate> EstimateDeviceMemory(const spec::SceneSpec& scene
 // Renders one frame of the scene (or the request's region and sample range of it). A CUDA error,
 // a missing or bad asset (naming the object and the file) or a cancellation is returned as a
 // Status; the caller (the worker) never crashes because of a render. Helpers to merge parts,
-// assemble tiles and checkpoint: shared/accumulation.h.
+// assemble tiles and checkpoint: shared/images/accumulation.h.
 StatusOr<RenderedImage> RenderFrame(const spec::SceneSpec& scene, const RenderRequest& request);
 
 }  // namespace tessera::pathtracer

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "plugins/pathtracer/kernel.h"
-#include "shared/scene_spec.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::pathtracer {
 

@@ -3,7 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/api/views.h"
-#include "shared/wall_time.h"
+#include "scheduler/broker/broker.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::api {
 

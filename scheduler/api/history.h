@@ -10,8 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
+
+namespace tessera::broker {
+class Broker;
+}
 
 namespace tessera::api {
 

@@ -7,8 +7,9 @@
 #include "scheduler/api/dashboard.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/blobs/blob_store.h"
-#include "shared/disk_space.h"
-#include "shared/job_spec.h"
+#include "scheduler/broker/broker.h"
+#include "shared/base/disk_space.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::api {
 

@@ -62,7 +62,6 @@
 #include "scheduler/api/history.h"
 #include "scheduler/api/openjd_farm.h"
 #include "scheduler/autoscaler/autoscaler.h"
-#include "scheduler/broker/broker.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/events/webhooks.h"
@@ -70,10 +69,13 @@
 #include "scheduler/http/server.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::blobs {
 class BlobStore;
+}
+namespace tessera::broker {
+class Broker;
 }
 
 namespace tessera::api {
@@ -156,6 +158,12 @@ class HttpApi {
   void TokenRoutes();
   void FarmRoutes();
   void EventRoutes();
+  // The jobs routes' longer handlers (routes_jobs.cpp).
+  void PostJob(Req req, Res res, const security::Caller& caller);
+  void ListJobs(Req req, Res res, const security::Caller& caller);
+  void GetJob(Res res, const security::Caller& caller, int64_t id);
+  void ListJobTasks(Req req, Res res, int64_t id);
+  void DeleteJob(Res res, const security::Caller& caller, int64_t id);
   // Wakes the open event streams whenever the bus has news (one thread for all of them).
   void PumpEvents();
 

@@ -4,7 +4,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "shared/yaml_util.h"
+#include "shared/base/yaml_util.h"
+#include "shared/jobs/parsed_job_file.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::api {
 
@@ -53,16 +55,19 @@ StatusOr<OpenJdFarm> ParseOpenJdFarm(const YAML::Node& node) {
       std::ostringstream text;
       text << in.rdbuf();
       env.text = text.str();
-      if (openjd::KindOf(env.text) != openjd::DocumentKind::kEnvironmentTemplate) {
+      // One parse: what the file is, checked, and the environment's name.
+      const spec::JobFileDocument document = spec::ReadJobFile(env.text);
+      if (document.kind != spec::JobFileKind::kOpenJdEnvironment) {
         return Status::InvalidArgument(field + ".file: " + env.file +
                                        " is not an OpenJD environment template "
                                        "(specificationVersion: environment-2023-09)");
       }
-      if (Status s = openjd::CheckTemplate(env.text); !s.ok()) {
+      if (Status s = openjd::CheckTemplate(spec::OpenJdTemplate{document.root, env.text.size()});
+          !s.ok()) {
         return Status::InvalidArgument(field + ".file: " + env.file + ": " + s.message());
       }
-      const YAML::Node doc = YAML::Load(env.text);  // checked above: a map with a named environment
-      env.name = doc["environment"]["name"].as<std::string>();
+      // Checked above: a map with a named environment.
+      env.name = document.root["environment"]["name"].as<std::string>();
       farm.environments.push_back(std::move(env));
     }
   }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/openjd.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::api {
 

@@ -10,7 +10,7 @@
 
 #include "scheduler/http/router.h"
 #include "scheduler/security/api_auth.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::api {
 

@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/api/http_api.h"
-#include "scheduler/api/metrics.h"
+#include "scheduler/api/prometheus_metrics.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
 

@@ -7,8 +7,8 @@
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
 #include "scheduler/assembler/assembler.h"
-#include "shared/file_io.h"
-#include "shared/job_spec.h"
+#include "shared/base/file_io.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::api {
 

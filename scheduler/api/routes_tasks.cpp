@@ -4,6 +4,7 @@
 #include "scheduler/api/http_api.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
+#include "scheduler/broker/broker.h"
 
 namespace tessera::api {
 

@@ -4,9 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/api/http_api.h"
-#include "scheduler/api/idempotency.h"
+#include "scheduler/api/idempotent_posts.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
+#include "scheduler/broker/broker.h"
 
 namespace tessera::api {
 

@@ -6,8 +6,9 @@
 #include "scheduler/api/http_api.h"
 #include "scheduler/api/reply.h"
 #include "scheduler/api/views.h"
-#include "shared/openjd.h"
-#include "shared/plugin_catalog.h"
+#include "scheduler/broker/broker.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::api {
 

@@ -7,13 +7,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <variant>
 
 #include "scheduler/blobs/blob_store.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
-#include "shared/plugin_catalog.h"
-#include "shared/scene_spec.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/jobs/parsed_job_file.h"
+#include "shared/openjd/openjd.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::api {
 
@@ -63,7 +65,10 @@ Status CheckFolderIsFree(store::Store& store, const std::string& dir, const spec
 
 // The POST /api/v1/jobs body, its fields checked for type.
 struct SubmissionBody {
-  std::string job_yaml;
+  std::string job_yaml;  // the job file as stored: as sent, or a template's translation
+  // The job file's one parse: what it is, and the document its spec is read from (for a
+  // template, its translation as a document).
+  spec::JobFileDocument document;
   std::optional<std::string> scene_yaml, user;
   json assets, step_scenes;
   // An OpenJD template's parameter values (name -> text), as `tessera submit -p` gives them,
@@ -227,10 +232,11 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body, const OpenJdFarm* fa
   if (req.contains("scene_yaml")) out.scene_yaml = req["scene_yaml"].get<std::string>();
   if (req.contains("user")) out.user = req["user"].get<std::string>();
   if (req.contains("assets")) out.assets = req["assets"];
+  out.document = spec::ReadJobFile(out.job_yaml);
   // An Open Job Description template is translated here, by the same code as the CLI's, into a
-  // job with steps whose scenes are the steps' sessions (shared/openjd.h), inside the farm's
+  // job with steps whose scenes are the steps' sessions (shared/openjd/openjd.h), inside the farm's
   // environment templates and with its path mapping rules after the job's own.
-  if (openjd::IsJobTemplate(out.job_yaml)) {
+  if (out.document.kind == spec::JobFileKind::kOpenJdJobTemplate) {
     if (out.scene_yaml || !out.step_scenes.is_null()) {
       return Status::InvalidArgument(
           "body.scene_yaml, body.step_scenes: an OpenJD template carries its own scripts");
@@ -246,8 +252,10 @@ StatusOr<SubmissionBody> ParseBody(const std::string& body, const OpenJdFarm* fa
       inputs.settings.environment_timeout_s = farm->environment_timeout_s;
     }
     TSR_ASSIGN_OR_RETURN(openjd::Translation translation,
-                         openjd::TranslateTemplate(out.job_yaml, inputs));
+                         openjd::TranslateTemplate(
+                             spec::OpenJdTemplate{out.document.root, out.job_yaml.size()}, inputs));
     out.job_yaml = std::move(translation.job_yaml);
+    out.document = spec::JobFileOf(translation.job, out.job_yaml.size());
     out.step_scenes = translation.step_scenes;
   } else if (out.has_openjd_inputs) {
     return Status::InvalidArgument(
@@ -324,17 +332,15 @@ Status WithStep(const Status& s, const std::string& step) {
   return s.ok() ? s : Status(s.code(), "step " + step + ": " + s.message());
 }
 
-StatusOr<spec::JobSpec> ParseJob(const SubmissionBody& req) {
-  TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(req.job_yaml));
-  TSR_RETURN_IF_ERROR(spec::CheckRunsAlone(job));
+// A job without steps, as its file says, completed with what travelled beside it.
+Status CompleteSingleJob(const SubmissionBody& req, spec::JobSpec& job) {
   // The job file's own `user:` wins over the submitting client's account name.
   if (job.user.empty() && req.user) job.user = *req.user;
-  TSR_RETURN_IF_ERROR(CompleteJob(job, req.scene_yaml, req.assets, /*only_needed=*/false));
-  return job;
+  return CompleteJob(job, req.scene_yaml, req.assets, /*only_needed=*/false);
 }
 
-StatusOr<spec::PipelineSpec> ParsePipeline(const SubmissionBody& req) {
-  TSR_ASSIGN_OR_RETURN(spec::PipelineSpec pipeline, spec::ParsePipelineYaml(req.job_yaml));
+// A job with steps, as its file says: each step completed with its scene and the shared assets.
+Status CompletePipeline(const SubmissionBody& req, spec::PipelineSpec& pipeline) {
   if (pipeline.user.empty() && req.user) pipeline.user = *req.user;
   if (req.scene_yaml && !req.scene_yaml->empty()) {
     return Status::InvalidArgument(
@@ -364,16 +370,10 @@ StatusOr<spec::PipelineSpec> ParsePipeline(const SubmissionBody& req) {
                                    " tasks over all steps; a job may have at most " +
                                    std::to_string(spec::kMaxTasksPerJob));
   }
-  return pipeline;
+  return Status::Ok();
 }
 
 }  // namespace
-
-StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml) {
-  TSR_ASSIGN_OR_RETURN(SubmissionBody req, ParseBody(body, nullptr));
-  *job_yaml = req.job_yaml;
-  return ParseJob(req);
-}
 
 StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,
                                    const std::string& name, int64_t job_id) {
@@ -485,22 +485,27 @@ StatusOr<std::string> FolderFor(const std::vector<std::string>& shared_roots,
 
 StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller, bool dry_run) {
-  CheckedJob checked;
   TSR_ASSIGN_OR_RETURN(SubmissionBody req, ParseBody(body, ctx.openjd));
+  TSR_ASSIGN_OR_RETURN(spec::ParsedJobFile file, spec::CheckJobFile(req.document));
+  CheckedJob checked;
   checked.job_yaml = req.job_yaml;
-  if (spec::HasSteps(req.job_yaml)) {
-    TSR_ASSIGN_OR_RETURN(checked.pipeline, ParsePipeline(req));
-    spec::PipelineSpec& pipeline = *checked.pipeline;
-    TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &pipeline.user));
-    for (spec::StepSpec& step : pipeline.steps) {
-      step.job.user = pipeline.user;
+  if (auto* pipeline = std::get_if<spec::PipelineSpec>(&file)) {
+    TSR_RETURN_IF_ERROR(CompletePipeline(req, *pipeline));
+    TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &pipeline->user));
+    for (spec::StepSpec& step : pipeline->steps) {
+      step.job.user = pipeline->user;
       TSR_RETURN_IF_ERROR(WithStep(CheckFarmHas(ctx, step.job, dry_run), step.name));
     }
+    checked.spec = std::move(*pipeline);
     return checked;
   }
-  TSR_ASSIGN_OR_RETURN(checked.job, ParseJob(req));
-  TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &checked.job.user));
-  TSR_RETURN_IF_ERROR(CheckFarmHas(ctx, checked.job, dry_run));
+  // A template was translated into a job with steps (ParseBody): what is left is a job.
+  auto* job = std::get_if<spec::JobSpec>(&file);
+  if (job == nullptr) return Status::Internal("job_yaml: an OpenJD template was not translated");
+  TSR_RETURN_IF_ERROR(CompleteSingleJob(req, *job));
+  TSR_RETURN_IF_ERROR(CheckSubmitter(ctx, caller, &job->user));
+  TSR_RETURN_IF_ERROR(CheckFarmHas(ctx, *job, dry_run));
+  checked.spec = std::move(*job);
   return checked;
 }
 
@@ -520,8 +525,8 @@ nlohmann::json DryRunView(const spec::JobSpec& job) {
 }
 
 nlohmann::json DryRunView(const CheckedJob& checked) {
-  if (!checked.pipeline) return DryRunView(checked.job);
-  const spec::PipelineSpec& pipeline = *checked.pipeline;
+  if (checked.job() != nullptr) return DryRunView(*checked.job());
+  const spec::PipelineSpec& pipeline = *checked.pipeline();
   nlohmann::json steps = nlohmann::json::array();
   int64_t tasks = 0;
   for (const spec::StepSpec& step : pipeline.steps) {
@@ -537,12 +542,13 @@ nlohmann::json DryRunView(const CheckedJob& checked) {
           {"steps", std::move(steps)}, {"output", OutputView(pipeline.output)}};
 }
 
-StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
-                                     const security::Caller& caller,
-                                     const store::IdempotentRequest* request) {
-  TSR_ASSIGN_OR_RETURN(CheckedJob checked, CheckSubmission(ctx, body, caller));
-  if (checked.pipeline) {
-    const spec::PipelineSpec& pipeline = *checked.pipeline;
+namespace {
+
+// Stores a checked job with its tasks, each folder claimed inside the job's transaction.
+StatusOr<store::JobRecord> StoreChecked(const SubmitContext& ctx, const CheckedJob& checked,
+                                        const store::IdempotentRequest* request) {
+  if (const spec::PipelineSpec* pipeline_spec = checked.pipeline()) {
+    const spec::PipelineSpec& pipeline = *pipeline_spec;
     // The job's folder; each step's is a folder named after it inside (unless it has its own).
     spec::JobSpec job_folder;
     job_folder.name = pipeline.name;
@@ -566,7 +572,7 @@ StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string
         },
         request);
   }
-  const spec::JobSpec& job = checked.job;
+  const spec::JobSpec& job = *checked.job();
   return ctx.store.CreateJob(
       job, checked.job_yaml,
       [&](int64_t id) {
@@ -574,6 +580,18 @@ StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string
                          job.output.shared_dir, ctx.store, id);
       },
       request);
+}
+
+}  // namespace
+
+StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
+                                     const security::Caller& caller,
+                                     const store::IdempotentRequest* request,
+                                     CheckedJob* submitted) {
+  TSR_ASSIGN_OR_RETURN(CheckedJob checked, CheckSubmission(ctx, body, caller));
+  StatusOr<store::JobRecord> record = StoreChecked(ctx, checked, request);
+  if (record.ok() && submitted != nullptr) *submitted = std::move(checked);
+  return record;
 }
 
 }  // namespace tessera::api

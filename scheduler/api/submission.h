@@ -8,14 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "scheduler/api/openjd_farm.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
 
 namespace tessera::blobs {
 class BlobStore;
@@ -33,21 +34,26 @@ struct SubmitContext {
   const OpenJdFarm* openjd = nullptr;  // the farm's environment templates and path mapping rules
 };
 
-// The body: {"job_yaml", "scene_yaml", "user", "assets", "step_scenes"}; a job file with
-// `steps:` (shared/job_steps.h) takes each step's scene text from step_scenes (step name ->
-// text), and its steps share the assets map (each keeps the files it names).
-// Parses the body of a job without steps into a validated job spec
-// carrying its scene text; `job_yaml` gets the job file as sent.
-StatusOr<spec::JobSpec> ParseSubmission(const std::string& body, std::string* job_yaml);
+// The body: {"job_yaml", "scene_yaml", "user", "assets", "step_scenes"} (and an OpenJD
+// template's parameters, environments, folders, rules and job_options); a job file with
+// `steps:` (shared/jobs/job_steps.h) takes each step's scene text from step_scenes (step name ->
+// text), and its steps share the assets map (each keeps the files it names). The job file is
+// parsed once (shared/jobs/parsed_job_file.h), its scene once.
 
-// Checks `body` as `caller` sends it, everything but its output folder (which needs the job's
-// id): the job as it would be stored, and its file. With `dry_run`, assets are not required to
-// be uploaded yet.
+// A submission checked as `caller` sends it, everything but its output folder (which needs the
+// job's id): the job as it would be stored, its spec read from the one parse of its file.
 struct CheckedJob {
-  spec::JobSpec job;  // a job without steps
-  std::string job_yaml;
-  std::optional<spec::PipelineSpec> pipeline;  // a job with steps (then `job` is unused)
+  // A job, or a job with steps (an OpenJD template is one, translated), completed with its
+  // scene, assets and user, and checked against the farm: what the broker runs.
+  std::variant<tessera::spec::JobSpec, tessera::spec::PipelineSpec> spec;
+  std::string job_yaml;  // the job file as stored (a template's translation)
+
+  const tessera::spec::JobSpec* job() const { return std::get_if<tessera::spec::JobSpec>(&spec); }
+  const tessera::spec::PipelineSpec* pipeline() const {
+    return std::get_if<tessera::spec::PipelineSpec>(&spec);
+  }
 };
+// With `dry_run`, assets are not required to be uploaded yet.
 StatusOr<CheckedJob> CheckSubmission(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller, bool dry_run = false);
 // What a checked job would create (POST /api/v1/jobs?dry_run=true): {"name", "renderer", "user",
@@ -60,9 +66,11 @@ nlohmann::json DryRunView(const CheckedJob& checked);
 
 // Checks `body` as `caller` sends it and stores the job with its tasks.
 // With `request` (its Idempotency-Key), the key is stored with the job, in its transaction.
+// `submitted`, when given, receives the checked job that was stored (its spec, for the broker).
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller,
-                                     const store::IdempotentRequest* request = nullptr);
+                                     const store::IdempotentRequest* request = nullptr,
+                                     CheckedJob* submitted = nullptr);
 
 // The folder a job writes to, resolved (links too) and checked to lie inside its root.
 StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,

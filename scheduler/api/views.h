@@ -7,14 +7,14 @@
 
 #include "scheduler/events/farm_alerts.h"
 #include "scheduler/store/store.h"
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::api {
 
 // The API's version, the N of /api/vN (in GET /api/v1/summary as api_version).
 inline constexpr const char* kApiVersion = "1";
 
-using wall_time::IsoTime;  // times in views are ISO 8601 UTC (shared/wall_time.h)
+using wall_time::IsoTime;  // times in views are ISO 8601 UTC (shared/base/wall_time.h)
 nlohmann::json JobView(const store::JobRecord& job);
 nlohmann::json TaskView(const store::TaskRecord& task);
 // `gpu_use`: the broker's entry for it (Broker::WorkerGpuUse) while it is connected, else null.

@@ -1,6 +1,5 @@
 #include "scheduler/assembler/assembler.h"
 
-#include <OpenImageIO/imageio.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,22 +12,24 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <type_traits>
+#include <variant>
 
+#include "scheduler/assembler/frame_files.h"
 #include "scheduler/assembler/part_spool.h"
 #include "scheduler/blobs/blob_store.h"
-#include "shared/accumulation.h"
-#include "shared/disk_space.h"
-#include "shared/file_io.h"
-#include "shared/image_oiio.h"
-#include "shared/job_spec.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/file_io.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_oiio.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::assembler {
 
-namespace OIIO = OIIO_NAMESPACE;
 namespace fs = std::filesystem;
 
-Assembler::Assembler(int threads, std::function<void(FrameWritten)> on_written, size_t cache_bytes)
-    : on_written_(std::move(on_written)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
+Assembler::Assembler(int threads, std::function<void(Result)> on_done, size_t cache_bytes)
+    : on_done_(std::move(on_done)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -44,39 +45,26 @@ Assembler::~Assembler() {
 namespace {
 
 // What a job's answer is about, for when its work throws instead of answering.
-FrameWritten AnswerFor(int64_t job_id, int64_t task_id, int attempt, int frame,
-                       FrameWritten::Kind kind) {
-  FrameWritten w;
-  w.job_id = job_id;
-  w.task_id = task_id;
-  w.attempt = attempt;
-  w.frame = frame;
-  w.kind = kind;
-  return w;
-}
-
-FrameWritten AnswerFor(const FrameJob& j) {
-  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kFrame);
-}
-FrameWritten AnswerFor(const PartJob& j) {
-  return AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kPart);
-}
-FrameWritten AnswerFor(const AssembleJob& j) {
-  FrameWritten w =
-      AnswerFor(j.job_id, j.task_id, j.attempt, j.frame, FrameWritten::Kind::kAssembled);
+FrameWritten AnswerFor(const FrameJob& j) { return {j.job_id, j.task_id, j.attempt, j.frame}; }
+PartStored AnswerFor(const PartJob& j) { return {j.job_id, j.task_id, j.attempt, j.frame}; }
+FrameAssembled AnswerFor(const AssembleJob& j) {
+  FrameAssembled w{j.job_id, j.task_id, j.attempt, j.frame};
   w.parts_dir = PartsDir(j.output.dir, j.frame);
   return w;
+}
+FileWritten AnswerFor(const FileJob& j) {
+  return {j.job_id, j.task_id, j.attempt, j.name, Status::Ok()};
 }
 
 }  // namespace
 
 void Assembler::Submit(FrameJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job)] { return WriteFrame(job); });
 }
 
 void Assembler::SubmitPart(PartJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [this, job = std::move(job)] { return StorePart(job); });
 }
 
@@ -91,7 +79,7 @@ void CopyPixels(const zmq::message_t& payload, image::ImageBuffer& image) {
 
 // (The payload rides in a shared_ptr because std::function needs a copyable callable.)
 void Assembler::Submit(FrameJob job, zmq::message_t payload) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
                                                         std::move(payload))]() mutable {
     CopyPixels(*bytes, job.image);
@@ -101,8 +89,7 @@ void Assembler::Submit(FrameJob job, zmq::message_t payload) {
 }
 
 void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
-  FrameWritten answer{
-      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+  FileWritten answer = AnswerFor(job);
   Enqueue(std::move(answer), [job = std::move(job), bytes = std::make_shared<zmq::message_t>(
                                                         std::move(payload))]() mutable {
     return WriteFile(job, *bytes);
@@ -110,16 +97,14 @@ void Assembler::SubmitFile(FileJob job, zmq::message_t payload) {
 }
 
 void Assembler::GatherInputs(InputsJob job) {
-  FrameWritten answer;
+  InputsGathered answer;
   answer.job_id = job.job_id;
-  answer.kind = FrameWritten::Kind::kInputs;
   Enqueue(std::move(answer), [job = std::move(job)] { return StoreInputs(job); });
 }
 
-FrameWritten Assembler::StoreInputs(const InputsJob& job) {
-  FrameWritten done;
+InputsGathered Assembler::StoreInputs(const InputsJob& job) {
+  InputsGathered done;
   done.job_id = job.job_id;
-  done.kind = FrameWritten::Kind::kInputs;
   done.inputs = job.base;
   static constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
   // The folders' files, listed here (never on the broker's thread): plain files only.
@@ -169,9 +154,8 @@ FrameWritten Assembler::StoreInputs(const InputsJob& job) {
   return done;
 }
 
-FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {
-  FrameWritten done{
-      job.job_id, job.task_id, job.attempt, 0, Status::Ok(), {job.name}, FrameWritten::Kind::kFile};
+FileWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& bytes) {
+  FileWritten done = AnswerFor(job);
   const std::filesystem::path path = std::filesystem::path(job.dir) / job.name;
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -183,7 +167,7 @@ FrameWritten Assembler::WriteFile(const FileJob& job, const zmq::message_t& byte
 }
 
 void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer),
           [this, job = std::move(job),
            bytes = std::make_shared<zmq::message_t>(std::move(payload))]() mutable {
@@ -198,11 +182,11 @@ void Assembler::SubmitPart(PartJob job, zmq::message_t payload) {
 }
 
 void Assembler::Assemble(AssembleJob job) {
-  FrameWritten answer = AnswerFor(job);
+  auto answer = AnswerFor(job);
   Enqueue(std::move(answer), [this, job = std::move(job)] { return AssembleFrame(job); });
 }
 
-void Assembler::Enqueue(FrameWritten answer, std::function<FrameWritten()> work) {
+void Assembler::Enqueue(Result answer, std::function<Result()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(answer), std::move(work)});
@@ -210,7 +194,7 @@ void Assembler::Enqueue(FrameWritten answer, std::function<FrameWritten()> work)
   cv_.notify_one();
 }
 
-FrameWritten Assembler::RunGuarded(Queued& job) {
+Result Assembler::RunGuarded(Queued& job) {
   // No exception leaves an assembler thread: it becomes the frame's (or part's) failure, which
   // the broker retries like a failed write, so no task waits forever on a frame.
   std::string error;
@@ -222,10 +206,19 @@ FrameWritten Assembler::RunGuarded(Queued& job) {
     error = "an unknown exception";
   }
   errors_caught_.fetch_add(1, std::memory_order_relaxed);
-  FrameWritten failed = std::move(job.answer);
-  failed.status = Status::Internal("frame " + std::to_string(failed.frame) + ": " + error);
-  failed_log_.Log(spdlog::level::err, "exception", "assembler: job {} task {}: {}", failed.job_id,
-                  failed.task_id, failed.status.message());
+  Result failed = std::move(job.answer);
+  std::visit(
+      [&](auto& answer) {
+        using Answer = std::decay_t<decltype(answer)>;
+        int frame = 0;
+        int64_t task_id = 0;
+        if constexpr (!std::is_same_v<Answer, InputsGathered>) task_id = answer.task_id;
+        if constexpr (requires { answer.frame; }) frame = answer.frame;
+        answer.status = Status::Internal("frame " + std::to_string(frame) + ": " + error);
+        failed_log_.Log(spdlog::level::err, "exception", "assembler: job {} task {}: {}",
+                        answer.job_id, task_id, answer.status.message());
+      },
+      failed);
   return failed;
 }
 
@@ -241,16 +234,18 @@ void Assembler::Run() {
       ++working_;
     }
     const auto start = std::chrono::steady_clock::now();
-    FrameWritten written = RunGuarded(job);
+    Result written = RunGuarded(job);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count(),
                        std::memory_order_relaxed);
-    if (written.status.ok() && written.kind != FrameWritten::Kind::kPart) {
+    // Counted: every kind of work done but a part stored.
+    const bool done = std::visit([](const auto& answer) { return answer.status.ok(); }, written);
+    if (done && !std::holds_alternative<PartStored>(written)) {
       frames_assembled_.fetch_add(1, std::memory_order_relaxed);
     }
     try {
-      on_written_(std::move(written));
+      on_done_(std::move(written));
     } catch (const std::exception& e) {
       errors_caught_.fetch_add(1, std::memory_order_relaxed);
       failed_log_.Log(spdlog::level::err, "handoff", "assembler: cannot hand a frame back: {}",
@@ -302,9 +297,11 @@ std::string ThumbnailPath(const std::string& output_dir, int frame) {
 
 namespace {
 
-// Applies output validation to `done`; true when the pixels are refused.
+// Applies output validation to `done` (a FrameWritten or a PartStored); true when the pixels are
+// refused.
+template <typename Done>
 bool RefusePixels(const std::vector<float>& pixels, int channels, bool accept, int frame,
-                  FrameWritten* done) {
+                  Done* done) {
   const std::string problem = PixelProblem(pixels, channels);
   if (problem.empty()) return false;
   if (accept) {
@@ -324,194 +321,8 @@ Status MakePartsDir(const std::string& parts_dir) {
   return file_io::MakePrivateDirectory(parts_dir);
 }
 
-// ---- Encoding the outputs ----------------------------------------------------------------------
-
-// Lossless either way. Encoding is most of the work after a split frame's last part, which is to
-// stay under 1 % of a long frame's render time: ZIP one scanline per block at zlib level 3
-// (OpenEXR's default is 16 scanlines at level 4) takes ~30 % less CPU and about half the time on
-// two cores, for files ~6 % larger; the preview PNG at level 3 (libpng's default is 6) a third of
-// the time for ~7 % more bytes (docs/performance.md). Whole frames are written the same way.
-constexpr const char* kExrCompression = "zips:3";
-constexpr int kPngCompressionLevel = 3;
-// Rows per write: that many blocks for OpenEXR's threads to compress at once.
-constexpr int kBandRows = 256;
-// Frames this large write their 8-bit files beside the EXR, on a second thread.
-constexpr int64_t kConcurrentPixels = int64_t{1} << 20;
-
-// A frame as tiles of finished pixels that cover it exactly once.
-struct Canvas {
-  int width = 0;
-  int height = 0;
-  int channels = 0;
-  std::vector<std::string> channel_names;  // empty: OIIO's defaults (R, G, B, A, ...)
-  std::vector<TileView> tiles;
-};
-
-// Calls span(tile, row in tile, x in frame, y in frame) for every tile row within [y0, y1).
-template <typename F>
-void ForEachSpan(const Canvas& c, int y0, int y1, F span) {
-  for (const TileView& t : c.tiles) {
-    for (int y = std::max(y0, t.y0); y < std::min(y1, t.y0 + t.height); ++y) {
-      span(t, static_cast<size_t>(y - t.y0) * t.width, t.x0, y);
-    }
-  }
-}
-
-// Linear EXR, half floats unless `exr_float`, written a band of rows at a time from the tiles.
-Status EncodeExr(const std::string& path, const Canvas& c, bool exr_float) {
-  const OIIO::TypeDesc type = exr_float ? OIIO::TypeDesc::FLOAT : OIIO::TypeDesc::HALF;
-  TSR_ASSIGN_OR_RETURN(
-      OIIO::ImageSpec spec,
-      image::ExrSpec(path, c.width, c.height, c.channels, c.channel_names, type, kExrCompression));
-  const size_t value = type.size();
-  const size_t row = static_cast<size_t>(c.width) * c.channels;
-  std::vector<std::byte> band(row * std::min(kBandRows, c.height) * value);
-  return image::WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
-    for (int y0 = 0; y0 < c.height; y0 += kBandRows) {
-      const int y1 = std::min(c.height, y0 + kBandRows);
-      ForEachSpan(c, y0, y1, [&](const TileView& t, size_t src, int x, int y) {
-        const size_t n = static_cast<size_t>(t.width) * c.channels;
-        std::byte* dst =
-            band.data() + ((y - y0) * row + static_cast<size_t>(x) * c.channels) * value;
-        if (exr_float) {
-          std::memcpy(dst, t.pixels + src * c.channels, n * value);
-        } else if (t.half) {
-          std::memcpy(dst, t.half + src * c.channels, n * value);
-        } else {
-          ToHalf(t.pixels + src * c.channels, n, reinterpret_cast<uint16_t*>(dst));
-        }
-      });
-      if (!out.write_scanlines(y0, y1, 0, type, band.data())) return false;
-    }
-    return true;
-  });
-}
-
-// The frame's 8-bit sRGB bytes (beauty channels only), as shared/image_io's WriteSrgb8 makes them.
-std::vector<uint8_t> PreviewBytes(const Canvas& c) {
-  const int out = PreviewChannels(c.channels);
-  std::vector<uint8_t> bytes(static_cast<size_t>(c.width) * c.height * out);
-  ForEachSpan(c, 0, c.height, [&](const TileView& t, size_t src, int x, int y) {
-    uint8_t* dst = &bytes[(static_cast<size_t>(y) * c.width + x) * out];
-    if (t.srgb) {
-      std::memcpy(dst, t.srgb + src * out, static_cast<size_t>(t.width) * out);
-    } else {
-      ToSrgb(t.pixels + src * c.channels, t.width, c.channels, dst);
-    }
-  });
-  return bytes;
-}
-
-// The dashboard's thumbnail: the preview box-filtered in linear light to about twice the
-// thumbnail's size, from a grid of samples in each box (every `step`-th pixel of every `step`-th
-// row, nine or more per box) so it costs little at any frame size; image_io then scales it the
-// rest of the way with a proper filter.
-Status WriteThumbnail(const std::string& path, const Canvas& c, const std::vector<uint8_t>& bytes) {
-  static const std::vector<float> kLinear = [] {
-    std::vector<float> table(256);
-    for (int i = 0; i < 256; ++i) table[i] = image::SrgbToLinear(i / 255.0f);
-    return table;
-  }();
-  const int channels = PreviewChannels(c.channels);
-  const int box = std::max(1, std::max(c.width, c.height) / (2 * kThumbnailSide));
-  const int step = std::max(1, box / 3);
-  image::ImageBuffer small;
-  small.width = (c.width + box - 1) / box;
-  small.height = (c.height + box - 1) / box;
-  small.channels = channels;
-  small.pixels.assign(static_cast<size_t>(small.width) * small.height * channels, 0.0f);
-  // Each box's samples start at its corner: every box has one at least.
-  auto samples_in = [&](int cell, int size) {
-    return std::pair(cell * box, std::min(size, (cell + 1) * box));
-  };
-  for (int cy = 0; cy < small.height; ++cy) {
-    for (int cx = 0; cx < small.width; ++cx) {
-      float* dst = &small.pixels[(static_cast<size_t>(cy) * small.width + cx) * channels];
-      int count = 0;
-      const auto [y0, y1] = samples_in(cy, c.height);
-      const auto [x0, x1] = samples_in(cx, c.width);
-      for (int y = y0; y < y1; y += step) {
-        const uint8_t* src = &bytes[(static_cast<size_t>(y) * c.width + x0) * channels];
-        for (int x = x0; x < x1; x += step, src += step * channels, ++count) {
-          for (int ch = 0; ch < channels; ++ch) dst[ch] += kLinear[src[ch]];
-        }
-      }
-      for (int ch = 0; ch < channels; ++ch) dst[ch] /= static_cast<float>(count);
-    }
-  }
-  return image::WriteThumbnail(path, small, kThumbnailSide);
-}
-
-// The frame's 8-bit files (PNG, JPEG, TIFF by extension) and its thumbnail.
-Status WritePreviews(const std::vector<std::string>& paths, const std::string& thumbnail,
-                     const Canvas& c, int64_t job_id, int frame) {
-  const std::vector<uint8_t> bytes = PreviewBytes(c);
-  OIIO::ImageSpec spec(c.width, c.height, PreviewChannels(c.channels), OIIO::TypeDesc::UINT8);
-  spec.attribute("png:compressionLevel", kPngCompressionLevel);
-  for (const std::string& path : paths) {
-    TSR_RETURN_IF_ERROR(image::WriteAtomically(path, spec, [&](OIIO::ImageOutput& out) {
-      return out.write_image(OIIO::TypeDesc::UINT8, bytes.data());
-    }));
-  }
-  // Only for people to look at: a frame whose thumbnail cannot be written is still done.
-  if (Status s = WriteThumbnail(thumbnail, c, bytes); !s.ok()) {
-    spdlog::warn("job {} frame {}: no thumbnail: {}", job_id, frame, s.message());
-  }
-  return Status::Ok();
-}
-
-// Writes the frame in every format the job asks for; `files` gets their paths in that order.
-Status WriteOutputs(const FrameOutput& output, int64_t job_id, int frame, const Canvas& c,
-                    std::vector<std::string>* files, uint64_t* bytes) {
-  std::error_code ec;
-  fs::create_directories(output.dir, ec);
-  if (ec && disk_space::IsFullErrno(ec.value())) {
-    return disk_space::FullError("create", output.dir, ec.value());
-  }
-  if (ec) return Status::Internal("cannot create " + output.dir + ": " + ec.message());
-  std::vector<std::string> paths, previews;
-  bool exr = false;
-  for (const std::string& format : output.formats) {
-    paths.push_back(
-        (fs::path(output.dir) / spec::OutputFileName(output.pattern, frame, format)).string());
-    if (format == "exr") {
-      exr = true;
-    } else {
-      previews.push_back(paths.back());
-    }
-  }
-  const std::string thumbnail = ThumbnailPath(output.dir, frame);
-  Status preview_status;
-  auto write_previews = [&] {
-    preview_status = WritePreviews(previews, thumbnail, c, job_id, frame);
-  };
-  std::thread beside;
-  if (exr && int64_t{c.width} * c.height >= kConcurrentPixels) {
-    beside = std::thread(write_previews);
-  }
-  Status exr_status;
-  for (size_t i = 0; i < paths.size() && exr; ++i) {
-    if (output.formats[i] == "exr") exr_status = EncodeExr(paths[i], c, output.exr_float);
-  }
-  if (beside.joinable()) {
-    beside.join();
-  } else if (exr_status.ok()) {
-    // Not after a failed EXR: the frame is written again whole, and a preview written now would
-    // be written twice (on a full disk it may fit in the room the failed EXR gave back).
-    write_previews();
-  }
-  TSR_RETURN_IF_ERROR(exr_status);
-  TSR_RETURN_IF_ERROR(preview_status);
-  *files = std::move(paths);
-  if (bytes != nullptr) {
-    *bytes = 0;
-    for (const std::string& file : *files) *bytes += fs::file_size(file, ec);
-  }
-  return Status::Ok();
-}
-
 // A plugin renderer's tile: float pixels, kept as a float EXR named after its place.
-FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, PartSpool& spool) {
+PartStored StorePixelTile(const PartJob& job, PartStored done, PartSpool& spool) {
   const protocol::FramePart& a = job.assigned;
   if (job.pixels.width != a.x1 - a.x0 || job.pixels.height != a.y1 - a.y0) {
     done.status = Status::InvalidArgument("part of frame " + std::to_string(job.frame) +
@@ -535,7 +346,7 @@ FrameWritten StorePixelTile(const PartJob& job, FrameWritten done, PartSpool& sp
 }  // namespace
 
 FrameWritten Assembler::WriteFrame(const FrameJob& job) {
-  FrameWritten done{job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}};
+  FrameWritten done = AnswerFor(job);
   const image::ImageBuffer& image = job.image;
   if (RefusePixels(image.pixels, image.channels, job.accept_bad_pixels, job.frame, &done)) {
     return done;
@@ -555,9 +366,8 @@ FrameWritten Assembler::WriteFrame(const FrameJob& job) {
   return done;
 }
 
-FrameWritten Assembler::StorePart(const PartJob& job) {
-  FrameWritten done{
-      job.job_id, job.task_id, job.attempt, job.frame, Status::Ok(), {}, FrameWritten::Kind::kPart};
+PartStored Assembler::StorePart(const PartJob& job) {
+  PartStored done = AnswerFor(job);
   if (job.accumulation.empty()) return StorePixelTile(job, std::move(done), *spool_);
   // The worker's bytes are checked before they are kept: a corrupt or mismatched part is the
   // task's failure now, not the frame's at assembly time.
@@ -597,16 +407,9 @@ FrameWritten Assembler::StorePart(const PartJob& job) {
   return done;
 }
 
-FrameWritten Assembler::AssembleFrame(const AssembleJob& job) {
-  FrameWritten done{job.job_id,
-                    job.task_id,
-                    job.attempt,
-                    job.frame,
-                    Status::Ok(),
-                    {},
-                    FrameWritten::Kind::kAssembled};
-  const std::string dir = PartsDir(job.output.dir, job.frame);
-  done.parts_dir = dir;
+FrameAssembled Assembler::AssembleFrame(const AssembleJob& job) {
+  FrameAssembled done = AnswerFor(job);
+  const std::string& dir = done.parts_dir;
   FrameParts parts;
   done.status = spool_->Take(dir, job.parts, job.frame, /*need_floats=*/job.output.exr_float,
                              "frame " + std::to_string(job.frame), &parts);

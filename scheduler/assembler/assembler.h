@@ -18,7 +18,7 @@
 // restart at any point loses nothing, and assembling twice writes the same frame.
 //
 // Threads: Submit(), SubmitPart(), Assemble(), StorePart(), AssembleFrame() and counters() may be
-// called from any thread; `on_written` runs on an assembler thread.
+// called from any thread; `on_done` runs on an assembler thread.
 
 #include <atomic>
 #include <condition_variable>
@@ -30,13 +30,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/image_io.h"
-#include "shared/logging.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/logging.h"
+#include "shared/base/status.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::blobs {
 class BlobStore;
@@ -63,8 +64,8 @@ struct FrameJob {
   int frame = 0;
   FrameOutput output;
   image::ImageBuffer image;
-  // Pixels PixelProblem() objects to: refused (kBadPixels), or -- once a task was already sent
-  // back for them -- written anyway, with FrameWritten::flag saying why.
+  // Pixels PixelProblem() objects to: refused (FrameWritten::bad_pixels), or -- once a task was
+  // already sent back for them -- written anyway, with FrameWritten::flag saying why.
   bool accept_bad_pixels = false;
 };
 
@@ -117,23 +118,66 @@ struct AssembleJob {
   int parts = 0;  // how many parts make the frame
 };
 
+// What the assembler answers: one result type per kind of work, handed to the broker's callback
+// as a Result. Each says what the work was about and whether it was done (status: ok, or why
+// not; a write that failed for want of space has StatusCode::kStorageFull).
+
+// Submit: a whole frame written as the job's output files.
 struct FrameWritten {
-  enum class Kind { kFrame, kPart, kAssembled, kFile, kInputs };
   int64_t job_id = 0;
-  int64_t task_id = 0;  // for kAssembled: AssembleJob::task_id
+  int64_t task_id = 0;
   int attempt = 0;
   int frame = 0;
-  Status status;  // ok, or why the frame (or part) could not be written
+  Status status;
   std::vector<std::string> files;
-  Kind kind = Kind::kFrame;
-  std::string parts_dir;    // kAssembled: where the frame's parts are
   bool bad_pixels = false;  // status says the pixels were refused (PixelProblem)
   std::string flag;         // written despite PixelProblem: the problem
-  // kFrame, kAssembled: the bytes its files take (the room the next frame will want). A write
-  // that failed for want of room has status StatusCode::kStorageFull.
-  uint64_t bytes = 0;
-  std::map<std::string, std::string> inputs;  // kInputs: asset name -> blob SHA-256
+  uint64_t bytes = 0;       // the bytes its files take (the space the next frame will want)
 };
+
+// SubmitPart: one part of a split frame kept in the frame's parts folder.
+struct PartStored {
+  int64_t job_id = 0;
+  int64_t task_id = 0;
+  int attempt = 0;
+  int frame = 0;
+  Status status;
+  std::vector<std::string> files;  // the part's file
+  bool bad_pixels = false;         // as FrameWritten's
+  std::string flag;
+};
+
+// Assemble: a split frame merged from its parts and written as the job's output files.
+struct FrameAssembled {
+  int64_t job_id = 0;
+  int64_t task_id = 0;  // AssembleJob::task_id
+  int attempt = 0;
+  int frame = 0;
+  Status status;
+  std::vector<std::string> files;
+  std::string parts_dir;  // where the frame's parts are
+  uint64_t bytes = 0;     // as FrameWritten's
+};
+
+// SubmitFile: a file a task returned, written into the job's output folder.
+struct FileWritten {
+  int64_t job_id = 0;
+  int64_t task_id = 0;
+  int attempt = 0;
+  std::string name;
+  Status status;
+  uint64_t bytes = 0;
+};
+
+// GatherInputs: other steps' files stored in the blob store as a step's inputs.
+struct InputsGathered {
+  int64_t job_id = 0;
+  Status status;                              // every file stored, or the first that could not be
+  std::map<std::string, std::string> inputs;  // asset name -> blob SHA-256
+  uint64_t bytes = 0;
+};
+
+using Result = std::variant<FrameWritten, PartStored, FrameAssembled, FileWritten, InputsGathered>;
 
 // Where a split frame's parts wait for each other.
 std::string PartsDir(const std::string& output_dir, int frame);
@@ -150,7 +194,7 @@ class Assembler {
   // parts). Beyond it the frames touched longest ago are assembled from their files instead.
   static constexpr size_t kDefaultCacheBytes = size_t{1} << 30;
 
-  Assembler(int threads, std::function<void(FrameWritten)> on_written,
+  Assembler(int threads, std::function<void(Result)> on_done,
             size_t cache_bytes = kDefaultCacheBytes);
   ~Assembler();  // finishes queued frames, then joins
   Assembler(const Assembler&) = delete;
@@ -164,9 +208,7 @@ class Assembler {
   void Submit(FrameJob job, zmq::message_t payload);
   void SubmitPart(PartJob job, zmq::message_t payload);
   void Assemble(AssembleJob job);
-  // Answered with Kind::kFile and files = {name}.
   void SubmitFile(FileJob job, zmq::message_t payload);
-  // Answered with Kind::kInputs: every file stored, or the first that could not be.
   void GatherInputs(InputsJob job);
   // Returns once every job submitted so far is written and handed back (the broker, before it
   // turns read-only: nothing of a rolled-back pass is written after that).
@@ -182,21 +224,21 @@ class Assembler {
 
   // The same work, synchronously on the calling thread (also used by tests and benchmarks).
   static FrameWritten WriteFrame(const FrameJob& job);
-  static FrameWritten WriteFile(const FileJob& job, const zmq::message_t& bytes);
-  static FrameWritten StoreInputs(const InputsJob& job);
-  FrameWritten StorePart(const PartJob& job);
-  FrameWritten AssembleFrame(const AssembleJob& job);
+  static FileWritten WriteFile(const FileJob& job, const zmq::message_t& bytes);
+  static InputsGathered StoreInputs(const InputsJob& job);
+  PartStored StorePart(const PartJob& job);
+  FrameAssembled AssembleFrame(const AssembleJob& job);
 
  private:
   struct Queued {
-    FrameWritten answer;  // what the work is about: answered with an error if it throws
-    std::function<FrameWritten()> work;
+    Result answer;  // what the work is about: answered with an error if it throws
+    std::function<Result()> work;
   };
-  void Enqueue(FrameWritten answer, std::function<FrameWritten()> work);
-  FrameWritten RunGuarded(Queued& job);
+  void Enqueue(Result answer, std::function<Result()> work);
+  Result RunGuarded(Queued& job);
   void Run();
 
-  std::function<void(FrameWritten)> on_written_;
+  std::function<void(Result)> on_done_;
   std::unique_ptr<PartSpool> spool_;  // split frames' parts until their frame is assembled
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "scheduler/assembler/part_spool.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 
 namespace tessera::assembler {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/rendered_image.h"
+#include "shared/images/rendered_image.h"
 
 namespace tessera::assembler {
 

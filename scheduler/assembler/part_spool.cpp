@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "scheduler/assembler/part_memory.h"
-#include "shared/accumulation.h"
-#include "shared/disk_space.h"
-#include "shared/image_io.h"
-#include "shared/protocol.h"
-#include "shared/status.h"
+#include "shared/base/disk_space.h"
+#include "shared/base/status.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::assembler {
 

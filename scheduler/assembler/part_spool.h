@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
-#include "shared/rendered_image.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/images/image_io.h"
+#include "shared/images/rendered_image.h"
 
 namespace tessera::assembler {
 

@@ -9,9 +9,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "shared/file_io.h"
-#include "shared/logging.h"
-#include "shared/wall_time.h"
+#include "scheduler/broker/broker.h"
+#include "shared/base/file_io.h"
+#include "shared/base/logging.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::autoscaler {
 
@@ -41,14 +42,14 @@ std::string Base64(const std::string& in) {
 }  // namespace
 
 Autoscaler::Autoscaler(store::Store& store, broker::Broker& broker, AutoscalerConfig config,
-                       AutoscalerOptions options)
-    : store_(store), broker_(broker), config_(std::move(config)), options_(std::move(options)) {
-  if (!options_.now) {
-    options_.now = [] {
-      return std::chrono::time_point_cast<Seconds>(std::chrono::system_clock::now());
-    };
-  }
-}
+                       AutoscalerOptions options, const Clock& clock)
+    : store_(store),
+      broker_(broker),
+      config_(std::move(config)),
+      options_(std::move(options)),
+      clock_(clock) {}
+
+TimePoint Autoscaler::Now() const { return FromMs(clock_.WallMs()); }
 
 Autoscaler::~Autoscaler() { Stop(); }
 
@@ -88,7 +89,7 @@ Status Autoscaler::Start(const std::string& broker_endpoint) {
   }
   spdlog::info("autoscaler: {} node group(s), {} node(s) kept from before, a tick every {} s",
                groups_.size(), nodes_.size(), config_.interval_s);
-  Publish(Plan{}, {}, options_.now());  // readers see the groups before the first tick
+  Publish(Plan{}, {}, Now());  // readers see the groups before the first tick
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
@@ -156,7 +157,7 @@ void Autoscaler::Tick() {
     spdlog::error("autoscaler: cannot read the farm: {}", view.status().ToString());
     return;
   }
-  const TimePoint now = options_.now();
+  const TimePoint now = Now();
   ClaimNamedNodes(*view);
   SettleDepartures(*view, now);
   std::map<std::string, GroupState> states = GroupStates(*view, now);
@@ -431,8 +432,9 @@ StatusOr<NodeRequest> Autoscaler::MakeRequest(const Group& group, const std::str
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path =
-      (dir / ((name.empty() ? spec.name + "-" + std::to_string(std::time(nullptr)) : name) +
-              ".user-data"))
+      (dir /
+       ((name.empty() ? spec.name + "-" + std::to_string(Now().time_since_epoch().count()) : name) +
+        ".user-data"))
           .string();
   TSR_RETURN_IF_ERROR(file_io::WriteAtomically(path, {text}, 0600));
   request.vars["user_data"] = path;

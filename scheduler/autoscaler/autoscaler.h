@@ -12,6 +12,10 @@
 // that name, which is how a registration is matched to its request (a provider that names nodes
 // itself, kubernetes, is matched by its NamePrefix instead).
 //
+// Time is an input: every tick reads the wall time from the Clock the autoscaler was given (a
+// test moves a ManualClock past a cool-down, an idle grace or a registration timeout and calls
+// Tick()); only the pause between the thread's ticks is real time.
+//
 // Threads: Tick runs on the autoscaler's own thread (provider commands may take a minute);
 // Describe and GroupOf are safe from any thread and never wait for a tick.
 
@@ -30,24 +34,28 @@
 #include <thread>
 #include <vector>
 
-#include "scheduler/autoscaler/config.h"
-#include "scheduler/broker/broker.h"
+#include "scheduler/autoscaler/autoscaler_config.h"
+#include "scheduler/broker/capacity_view.h"
 #include "scheduler/events/event_bus.h"
 #include "scheduler/store/store.h"
+#include "shared/base/clock.h"
+
+namespace tessera::broker {
+class Broker;
+}
 
 namespace tessera::autoscaler {
 
 struct AutoscalerOptions {
   std::string data_dir;  // rendered user data goes to <data_dir>/autoscaler/
   events::EventBus* events = nullptr;
-  // The clock: real time unless a test says otherwise.
-  std::function<TimePoint()> now;
 };
 
 class Autoscaler {
  public:
+  // `clock` outlives the autoscaler.
   Autoscaler(store::Store& store, broker::Broker& broker, AutoscalerConfig config,
-             AutoscalerOptions options);
+             AutoscalerOptions options, const Clock& clock);
   ~Autoscaler();  // Stop()s
   Autoscaler(const Autoscaler&) = delete;
   Autoscaler& operator=(const Autoscaler&) = delete;
@@ -90,6 +98,8 @@ class Autoscaler {
   };
 
   void Run();
+  // The clock's wall time, in the policy's whole seconds: the one place the autoscaler reads it.
+  TimePoint Now() const;
   // The key the policy knows a node by: its worker's name, or "request-<id>" before it has one.
   static std::string NodeKey(const store::AutoscalerNodeRecord& r);
   // Claims new workers of provider-named groups for their pending requests.
@@ -113,6 +123,7 @@ class Autoscaler {
   broker::Broker& broker_;
   const AutoscalerConfig config_;
   AutoscalerOptions options_;
+  const Clock& clock_;
   std::string broker_endpoint_;
 
   // The autoscaler thread only.

@@ -17,9 +17,9 @@
 #include <utility>
 
 #include "scheduler/autoscaler/decider_internal.h"
-#include "shared/gpu_slots.h"
-#include "shared/protocol.h"
-#include "shared/tags.h"
+#include "shared/jobs/gpu_slots.h"
+#include "shared/jobs/tags.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::autoscaler::decider_internal {
 
@@ -54,7 +54,7 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 }
 
 // Tasks of `c` one GPU of `g` holds at once: a share packs as the scheduler's policy packs it
-// (policy/gpu_room.cpp: rounded up to whole slots, never over the GPU's memory); else one.
+// (policy/gpu_claims.cpp: rounded up to whole slots, never over the GPU's memory); else one.
 int TasksPerGpu(const DemandClass& c, const NodeGroup& g) {
   const int ways = std::clamp(g.gpus.slots_per_gpu, 1, protocol::kMaxSlotsPerGpu);
   if (c.gpu_share <= 0 || ways < 2) return g.gpus.memory_mib >= c.min_gpu_memory_mib ? 1 : 0;

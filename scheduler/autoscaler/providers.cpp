@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "shared/subprocess.h"
+#include "shared/base/subprocess.h"
 
 namespace tessera::autoscaler {
 

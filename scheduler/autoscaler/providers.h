@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::autoscaler {
 

@@ -1,3 +1,7 @@
+// The broker's poll loop: the socket, the inbox of other threads' requests, one store write group
+// per pass, worker messages handed to the parts, the timers, and the outbox released after the
+// commit. The thread-safe entry points at the end post their work to the loop and wait.
+
 #include "scheduler/broker/broker.h"
 
 #include <spdlog/spdlog.h>
@@ -5,26 +9,31 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
+#include <type_traits>
+#include <variant>
 #include <zmq_addon.hpp>
 
-#include "shared/plugin_catalog.h"
-#include "shared/utf8.h"
-#include "shared/wall_time.h"
-#include "shared/zmq_monitor.h"
+#include "scheduler/security/key_ring.h"
+#include "shared/wire/curve_keys.h"
 
 namespace tessera::broker {
 
 using protocol::MessageType;
-using Clock = std::chrono::steady_clock;
 
-Broker::Broker(store::Store& store, BrokerOptions options)
-    : store_(store), options_(std::move(options)), noisy_(options_.noisy_log_interval) {
-  shares_.projects = options_.projects;
+Broker::Broker(store::Store& store, BrokerOptions options, const Clock& clock)
+    : store_(store), options_(std::move(options)), clock_(clock) {
+  running_.shares.projects = options_.projects;
+  pass_.later = [this](std::function<void(Pass&)> fn) {
+    Post([this, fn = std::move(fn)] { fn(pass_); });
+  };
 }
 
-Broker::~Broker() { Stop(); }
+Broker::~Broker() {
+  Stop();
+  // A ZAP handler left by a start that failed reads the fleet's key ring: it stops first.
+  zap_.reset();
+}
 
 StatusOr<std::string> Broker::Start() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -64,60 +73,10 @@ void Broker::Post(std::function<void()> fn) {
 
 // ---- the poll loop --------------------------------------------------------------------------
 
-namespace {
-
-// A C++ plugin a worker loaded from outside the build: what it declares becomes the spec that
-// jobs naming it are validated against (shared/plugin_catalog.h).
-Status AdoptNativePlugin(const protocol::PluginOffer& offer) {
-  const auto has = [&](const char* cap) {
-    return std::find(offer.capabilities.begin(), offer.capabilities.end(), cap) !=
-           offer.capabilities.end();
-  };
-  TSR_ASSIGN_OR_RETURN(plugin::PluginSpec spec,
-                       plugin::NativePluginSpec(offer.name, offer.description, has("tiles"),
-                                                has("sample_parts"), offer.declaration));
-  return plugin::RegisterNativePlugin(std::move(spec));
-}
-
-}  // namespace
-
-void Broker::Run(std::promise<StatusOr<std::string>> started) {
-  std::string endpoint;
-  // C++ plugins workers offered before a restart: their jobs must still parse.
-  StatusOr<std::vector<protocol::PluginOffer>> natives = store_.NativePlugins();
-  if (!natives.ok()) {
-    started.set_value(natives.status());
-    return;
-  }
-  for (const protocol::PluginOffer& offer : *natives) {
-    if (Status s = AdoptNativePlugin(offer); !s.ok()) {
-      spdlog::warn("renderer plugin {}: {}", offer.name, s.message());
-    }
-  }
-  // Workers an operator disabled stay disabled when they come back.
-  StatusOr<std::vector<store::WorkerRecord>> known = store_.ListWorkers();
-  if (!known.ok()) {
-    started.set_value(known.status());
-    return;
-  }
-  std::set<std::string> disabled;
-  for (const store::WorkerRecord& w : *known) {
-    if (w.disabled) disabled.insert(w.name);
-  }
-  workers_.SetDisabledNames(std::move(disabled));
+StatusOr<std::string> Broker::Bind() {
   if (options_.curve) {
     // The ZAP handler must be listening before the CURVE ROUTER binds.
-    if (Status s = LoadKeyRing(); !s.ok()) {
-      started.set_value(s);
-      return;
-    }
-    StatusOr<std::unique_ptr<security::ZapHandler>> zap =
-        security::ZapHandler::Start(context_, keys_);
-    if (!zap.ok()) {
-      started.set_value(zap.status());
-      return;
-    }
-    zap_ = std::move(*zap);
+    TSR_ASSIGN_OR_RETURN(zap_, security::ZapHandler::Start(context_, fleet_.keys()));
   }
   try {
     router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
@@ -141,52 +100,71 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
     monitor_->set(zmq::sockopt::linger, 0);
     monitor_->connect(monitor);
     router_->bind(options_.bind_endpoint);
-    endpoint = router_->get(zmq::sockopt::last_endpoint);
+    outbox_.Attach(router_.get());
+    return router_->get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     if (monitor_) zmq_socket_monitor(router_->handle(), nullptr, 0);
     monitor_.reset();
     router_.reset();
-    started.set_value(
-        Status::Unavailable("cannot bind broker at " + options_.bind_endpoint + ": " + e.what()));
-    return;
+    return Status::Unavailable("cannot bind broker at " + options_.bind_endpoint + ": " + e.what());
   }
+}
+
+void Broker::Run(std::promise<StatusOr<std::string>> started) {
+  pass_.Begin(clock_);
+  if (Status s = fleet_.Load(pass_); !s.ok()) return started.set_value(s);
+  StatusOr<std::string> endpoint = Bind();
+  if (!endpoint.ok()) return started.set_value(endpoint.status());
   {
     std::lock_guard<std::mutex> lock(assembler_mu_);
+    // The assembler's answers come back to the loop as work for a later pass.
     assembler_ = std::make_unique<assembler::Assembler>(
-        options_.assembler_threads, [this](assembler::FrameWritten w) {
-          Post([this, w = std::move(w)] { OnFrameWritten(w); });
+        options_.assembler_threads, [this](assembler::Result result) {
+          Post([this, result = std::move(result)] {
+            std::visit(
+                [this](const auto& written) {
+                  if constexpr (std::is_same_v<std::decay_t<decltype(written)>,
+                                               assembler::InputsGathered>) {
+                    steps_.OnInputsGathered(pass_, written);
+                  } else {
+                    task_ends_.OnWritten(pass_, written);
+                  }
+                },
+                result);
+          });
         });
+    pass_.assembler = assembler_.get();
   }
-  now_ = Clock::now();
   Status recovered = store_.MarkAllWorkersOffline();
-  if (recovered.ok()) recovered = LoadStoredTasks(std::nullopt, /*requeue_running=*/true);
+  if (recovered.ok()) recovered = jobs_.Load(pass_, std::nullopt, /*requeue_running=*/true);
   // A data folder already full at start-up: up, read-only, rather than a restart loop.
   if (!recovered.ok() && recovered.code() != StatusCode::kStorageFull) {
-    started.set_value(recovered);
-    return;
+    return started.set_value(recovered);
   }
   if (recovered.ok()) {
-    ResumeAssemblies();
-    CancelStepsOfEndedSteps();
+    task_ends_.ResumeAssemblies(pass_);
+    steps_.CancelStepsOfEndedSteps(pass_);
   }
-  started.set_value(endpoint);
-  spdlog::info("broker listening on {} (heartbeat {} ms, liveness {}), {}", endpoint,
+  started.set_value(*endpoint);
+  spdlog::info("broker listening on {} (heartbeat {} ms, liveness {}), {}", *endpoint,
                options_.heartbeat_ms, options_.liveness,
                options_.curve ? "CURVE encrypted, enrolled workers only"
                               : "INSECURE: unencrypted, any peer admitted");
 
-  next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
-  next_touch_ = Clock::now() + std::chrono::seconds(5);
+  next_timer_ = pass_.now + std::chrono::milliseconds(options_.heartbeat_ms);
   if (!recovered.ok()) EnterReadOnly(recovered);
   for (;;) {
     zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wake_fd_, ZMQ_POLLIN, 0},
                                {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_timer_ - Clock::now());
+    // Until the next timer, as of the last pass's time (a pass is short next to the interval).
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_timer_ - pass_.now);
     try {
       zmq::poll(items, 3, std::max<std::chrono::milliseconds>(wait, std::chrono::milliseconds(0)));
     } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) noisy_.Log(spdlog::level::err, "poll", "poll: {}", e.what());
+      if (e.num() != EINTR) {
+        boundary_.noisy().LogAt(pass_.now, spdlog::level::err, "poll", "poll: {}", e.what());
+      }
     }
     const bool woken = items[1].revents & ZMQ_POLLIN;
     if (woken) {
@@ -195,7 +173,10 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
       std::lock_guard<std::mutex> lock(inbox_mu_);
       if (stop_) break;
     }
-    if (items[2].revents & ZMQ_POLLIN) Guarded("reading handshake events", [&] { DrainMonitor(); });
+    if (items[2].revents & ZMQ_POLLIN) {
+      Guarded("reading handshake events",
+              [&] { boundary_.DrainHandshakeEvents(pass_, *monitor_); });
+    }
     // Each step of a pass has its own guard (RunPass); this one is the last resort, so that no
     // exception ever leaves the thread.
     Guarded("a pass of the poll loop", [&] { RunPass(woken); });
@@ -204,8 +185,10 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
   {
     std::lock_guard<std::mutex> lock(assembler_mu_);
     assembler = std::move(assembler_);
+    pass_.assembler = nullptr;
   }
   assembler.reset();  // finish pending writes; their completions are dropped with the inbox
+  outbox_.Attach(nullptr);
   zmq_socket_monitor(router_->handle(), nullptr, 0);
   monitor_.reset();
   router_.reset();
@@ -214,8 +197,8 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
 }
 
 void Broker::RunPass(bool woken) {
-  if (read_only_) return RunReadOnlyPass(woken);
-  now_ = Clock::now();
+  if (read_only_.active()) return RunReadOnlyPass(woken);
+  pass_.Begin(clock_);
   Status committed;
   {
     store::Store::WriteGroup group(store_);
@@ -223,23 +206,24 @@ void Broker::RunPass(bool woken) {
     // exception drops one step and the pass still commits what the others did.
     if (woken) DrainInbox();
     ReceiveMessages();
-    const bool timer = Clock::now() >= next_timer_;
+    const bool timer = pass_.now >= next_timer_;
     if (timer) {
       Guarded("the timers", [&] { OnTimer(); });
-      next_timer_ = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
+      next_timer_ = pass_.now + std::chrono::milliseconds(options_.heartbeat_ms);
     }
-    Guarded("full filesystems", [&] { CheckStorage(now_); });
-    Guarded("dispatch", [&] { Dispatch(); });
+    Guarded("full filesystems", [&] { full_outputs_.Check(pass_); });
+    Guarded("dispatch", [&] { dispatch_.Run(pass_); });
     // After dispatch, so backups only use workers the queue has no work for.
-    if (timer) Guarded("straggler backups", [&] { StartBackups(); });
-    Guarded("acknowledgements", [&] { SendPendingAcks(); });  // after the pass's last assignment
-    Guarded("worker states", [&] { StoreWorkerStates(); });
-    Guarded("events", [&] { PublishPending(); });
-    queue_depth_.store(leases_.queue().size(), std::memory_order_relaxed);
+    if (timer) Guarded("straggler backups", [&] { dispatch_.StartBackups(pass_); });
+    // After the pass's last assignment, which carries what it can.
+    Guarded("acknowledgements", [&] { acks_.SendWaiting(pass_); });
+    Guarded("worker states", [&] { fleet_.StoreStates(pass_); });
+    Guarded("events", [&] { events_.Flush(pass_.now, outbox_); });
+    counters_.queue_depth.store(table_.queue().size(), std::memory_order_relaxed);
     committed = group.Commit();
   }  // (a failed commit is rolled back here)
   if (committed.code() == StatusCode::kStorageFull) {
-    // The data folder is full: the pass is undone in memory too, and the broker waits for room
+    // The data folder is full: the pass is undone in memory too, and the broker waits for space
     // read-only instead of exiting into a restart loop while the disk is still full.
     return EnterReadOnly(committed);
   }
@@ -254,47 +238,58 @@ void Broker::RunPass(bool woken) {
     spdlog::shutdown();
     std::_Exit(74);  // EX_IOERR
   }
-  FlushOutbox();
+  Release();
 }
 
-void Broker::StoreWorkerStates() {
-  for (const auto& [worker, state] : workers_.TakeStateChanges()) {
-    (void)store_.SetWorkerState(worker->offer.id, state);
-    if (options_.events) {
-      Publish("worker", {{"worker", worker->offer.name}, {"state", store::WorkerStateName(state)}});
+void Broker::RunReadOnlyPass(bool woken) {
+  // No write group: nothing here writes except the requests of other threads, which write to
+  // the store first (each in a transaction of its own) and answer with what it said.
+  pass_.Begin(clock_);
+  if (woken) DrainInbox();
+  ReceiveMessages();
+  Guarded("the data folder's free space", [&] {
+    if (read_only_.CheckDataFolder(pass_)) {
+      next_timer_ = pass_.now + std::chrono::milliseconds(options_.heartbeat_ms);
     }
-  }
-}
-
-void Broker::Publish(const char* kind, nlohmann::json data) {
-  if (options_.events) pending_events_.emplace_back(kind, std::move(data));
-}
-
-void Broker::RecordEvent(std::optional<int64_t> job_id, std::optional<int64_t> task_id,
-                         std::optional<int64_t> worker_id, const std::string& kind,
-                         const std::string& message) {
-  (void)store_.AddEvent(job_id, task_id, worker_id, kind, message);
-  if (!options_.events) return;
-  nlohmann::json data = {{"event", kind}, {"message", message}};
-  if (job_id) data["job_id"] = *job_id;
-  if (task_id) data["task_id"] = *task_id;
-  if (worker_id) data["worker_id"] = *worker_id;
-  Publish("notice", std::move(data));
-}
-
-void Broker::PublishPending() {
-  if (!options_.events) return;
-  const auto now = now_;
-  if (!changed_jobs_.empty() && now >= next_job_events_) {
-    for (int64_t id : changed_jobs_) Publish("job", {{"job_id", id}});
-    changed_jobs_.clear();
-    next_job_events_ = now + kJobEventInterval;
-  }
-  if (pending_events_.empty()) return;
-  after_commit_.push_back([bus = options_.events, events = std::move(pending_events_)]() mutable {
-    for (auto& [kind, data] : events) bus->Publish(kind, std::move(data));
   });
-  pending_events_.clear();
+  Guarded("events", [&] { events_.Flush(pass_.now, outbox_); });
+  if (read_only_.active()) next_timer_ = read_only_.next_check();
+  Release();
+}
+
+void Broker::EnterReadOnly(const Status& why) {
+  // Nothing of the rolled-back pass leaves: no assignment, acknowledgement or event, and the
+  // requests it served are answered with the failure.
+  events_.Discard();
+  for (auto& answer : outbox_.Discard()) Guarded("an answer", [&] { answer(why); });
+  pass_.finished_jobs.clear();
+  // Frames the pass handed to the assembler are finished before anyone can see the scheduler
+  // read-only: a frame of the rolled-back pass is on disk by then (its worker sends it again
+  // after space is back, and it is written once more then).
+  if (assembler_) assembler_->WaitIdle();
+  read_only_.Enter(pass_, why);
+  next_timer_ = read_only_.next_check();
+}
+
+void Broker::Release() {
+  Outbox::Committed committed = outbox_.Release();
+  for (auto& fn : committed.after_commit) Guarded("an answer", [&] { fn(); });
+  for (auto& answer : committed.answers) Guarded("an answer", [&] { answer(Status::Ok()); });
+}
+
+void Broker::DrainInbox() {
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    batch.swap(inbox_);
+  }
+  // The jobs a request finished release (or cancel) the jobs after them before the next one.
+  for (auto& fn : batch) {
+    Guarded("a request from another thread", [&] {
+      fn();
+      steps_.OnJobsFinished(pass_);
+    });
+  }
 }
 
 void Broker::ReceiveMessages() {
@@ -307,54 +302,27 @@ void Broker::ReceiveMessages() {
         return;
       }
     } catch (const zmq::error_t& e) {
-      noisy_.Log(spdlog::level::warn, "receive", "receive: {}", e.what());
+      boundary_.noisy().LogAt(pass_.now, spdlog::level::warn, "receive", "receive: {}", e.what());
       return;
     }
-    Guarded("a worker message", [&] { HandleMessage(frames); });
+    // The jobs a message finished release (or cancel) the jobs after them before the next one.
+    Guarded("a worker message", [&] {
+      HandleMessage(frames);
+      steps_.OnJobsFinished(pass_);
+    });
   }
-}
-
-void Broker::DrainInbox() {
-  std::deque<std::function<void()>> batch;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    batch.swap(inbox_);
-  }
-  for (auto& fn : batch) Guarded("a request from another thread", [&] { fn(); });
-}
-
-void Broker::Send(const std::string& identity, std::vector<zmq::message_t> frames) {
-  outbox_.emplace_back(identity, std::move(frames));
-}
-
-void Broker::FlushOutbox() {
-  for (auto& [identity, frames] : outbox_) {
-    frames.insert(frames.begin(), zmq::message_t(identity.data(), identity.size()));
-    try {
-      zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
-    } catch (const zmq::error_t& e) {
-      // EHOSTUNREACH: the peer is gone; liveness will clean it up. A dropped assignment is
-      // noticed by heartbeat reconciliation (the worker does not list it) and requeued.
-      spdlog::debug("send to worker failed: {}", e.what());
-    }
-  }
-  outbox_.clear();
-  for (auto& answer : after_commit_) Guarded("an answer", [&] { answer(); });
-  after_commit_.clear();
-  for (auto& answer : answers_) Guarded("an answer", [&] { answer(Status::Ok()); });
-  answers_.clear();
 }
 
 void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
   if (frames.size() < 2) {
-    if (!frames.empty()) DropMessage(frames[0].to_string(), "an empty message");
+    if (!frames.empty()) boundary_.DropMessage(pass_, frames[0].to_string(), "an empty message");
     return;
   }
   std::string identity = frames[0].to_string();
   StatusOr<protocol::Envelope> decoded = protocol::Decode(frames, 1);
-  if (!decoded.ok()) return DropMessage(identity, decoded.status().message());
+  if (!decoded.ok()) return boundary_.DropMessage(pass_, identity, decoded.status().message());
   protocol::Envelope& env = *decoded;
-  if (read_only_) return OnMessageWhileReadOnly(identity, env);
+  if (read_only_.active()) return read_only_.OnMessage(pass_, identity, env);
   if (env.type == MessageType::kRegister || env.type == MessageType::kEnrol) {
     // On a CURVE farm the ZAP handler tagged the connection with who its key belongs to.
     std::string user_id;
@@ -364,186 +332,179 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       } catch (const zmq::error_t&) {
       }
     }
-    if (env.type == MessageType::kRegister) {
-      OnRegister(identity, env, user_id);
-    } else {
-      OnEnrol(identity, env, user_id);
-    }
-    return;
+    if (env.type == MessageType::kRegister) return fleet_.OnRegister(pass_, identity, env, user_id);
+    return fleet_.OnEnrol(pass_, identity, env, user_id);
   }
-  WorkerConn* known = HeardFrom(identity, env.type);
-  if (known == nullptr) return;
-  WorkerConn& worker = *known;
+  WorkerConn* worker = fleet_.Sender(pass_, identity, env.type);
+  if (worker == nullptr) return;
   switch (env.type) {
-    case MessageType::kHeartbeat: {
-      Send(identity, protocol::Encode(MessageType::kHeartbeatAck, nlohmann::json::object()));
-      auto beat = env.As<protocol::Heartbeat>();
-      if (!beat.ok()) DropMessage(identity, beat.status().message());
-      if (beat.ok()) {
-        if (beat->draining && WorkerRegistry::MarkDraining(worker)) {
-          spdlog::info("worker {} is draining: it finishes its tasks and takes no new ones",
-                       worker.offer.name);
-        }
-        SetWorkerDiskFull(worker, beat->disk_full);
-        if (!beat->gpu_samples.empty()) OnGpuSamples(worker, beat->gpu_samples);
-        OnHeartbeat(identity, worker, *beat);
-      }
-      break;
-    }
-    case MessageType::kProgress: {
-      auto m = env.As<protocol::Progress>();
-      if (!m.ok()) {
-        DropMessage(identity, m.status().message());
-        break;
-      }
-      if (LiveTask* task = FindLease(identity, m->task_id, m->attempt, "progress")) {
-        task->LeaseOn(identity)->last_progress = now_;
-        MarkJobChanged(task->job_id);
-        (void)store_.SetTaskProgress(m->task_id, m->attempt, std::clamp(m->fraction, 0.0, 1.0),
-                                     utf8::Truncate(m->message, protocol::kMaxStatusLineBytes));
-      }
-      break;
-    }
+    case MessageType::kHeartbeat:
+      return fleet_.OnHeartbeat(pass_, identity, *worker, env);
+    case MessageType::kProgress:
+      return task_ends_.OnProgress(pass_, identity, env);
     case MessageType::kFrameResult:
-      OnFrameResult(identity, worker, env);
-      break;
+      return task_ends_.OnFrameResult(pass_, identity, *worker, env);
     case MessageType::kFileResult:
-      OnFileResult(identity, worker, env);
-      break;
+      return task_ends_.OnFileResult(pass_, identity, *worker, env);
     case MessageType::kTaskDone: {
       auto m = env.As<protocol::TaskDone>();
-      if (m.ok()) OnTaskDone(identity, worker, *m);
-      if (!m.ok()) DropMessage(identity, m.status().message());
-      break;
+      if (!m.ok()) return boundary_.DropMessage(pass_, identity, m.status().message());
+      return task_ends_.OnTaskDone(pass_, identity, *worker, *m);
     }
     case MessageType::kTaskFailed: {
       auto m = env.As<protocol::TaskFailed>();
-      if (m.ok()) OnTaskFailed(identity, worker, *m);
-      if (!m.ok()) DropMessage(identity, m.status().message());
-      break;
+      if (!m.ok()) return boundary_.DropMessage(pass_, identity, m.status().message());
+      return task_ends_.OnTaskFailed(pass_, identity, *worker, *m);
     }
     case MessageType::kHandback:
-      OnHandback(identity, worker, env);
-      break;
+      return task_ends_.OnHandback(pass_, identity, *worker, env);
     case MessageType::kCheckpoint:
-      OnCheckpoint(identity, worker, env);
-      break;
+      return checkpoints_.OnCheckpoint(pass_, identity, *worker, env);
     case MessageType::kChunk:
-      OnChunk(identity, env);
-      break;
+      return OnChunk(identity, env);
     case MessageType::kBlobRequest:
-      OnBlobRequest(identity, env);
-      break;
+      return transfers_.OnBlobRequest(pass_, boundary_, identity, env);
     case MessageType::kGoodbye:
-      DropWorker(identity, "worker shut down");
-      break;
+      return fleet_.Drop(pass_, identity, "worker shut down");
     default:
-      DropMessage(identity, std::string("unexpected ") + protocol::MessageTypeName(env.type) +
-                                " from worker " + worker.offer.name);
+      boundary_.DropMessage(pass_, identity,
+                            std::string("unexpected ") + protocol::MessageTypeName(env.type) +
+                                " from worker " + worker->offer.name);
   }
 }
 
-void Broker::OnRegister(const std::string& identity, const protocol::Envelope& env,
-                        const std::string& user_id) {
-  // Every string is valid UTF-8 from here on, every list within its limit (protocol::Check).
-  auto reg = env.As<protocol::Register>();
-  if (reg.ok() && options_.curve) {
-    // Only an enrolled key registers, and only under the name it was enrolled as.
-    std::optional<security::Admission> who = security::ParseUserId(user_id);
-    if (!who || who->kind != security::Admission::Kind::kWorker) {
-      reg = Status::PermissionDenied("this connection may only enrol (it used a join token)");
-    } else if (who->worker_name != reg->name) {
-      reg = Status::PermissionDenied("this key is enrolled as worker '" + who->worker_name +
-                                     "', not '" + reg->name + "'");
-    } else if (!keys_.HasWorker(reg->name)) {
-      reg = Status::PermissionDenied("worker " + reg->name + " was revoked");
-    }
+void Broker::OnChunk(const std::string& identity, protocol::Envelope& env) {
+  std::optional<protocol::ChunkReceiver::Outcome> out =
+      transfers_.OnChunk(pass_, boundary_, identity, env);
+  if (!out) return;
+  if (out->message) {
+    // The whole message is here: handle it as if it had come in one piece.
+    std::vector<zmq::message_t> frames;
+    frames.reserve(4);
+    frames.emplace_back(identity.data(), identity.size());
+    for (zmq::message_t& f : *out->message) frames.push_back(std::move(f));
+    HandleMessage(frames);
   }
-  if (!reg.ok()) {
-    DropMessage(identity, reg.status().message());
-    Send(identity,
-         protocol::Encode(MessageType::kReject, protocol::Reject{reg.status().message()}));
-    return;
-  }
-  bool drain_requested = false;
-  if (auto old = workers_.FindByName(reg->name); old != workers_.end()) {
-    // A name belongs to its live connection: another peer (another connection: another routing
-    // identity) is refused until that connection is gone -- closed, or silent past the liveness
-    // deadline. The worker itself reconnecting has closed its old connection, so it gets in at
-    // once, or after the deadline when the close has not reached us yet.
-    const std::optional<std::chrono::milliseconds> left = workers_.AliveFor(old->second, now_);
-    if (old->first != identity && left && !PeerGone(old->first)) {
-      return RefuseName(identity, reg->name, "registration_refused",
-                        "worker " + reg->name +
-                            " is connected from another peer; a name is held by its live "
-                            "connection (try again once that one has gone)",
-                        static_cast<int>(left->count()) + options_.heartbeat_ms);
-    }
-    // The same worker coming back (new connection or restart): its old leases are void.
-    drain_requested = old->second.drain_requested;
-    DropWorker(old->first, "worker re-registered");
-  }
-  StatusOr<int64_t> id = store_.UpsertWorker(*reg);
-  if (!id.ok()) {
-    spdlog::error("cannot record worker {}: {}", reg->name, id.status().ToString());
-    Send(identity,
-         protocol::Encode(MessageType::kReject, protocol::Reject{"scheduler storage error"}));
-    return;
-  }
-  WorkerConn conn;
-  conn.offer.id = *id;
-  conn.offer.name = reg->name;
-  conn.offer.pools = {reg->pools.begin(), reg->pools.end()};
-  conn.offer.tags = {reg->tags.begin(), reg->tags.end()};
-  conn.offer.cpu_cores = reg->cpu_cores;
-  conn.offer.ram_mb = reg->ram_mb;
-  conn.offer.gpus = reg->gpus;
-  for (const protocol::PluginOffer& p : reg->plugins) {
-    if (p.native) {
-      if (Status s = AdoptNativePlugin(p); !s.ok()) {
-        spdlog::warn("worker {}: renderer plugin {} not accepted: {}", reg->name, p.name,
-                     s.message());
-        continue;
-      }
-      if (Status s = store_.SaveNativePlugin(p); !s.ok()) {
-        spdlog::error("worker {}: renderer plugin {}: {}", reg->name, p.name, s.message());
-      }
-    }
-    conn.offer.plugins[p.name] = p.version;
-  }
-  conn.slots = std::clamp(reg->slots, 1, 64);
-  conn.offer.slots_per_gpu = reg->slots_per_gpu;
-  conn.offer.memory_mb_per_slot = reg->memory_mb_per_slot;
-  conn.claims.Reset(reg->gpus.size());
-  conn.draining = reg->draining;
-  conn.acks_in_assign = std::find(reg->features.begin(), reg->features.end(),
-                                  protocol::kFeatureAcksInAssign) != reg->features.end();
-  if (options_.price_of) {
-    conn.price = options_.price_of(reg->name, reg->cloud);
-    (void)store_.SetWorkerPrice(*id, conn.price.node_group, conn.price.per_hour);
-  }
-  WorkerConn& worker = workers_.Add(identity, std::move(conn), now_);
-  for (const protocol::TaskRef& ref : reg->delivering) {
-    Reattach(identity, worker, ref, /*delivering=*/true);
-  }
-  for (const protocol::TaskRef& ref : reg->running) Reattach(identity, worker, ref);
-  UpdateAllFeasibility();
-  RecordEvent(std::nullopt, std::nullopt, *id, "worker_registered", reg->hostname);
-  std::string backends;
-  for (const std::string& b : reg->backends) backends += (backends.empty() ? "" : ",") + b;
-  spdlog::info("worker {} (id {}, {} cores, {} GPUs, backends {}) registered", reg->name, *id,
-               reg->cpu_cores, reg->gpus.size(), backends);
-  Send(identity,
-       protocol::Encode(MessageType::kWelcome,
-                        protocol::Welcome{*id, options_.heartbeat_ms, options_.liveness}));
-  if (drain_requested) {
-    // Told to drain on its previous connection, which may never have delivered it.
-    worker.draining = worker.drain_requested = true;
-    if (!reg->draining) {
-      Send(identity, protocol::Encode(MessageType::kDrain, nlohmann::json::object()));
-      spdlog::info("worker {} told to drain again: it registered anew while draining", reg->name);
-    }
-  }
+  outbox_.Send(identity, protocol::Encode(MessageType::kChunkAck, out->ack));
+}
+
+void Broker::OnTimer() {
+  fleet_.DropSilent(pass_);
+  queue_.EnqueueDue(pass_);
+  task_ends_.EndExpired(pass_);
+  fleet_.MeterAndTouch(pass_);
+  steps_.OnJobsFinished(pass_);
+}
+
+// ---- thread-safe entry points ---------------------------------------------------------------
+
+void Broker::JobSubmitted(int64_t job_id) {
+  Post([this, job_id] { jobs_.Submitted(pass_, job_id); });
+}
+
+Status Broker::CancelJob(int64_t job_id) {
+  return OnBrokerThread<int>([this, job_id] { return steps_.Cancel(pass_, job_id, ""); }).status();
+}
+
+Status Broker::SetJobPriority(int64_t job_id, int priority) {
+  return OnBrokerThread<bool>([this, job_id, priority]() -> StatusOr<bool> {
+           TSR_RETURN_IF_ERROR(jobs_.SetPriority(pass_, job_id, priority));
+           return true;
+         })
+      .status();
+}
+
+Status Broker::SetJobPaused(int64_t job_id, bool paused) {
+  return OnBrokerThread<bool>([this, job_id, paused]() -> StatusOr<bool> {
+           TSR_RETURN_IF_ERROR(jobs_.SetPaused(pass_, job_id, paused));
+           return true;
+         })
+      .status();
+}
+
+StatusOr<int> Broker::RequeueFinished(int64_t job_id, std::optional<std::pair<int, int>> frames) {
+  return OnBrokerThread<int>(
+      [this, job_id, frames] { return jobs_.RequeueFinished(pass_, job_id, frames); });
+}
+
+StatusOr<nlohmann::json> Broker::WorkerPlugins() {
+  return OnBrokerThread<nlohmann::json>(
+      [this]() -> StatusOr<nlohmann::json> { return fleet_.Plugins(); });
+}
+
+StatusOr<nlohmann::json> Broker::WorkerGpuUse(bool history) {
+  return OnBrokerThread<nlohmann::json>(
+      [this, history]() -> StatusOr<nlohmann::json> { return fleet_.GpuUse(history); });
+}
+
+StatusOr<nlohmann::json> Broker::Why(int64_t task_id) {
+  return OnBrokerThread<nlohmann::json>([this, task_id] { return dispatch_.Why(pass_, task_id); });
+}
+
+StatusOr<CapacityView> Broker::Capacity() {
+  return OnBrokerThread<CapacityView>(
+      [this]() -> StatusOr<CapacityView> { return dispatch_.Capacity(pass_); });
+}
+
+std::string Broker::public_key_hex() const {
+  return options_.curve ? curve::ToHex(options_.curve->public_key) : "";
+}
+
+StatusOr<NewJoinToken> Broker::CreateJoinToken(const std::string& note, int64_t ttl_s, int max_uses,
+                                               const std::string& worker_name) {
+  // On the broker thread: its expiry counts from the pass's wall time.
+  return OnBrokerThread<NewJoinToken>([this, note, ttl_s, max_uses, worker_name] {
+    return fleet_.CreateJoinToken(pass_, note, ttl_s, max_uses, worker_name);
+  });
+}
+
+StatusOr<store::JoinTokenRecord> Broker::RevokeJoinToken(int64_t token_id) {
+  return fleet_.RevokeJoinToken(store_, token_id);
+}
+
+Status Broker::RevokeWorker(const std::string& name) {
+  TSR_RETURN_IF_ERROR(fleet_.RevokeKey(store_, name));
+  // Events are recorded on the broker thread, like everything it publishes.
+  (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    fleet_.Revoked(pass_, name);
+    return true;
+  });
+  return Status::Ok();
+}
+
+Status Broker::ReadmitWorker(const std::string& name) {
+  TSR_ASSIGN_OR_RETURN(store::WorkerKeyRecord record, store_.SetWorkerRevoked(name, false));
+  // Its old key stays out: the worker enrols again with a join token.
+  (void)OnBrokerThread<bool>([this, name]() -> StatusOr<bool> {
+    events_.Record(std::nullopt, std::nullopt, std::nullopt, "worker_readmitted", name);
+    return true;
+  });
+  spdlog::info("worker {} readmitted: it may enrol again with a join token", name);
+  return Status::Ok();
+}
+
+Status Broker::SetWorkerDisabled(const std::string& name, bool disabled) {
+  return OnBrokerThread<bool>([this, name, disabled]() -> StatusOr<bool> {
+           TSR_RETURN_IF_ERROR(fleet_.SetDisabled(pass_, name, disabled));
+           return true;
+         })
+      .status();
+}
+
+Status Broker::DrainWorker(const std::string& name, const std::string& why) {
+  StatusOr<bool> found = OnBrokerThread<bool>(
+      [this, name, why]() -> StatusOr<bool> { return fleet_.Drain(pass_, name, why); });
+  if (!found.ok()) return found.status();
+  if (!*found) return Status::NotFound("no worker named " + name + " is connected");
+  return Status::Ok();
+}
+
+Broker::Counters Broker::counters() const {
+  Counters c = counters_.Read();
+  std::lock_guard<std::mutex> lock(assembler_mu_);
+  if (assembler_) c.assembler = assembler_->counters();
+  c.errors_caught += c.assembler.errors_caught;
+  return c;
 }
 
 }  // namespace tessera::broker

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::broker {
 

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <climits>
 
-#include "shared/job_spec.h"
+#include "scheduler/store/store.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::broker {
+
+assembler::FrameOutput FrameOutputOf(const store::JobRecord& job) {
+  return {job.output_dir, job.output_pattern, job.output_formats, job.exr_float};
+}
 
 bool LeaseTable::Remove(int64_t task_id) {
   auto it = tasks_.find(task_id);

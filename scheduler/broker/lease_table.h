@@ -7,9 +7,9 @@
 // restart, frame-on-frame gates and the parts of split frames still to come.
 //
 // It decides and records; it neither sends nor writes: the broker ends, requeues and starts
-// leases (store, messages, events) on what it answers. Time is an argument (`now`), never read
-// here, so expiry, fencing and backups are tested with a clock moved by hand
-// (tests/scheduler/lease_table_test.cpp).
+// leases (Leases, Dispatch, TaskEnds: store, messages, events) on what it answers. Time is an
+// argument (`now`), never read here, so expiry, fencing and backups are tested with a clock moved
+// by hand (tests/scheduler/broker/lease_table_test.cpp).
 //
 // Threads: owned by the broker's poll loop; broker thread only.
 
@@ -27,9 +27,16 @@
 
 #include "scheduler/assembler/assembler.h"
 #include "scheduler/policy/policy.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
+
+namespace tessera::store {
+struct JobRecord;
+}
 
 namespace tessera::broker {
+
+// Where and how a stored job's frames are written.
+assembler::FrameOutput FrameOutputOf(const store::JobRecord& job);
 
 struct JobInfo {
   int priority = 50;
@@ -47,7 +54,7 @@ struct JobInfo {
   // Parts of split frames come as exact accumulations (the path tracer, or a C++ plugin that
   // splits samples), not float pixels.
   bool exact_parts = false;
-  bool paused = false;  // its queued tasks stay out of queue_ until resumed
+  bool paused = false;  // its queued tasks stay out of the queue until resumed
   int task_timeout_s = 0;
   int progress_timeout_s = 0;
   int checkpoint_interval_s = 0;  // its running tasks' periodic checkpoints; 0: none
@@ -65,11 +72,11 @@ struct JobInfo {
   std::set<int64_t> waiting_on;               // job dependencies not done; tasks wait
   std::vector<int64_t> frame_deps;            // frame-on-frame dependencies (job ids)
   spec::FailurePolicy failure_policy;         // what each failure class leads to
-  std::optional<int64_t> pipeline_id;         // a step: its job (shared/job_steps.h)
+  std::optional<int64_t> pipeline_id;         // a step: its job (shared/jobs/job_steps.h)
   std::string step;                           // and its name
   // A step taking another step's frames (plugin.yaml input_frames): that step's job id, and
   // whether its frames are still to be stored as this step's assets; its tasks wait meanwhile
-  // (broker_steps.cpp).
+  // (Steps).
   int64_t input_frames_from = 0;
   // An OpenJD step of a job bundle: the steps before it (all it depends on, directly or not),
   // whose returned files come into its sessions' output folders ({session folder, the name
@@ -83,7 +90,7 @@ struct JobInfo {
   std::set<int> flagged_frames;       // kept with bad pixels (store: frame_flags)
   int64_t tasks_done = 0;             // since loaded, for the straggler baseline
   double done_seconds = 0;            // their total render time
-  // Its outputs' filesystem is full (broker_storage.cpp): its tasks stay out of queue_.
+  // Its outputs' filesystem is full (FullOutputs): its tasks stay out of the queue.
   bool outputs_held = false;
   uint64_t largest_output = 0;  // bytes of the largest frame written for it since loaded
 };
@@ -119,7 +126,7 @@ struct LiveTask {
   // Set by a failure whose class leaves no retry (a scene error, out of memory with no bigger
   // worker): the next requeue fails the task with this reason instead.
   std::string fail_now;
-  // A licence failure: not queued again before this (the broker's timer queues it then).
+  // A licence failure: not queued again before this (TaskQueue::EnqueueDue queues it then).
   std::chrono::steady_clock::time_point not_before{};
   int done_attempt = 0;        // the copy that reported kTaskDone (0: none yet)
   int64_t done_worker_id = 0;  // and the worker it ran on
@@ -146,8 +153,9 @@ struct LiveTask {
   }
 };
 
-// Frame-on-frame dependencies: the frame ranges of a depended-on job's tasks that are not done
-// (start -> end; disjoint), and the dependent tasks waiting on them (by frame_start).
+// Frame-on-frame dependencies (the frame gates): the frame ranges of a depended-on job's tasks
+// that are not done (start -> end; disjoint), and the dependent tasks waiting on them (by
+// frame_start).
 struct FrameGate {
   std::map<int, int> undone;
   std::multimap<int, int64_t> waiters;

@@ -17,12 +17,17 @@ WorkerConn* WorkerRegistry::Find(const std::string& identity) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
+const WorkerConn* WorkerRegistry::Find(const std::string& identity) const {
+  auto it = workers_.find(identity);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
 WorkerRegistry::Map::iterator WorkerRegistry::FindByName(const std::string& name) {
   return std::find_if(workers_.begin(), workers_.end(),
                       [&](const auto& entry) { return entry.second.offer.name == name; });
 }
 
-WorkerConn* WorkerRegistry::HeardFrom(const std::string& identity, Clock::time_point now) {
+WorkerConn* WorkerRegistry::MarkHeard(const std::string& identity, Clock::time_point now) {
   WorkerConn* worker = Find(identity);
   if (worker) worker->last_heard = now;
   return worker;
@@ -111,7 +116,7 @@ void WorkerRegistry::Release(WorkerConn& worker, int64_t task_id, int attempt,
                              Clock::time_point now) {
   worker.tasks.erase(task_id);
   if (worker.tasks.empty()) worker.idle_since = now;
-  // A stopping lease keeps its GPU room until the worker confirms it has stopped.
+  // A stopping lease keeps its GPU claims until the worker confirms it has stopped.
   auto stopping = worker.stopping.find(task_id);
   if (stopping == worker.stopping.end() || stopping->second != attempt) {
     worker.claims.Release(task_id, attempt);

@@ -7,7 +7,7 @@
 //
 // It decides and records; it neither sends nor writes: the broker tells workers and the store
 // what follows. Time is an argument (`now`), never read here, so liveness and metering are
-// tested with a clock moved by hand (tests/scheduler/worker_registry_test.cpp).
+// tested with a clock moved by hand (tests/scheduler/broker/worker_registry_test.cpp).
 //
 // Threads: owned by the broker's poll loop; broker thread only.
 
@@ -21,28 +21,23 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/broker/broker_options.h"
 #include "scheduler/broker/gpu_board.h"
-#include "scheduler/broker/room_claims.h"
+#include "scheduler/broker/slot_claims.h"
 #include "scheduler/policy/policy.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::broker {
-
-// A worker's price, as BrokerOptions::price_of answers.
-struct WorkerPrice {
-  std::string node_group;  // "" for none
-  double per_hour = 0;
-};
 
 struct WorkerConn {
   policy::WorkerOffer offer;  // id, name, pools, tags, hardware
   int slots = 1;
-  RoomClaims claims;        // what its leases (and stopping renders) hold: cores, RAM, GPUs
+  SlotClaims claims;        // what its leases (and stopping renders) hold: cores, RAM, GPUs
   GpuBoard gpu_board;       // what its GPU telemetry says; faults are copied into offer
   std::set<int64_t> tasks;  // current leases
   // Cancelled leases whose render may still be stopping (task -> attempt). They keep their
-  // slot and GPU room until a heartbeat no longer lists them, so the worker is never sent
+  // slot and their GPU claims until a heartbeat no longer lists them, so the worker is never sent
   // more than it can hold.
   std::map<int64_t, int> stopping;
   bool draining = false;  // finishing its tasks before it leaves: nothing new for it
@@ -86,6 +81,7 @@ class WorkerRegistry {
   void Remove(const std::string& identity) { workers_.erase(identity); }
   void Clear() { workers_.clear(); }
   WorkerConn* Find(const std::string& identity);
+  const WorkerConn* Find(const std::string& identity) const;
   // The connection of the worker named `name`, or end().
   Map::iterator FindByName(const std::string& name);
   Map::iterator begin() { return workers_.begin(); }
@@ -96,9 +92,9 @@ class WorkerRegistry {
   bool empty() const { return workers_.empty(); }
 
   // ---- liveness ---------------------------------------------------------------------------
-  // A message came from `identity` at `now`: its registered connection (last heard from now),
-  // or nullptr when it is not registered.
-  WorkerConn* HeardFrom(const std::string& identity, Clock::time_point now);
+  // A message came from `identity` at `now`: marks it heard from then, and returns its registered
+  // connection, or nullptr when it is not registered.
+  WorkerConn* MarkHeard(const std::string& identity, Clock::time_point now);
   // The workers silent past the liveness deadline at `now`.
   std::vector<std::string> Silent(Clock::time_point now) const;
   // How long `worker` still counts as alive without another message (its connection holds its
@@ -132,9 +128,9 @@ class WorkerRegistry {
   // policy::PickGpus chose them).
   static void Book(WorkerConn& worker, int64_t task_id, int attempt, const spec::ResourceSpec& need,
                    const std::vector<int>& gpus);
-  // That lease ended at `now`: its slot is free, and its GPU room unless it is still stopping.
+  // That lease ended at `now`: its slot is free, and its GPU claims unless it is still stopping.
   static void Release(WorkerConn& worker, int64_t task_id, int attempt, Clock::time_point now);
-  // The worker was told to stop attempt `attempt` of `task_id`: its slot and GPU room stay
+  // The worker was told to stop attempt `attempt` of `task_id`: its slot and GPU claims stay
   // taken until its heartbeat no longer lists it.
   static void MarkStopping(WorkerConn& worker, int64_t task_id, int attempt);
   // A heartbeat listing what the worker runs: stopped tasks free their slots and GPUs.

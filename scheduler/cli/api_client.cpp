@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shared/file_io.h"
-#include "shared/yaml_util.h"
+#include "shared/base/file_io.h"
+#include "shared/base/yaml_util.h"
 
 namespace tessera::cli {
 

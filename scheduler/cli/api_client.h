@@ -20,7 +20,7 @@
 #include <string>
 #include <thread>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace httplib {
 class Client;

@@ -5,11 +5,11 @@
 
 #include <filesystem>
 #include <iostream>
+#include <variant>
 
 #include "scheduler/cli/submit.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
+#include "shared/jobs/parsed_job_file.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::cli {
 
@@ -31,23 +31,24 @@ StatusOr<std::string> CheckOne(const std::string& path) {
   }
   TSR_ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
   try {
-    switch (openjd::KindOf(text)) {
-      case openjd::DocumentKind::kJobTemplate:
-        TSR_RETURN_IF_ERROR(openjd::CheckTemplate(text));
+    // The file's one parse: what it is, and the document it is checked from.
+    const spec::JobFileDocument document = spec::ReadJobFile(text);
+    const spec::OpenJdTemplate as_template{document.root, text.size()};
+    switch (document.kind) {
+      case spec::JobFileKind::kOpenJdJobTemplate:
+        TSR_RETURN_IF_ERROR(openjd::CheckTemplate(as_template));
         return std::string("an Open Job Description job template");
-      case openjd::DocumentKind::kEnvironmentTemplate:
-        TSR_RETURN_IF_ERROR(openjd::CheckTemplate(text));
+      case spec::JobFileKind::kOpenJdEnvironment:
+        TSR_RETURN_IF_ERROR(openjd::CheckTemplate(as_template));
         return std::string("an Open Job Description environment template");
-      case openjd::DocumentKind::kNone:
+      case spec::JobFileKind::kSteps:
+      case spec::JobFileKind::kJob:
         break;
     }
-    if (spec::HasSteps(text)) {
-      TSR_RETURN_IF_ERROR(spec::ParsePipelineYaml(text).status());
-      return std::string("a Tessera job file with steps");
-    }
-    TSR_ASSIGN_OR_RETURN(spec::JobSpec job, spec::ParseJobYaml(text));
-    TSR_RETURN_IF_ERROR(spec::CheckRunsAlone(job));
-    return std::string("a Tessera job file");
+    TSR_ASSIGN_OR_RETURN(spec::ParsedJobFile parsed, spec::CheckJobFile(document));
+    return std::string(std::holds_alternative<spec::PipelineSpec>(parsed)
+                           ? "a Tessera job file with steps"
+                           : "a Tessera job file");
   } catch (const std::exception& e) {
     return Status::Internal(std::string("unexpected parser failure: ") + e.what());
   }

@@ -11,7 +11,7 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/format.h"
-#include "shared/job_spec.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::cli {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "scheduler/cli/api_client.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::cli {
 

@@ -6,7 +6,7 @@
 
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/format.h"
-#include "shared/job_spec.h"
+#include "shared/jobs/job_file.h"
 
 namespace tessera::cli {
 

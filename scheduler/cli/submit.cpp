@@ -12,23 +12,24 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
+#include <variant>
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
 #include "scheduler/cli/format.h"
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/openjd.h"
-#include "shared/plugin_catalog.h"
-#include "shared/scene_spec.h"
-#include "shared/sha256.h"
-#include "shared/utf8.h"
-#include "shared/yaml_util.h"
+#include "shared/base/sha256.h"
+#include "shared/base/utf8.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/jobs/parsed_job_file.h"
+#include "shared/plugins/plugin_catalog.h"
+#include "shared/scenes/scene_file.h"
 
 namespace tessera::cli {
 
@@ -134,14 +135,13 @@ StatusOr<std::string> UploadAsset(ApiClient& client, const fs::path& file) {
 
 namespace {
 
-// A job naming a C++ plugin that a worker loaded: the scheduler has its declaration, so the job
-// is checked here by the same rules, before anything is uploaded. Quiet on failure: parsing
-// then reports the renderer as unknown, or the request reports the connection.
-void LearnNativePlugins(const ClientOptions& options, const std::string& job_text) {
-  StatusOr<YAML::Node> root = yaml::Parse(job_text, "job");
-  if (!root.ok() || !root->IsMap() || !(*root)["renderer"].IsScalar()) return;
-  const std::string renderer = (*root)["renderer"].Scalar();
-  if (renderer == spec::kRendererNoop || plugin::FindRenderer(renderer) != nullptr) {
+// A job naming a C++ plugin that a worker loaded (`renderer`, as the job file names it): the
+// scheduler has its declaration, so the job is checked here by the same rules, before anything
+// is uploaded. Quiet on failure: the check then reports the renderer as unknown, or the request
+// reports the connection.
+void LearnNativePlugins(const ClientOptions& options, const std::string& renderer) {
+  if (renderer.empty() || renderer == spec::kRendererNoop ||
+      plugin::FindRenderer(renderer) != nullptr) {
     return;
   }
   ApiClient client(options.connection);
@@ -242,6 +242,8 @@ struct LocalFiles {
 StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::JobSpec& job) {
   LocalFiles local;
   std::string& scene_text = local.scene_text;
+  // The path tracer's scene, parsed once: checked here, and it names the files that travel.
+  std::optional<spec::SceneSpec> scene;
   // A binary scene (.blend) is uploaded like an asset, under its file name.
   const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindPlugin(job.renderer);
   const bool binary_scene = plugin && plugin::IsBinaryScene(*plugin, job.scene_path);
@@ -264,17 +266,19 @@ StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::Job
     }
     // A plugin's scene is the renderer's own text (.pov, .py): the renderer reads it.
     if (!job.uses_plugin()) {
-      StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-      if (!scene.ok()) {
-        return Status::InvalidArgument(scene_path.string() + ": " + scene.status().message());
+      StatusOr<spec::SceneSpec> parsed = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+      if (!parsed.ok()) {
+        return Status::InvalidArgument(scene_path.string() + ": " + parsed.status().message());
       }
+      scene = std::move(parsed).value();
     }
   } else if (job.produces_frames() && !job.uses_plugin()) {
     scene_text = job.scene_yaml;
-    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-    if (!scene.ok()) {
-      return Status::InvalidArgument(job_file + ": scene: " + scene.status().message());
+    StatusOr<spec::SceneSpec> parsed = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
+    if (!parsed.ok()) {
+      return Status::InvalidArgument(job_file + ": scene: " + parsed.status().message());
     }
+    scene = std::move(parsed).value();
   }
 
   // The files the renderer reads besides the scene: the job's own list, and for the path tracer
@@ -282,11 +286,8 @@ StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::Job
   std::set<std::string>& asset_files = local.asset_files;
   asset_files.insert(job.asset_files.begin(), job.asset_files.end());
   if (binary_scene) asset_files.insert(fs::path(job.scene_path).filename().string());
-  if (job.takes_tessera_scene() && !scene_text.empty()) {
-    StatusOr<spec::SceneSpec> scene = Guarded([&] { return spec::ParseSceneYaml(scene_text); });
-    if (scene.ok()) {
-      for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);
-    }
+  if (job.takes_tessera_scene() && scene) {
+    for (const std::string& f : spec::RelativeAssetFiles(*scene)) asset_files.insert(f);
   }
   fs::path& scene_dir = local.scene_dir;
   scene_dir = fs::path(job_file).parent_path();
@@ -299,6 +300,19 @@ StatusOr<LocalFiles> ReadLocalFiles(const std::string& job_file, const spec::Job
   return local;
 }
 
+// A job without steps is one "step" with no name; a job with steps reads each step's files.
+using NamedJobs = std::vector<std::pair<std::string, spec::JobSpec>>;
+
+NamedJobs JobsOf(spec::ParsedJobFile&& parsed) {
+  NamedJobs jobs;
+  if (auto* pipeline = std::get_if<spec::PipelineSpec>(&parsed)) {
+    for (spec::StepSpec& step : pipeline->steps) jobs.emplace_back(step.name, std::move(step.job));
+  } else if (auto* job = std::get_if<spec::JobSpec>(&parsed)) {
+    jobs.emplace_back("", std::move(*job));
+  }
+  return jobs;
+}
+
 }  // namespace
 
 int RunSubmit(const ClientOptions& options, const std::string& job_file,
@@ -309,30 +323,21 @@ int RunSubmit(const ClientOptions& options, const std::string& job_file,
   if (fs::is_directory(job_file, ec)) return SubmitTemplate(options, job_file, submit);
   StatusOr<std::string> job_text = ReadTextFile(job_file);
   if (!job_text.ok()) return LocalError(job_file, job_text.status().message());
-  if (openjd::IsJobTemplate(*job_text)) return SubmitTemplate(options, job_file, submit);
+  // The file's one parse: what it is, and the document its spec is checked from.
+  const JobFileText file{*job_text, spec::ReadJobFile(*job_text)};
+  if (file.document.kind == spec::JobFileKind::kOpenJdJobTemplate) {
+    return SubmitTemplate(options, job_file, submit, &file);
+  }
   if (submit.ForTemplatesOnly()) {
     return LocalError(job_file +
                       " is a Tessera job file: -p, --env, --path-mapping-rules, "
                       "--priority, --max-retries, --project and --pool are for Open Job "
                       "Description templates (a job file says these itself)");
   }
-  LearnNativePlugins(options, *job_text);
-
-  // A job without steps is one "step" with no name; a job with steps reads each step's files.
-  std::vector<std::pair<std::string, spec::JobSpec>> jobs;
-  if (spec::HasSteps(*job_text)) {
-    StatusOr<spec::PipelineSpec> pipeline =
-        Guarded([&] { return spec::ParsePipelineYaml(*job_text); });
-    if (!pipeline.ok()) return LocalError(job_file, pipeline.status().message());
-    for (spec::StepSpec& step : pipeline->steps) jobs.emplace_back(step.name, std::move(step.job));
-  } else {
-    StatusOr<spec::JobSpec> job = Guarded([&] { return spec::ParseJobYaml(*job_text); });
-    if (!job.ok()) return LocalError(job_file, job.status().message());
-    if (Status alone = spec::CheckRunsAlone(*job); !alone.ok()) {
-      return LocalError(job_file, alone.message());
-    }
-    jobs.emplace_back("", std::move(job).value());
-  }
+  LearnNativePlugins(options, file.document.TopRenderer());
+  StatusOr<spec::ParsedJobFile> parsed = Guarded([&] { return spec::CheckJobFile(file.document); });
+  if (!parsed.ok()) return LocalError(job_file, parsed.status().message());
+  const NamedJobs jobs = JobsOf(std::move(parsed).value());
 
   ApiClient client(options.connection);
   json body = {{"job_yaml", *job_text}};

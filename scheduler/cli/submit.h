@@ -7,7 +7,8 @@
 
 #include "scheduler/cli/api_client.h"
 #include "scheduler/cli/commands.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/jobs/parsed_job_file.h"
 
 namespace tessera::cli {
 
@@ -25,8 +26,14 @@ int PrintDryRun(ApiClient& client, const json& body, bool as_json);
 // POSTs a checked submission (with one idempotency key, retried while the answer may have been
 // lost); prints the job's id.
 int PostJob(const ClientOptions& options, ApiClient& client, const json& body);
-// An OpenJD job template, or a job bundle's folder (submit_openjd.cpp).
+// A job file as read: its text (sent to the scheduler as it is) and its one parse.
+struct JobFileText {
+  std::string text;
+  spec::JobFileDocument document;
+};
+// An OpenJD job template, or a job bundle's folder (submit_openjd.cpp). `file`: the template
+// `path` names, already read and parsed (else it is read here, or the bundle's template.yaml).
 int SubmitTemplate(const ClientOptions& options, const std::string& path,
-                   const SubmitOptions& submit);
+                   const SubmitOptions& submit, const JobFileText* file = nullptr);
 
 }  // namespace tessera::cli

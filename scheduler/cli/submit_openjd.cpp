@@ -23,14 +23,16 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "scheduler/cli/format.h"
 #include "scheduler/cli/submit.h"
-#include "shared/job_spec.h"
-#include "shared/openjd.h"
-#include "shared/sha256.h"
-#include "shared/yaml_util.h"
+#include "shared/base/sha256.h"
+#include "shared/base/yaml_util.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/parsed_job_file.h"
+#include "shared/openjd/openjd.h"
 
 namespace tessera::cli {
 
@@ -315,7 +317,7 @@ Status FarmParts(ApiClient& client, const std::vector<std::string>& pools,
 }  // namespace
 
 int SubmitTemplate(const ClientOptions& options, const std::string& path,
-                   const SubmitOptions& given) {
+                   const SubmitOptions& given, const JobFileText* file) {
   SubmitOptions submit = given;
   std::error_code ec;
   std::optional<Bundle> bundle;
@@ -331,9 +333,15 @@ int SubmitTemplate(const ClientOptions& options, const std::string& path,
     if (given.priority) submit.priority = given.priority;
     if (given.max_retries) submit.max_retries = given.max_retries;
   }
-  StatusOr<std::string> text = ReadTextFile(template_path);
-  if (!text.ok()) return LocalError(template_path.string(), text.status().message());
-  if (openjd::KindOf(*text) != openjd::DocumentKind::kJobTemplate) {
+  // The template's one parse (RunSubmit's, for a template file it was given).
+  std::optional<JobFileText> read_here;
+  if (file == nullptr) {
+    StatusOr<std::string> text = ReadTextFile(template_path);
+    if (!text.ok()) return LocalError(template_path.string(), text.status().message());
+    read_here = JobFileText{*text, spec::ReadJobFile(*text)};
+    file = &*read_here;
+  }
+  if (file->document.kind != spec::JobFileKind::kOpenJdJobTemplate) {
     return LocalError(template_path.string(),
                       "not an Open Job Description job template (specificationVersion: "
                       "jobtemplate-2023-09)");
@@ -344,15 +352,19 @@ int SubmitTemplate(const ClientOptions& options, const std::string& path,
   openjd::JobInputs inputs;
   inputs.parameters = parameters;
   std::vector<std::string> own_environments;
-  for (const std::string& file : submit.environments) {
-    StatusOr<std::string> env = ReadTextFile(file);
-    if (!env.ok()) return LocalError(file, env.status().message());
-    if (openjd::KindOf(*env) != openjd::DocumentKind::kEnvironmentTemplate) {
-      return LocalError(file,
+  for (const std::string& env_file : submit.environments) {
+    StatusOr<std::string> env = ReadTextFile(env_file);
+    if (!env.ok()) return LocalError(env_file, env.status().message());
+    const spec::JobFileDocument document = spec::ReadJobFile(*env);
+    if (document.kind != spec::JobFileKind::kOpenJdEnvironment) {
+      return LocalError(env_file,
                         "--env: not an OpenJD environment template (specificationVersion: "
                         "environment-2023-09)");
     }
-    if (Status s = openjd::CheckTemplate(*env); !s.ok()) return LocalError(file, s.message());
+    if (Status s = openjd::CheckTemplate(spec::OpenJdTemplate{document.root, env->size()});
+        !s.ok()) {
+      return LocalError(env_file, s.message());
+    }
     own_environments.push_back(std::move(env).value());
   }
   std::vector<openjd::PathMappingRule> own_rules;
@@ -383,10 +395,11 @@ int SubmitTemplate(const ClientOptions& options, const std::string& path,
                              own_environments.end());
   inputs.path_mapping = own_rules;
   inputs.path_mapping.insert(inputs.path_mapping.end(), farm_rules.begin(), farm_rules.end());
-  StatusOr<openjd::Translation> translation = openjd::TranslateTemplate(*text, inputs);
+  StatusOr<openjd::Translation> translation = openjd::TranslateTemplate(
+      spec::OpenJdTemplate{file->document.root, file->text.size()}, inputs);
   if (!translation.ok()) return LocalError(template_path.string(), translation.status().message());
 
-  json body = {{"job_yaml", *text},
+  json body = {{"job_yaml", file->text},
                {"parameters", parameters},
                {"template_dir", inputs.template_dir},
                {"working_dir", inputs.working_dir}};
@@ -402,14 +415,14 @@ int SubmitTemplate(const ClientOptions& options, const std::string& path,
     StatusOr<Attachments> attached = CollectAttachments(*bundle, *translation);
     if (!attached.ok()) return LocalError(attached.status().message());
     json assets = json::object();
-    for (const auto& [name, file] : attached->files) {
+    for (const auto& [name, attached_file] : attached->files) {
       StatusOr<std::string> hash =
-          submit.dry_run ? Sha256File(file.string()) : UploadAsset(client, file);
+          submit.dry_run ? Sha256File(attached_file.string()) : UploadAsset(client, attached_file);
       if (!hash.ok()) {
         if (hash.status().code() == StatusCode::kUnavailable) {
           return ReportError(client.server_url(), hash.status());
         }
-        return LocalError(file.string(), "upload failed: " + hash.status().message());
+        return LocalError(attached_file.string(), "upload failed: " + hash.status().message());
       }
       assets[name] = *hash;
     }

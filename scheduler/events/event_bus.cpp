@@ -1,8 +1,8 @@
 #include "scheduler/events/event_bus.h"
 
 #include "scheduler/store/store.h"
-#include "shared/utf8.h"
-#include "shared/wall_time.h"
+#include "shared/base/utf8.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::events {
 namespace {

@@ -13,10 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "shared/http_url.h"
-#include "shared/utf8.h"
-#include "shared/wall_time.h"
-#include "shared/yaml_util.h"
+#include "shared/base/http_url.h"
+#include "shared/base/utf8.h"
+#include "shared/base/wall_time.h"
+#include "shared/base/yaml_util.h"
 
 namespace tessera::events {
 

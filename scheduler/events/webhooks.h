@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "scheduler/store/store.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace YAML {
 class Node;

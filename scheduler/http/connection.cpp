@@ -7,7 +7,7 @@
 
 #include "scheduler/http/server_internal.h"
 #include "scheduler/http/url.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::http {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::http {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "scheduler/http/router.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::http {
 

@@ -1,6 +1,6 @@
 #include "scheduler/http/url.h"
 
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 
 namespace tessera::http {
 

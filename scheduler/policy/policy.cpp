@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "shared/plugin_catalog.h"
-#include "shared/tags.h"
+#include "shared/jobs/tags.h"
+#include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::policy {
 namespace {
@@ -52,7 +52,7 @@ std::string WhyNever(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNeverGpus(need, worker);
 }
 
-std::string WhyNoCpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+std::string WhyNoFreeCpu(const spec::ResourceSpec& need, const WorkerOffer& worker,
                          const CpuUse& use) {
   if (need.cpu_cores > 0 && use.cores + need.cpu_cores > worker.cpu_cores) {
     return worker.name + " has " + std::to_string(std::max(0, worker.cpu_cores - use.cores)) +

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::policy {
 
@@ -58,7 +58,7 @@ inline bool CouldEverRun(const JobNeeds& job, const WorkerOffer& worker) {
   return WhyNever(job, worker).empty();
 }
 
-// ---- CPU room (policy.cpp) -------------------------------------------------------------------
+// ---- free cores and RAM (policy.cpp) ---------------------------------------------------------
 // The tasks a worker runs at once (its slots) share its cores and RAM: a task that declares
 // resources.cpu_cores or ram_mb holds that much while it runs, and the sums never exceed what
 // the worker has. A task that declares neither holds only its slot.
@@ -66,14 +66,14 @@ struct CpuUse {
   int cores = 0;
   int64_t ram_mb = 0;
 };
-// Why a task that could run on this worker has no core or RAM room there now, e.g. "w3 has 2
-// of 8 CPU cores free, the task needs 4" ("" when it fits).
-std::string WhyNoCpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+// Why a task that could run on this worker finds too few cores or too little RAM free there now,
+// e.g. "w3 has 2 of 8 CPU cores free, the task needs 4" ("" when it fits).
+std::string WhyNoFreeCpu(const spec::ResourceSpec& need, const WorkerOffer& worker,
                          const CpuUse& use);
 
-// ---- GPU room (gpu_room.cpp) -----------------------------------------------------------------
-// A GPU's room is counted in integer slots: a shared GPU has slots_per_gpu of them, a GPU of a
-// worker that does not share has one. A task with resources.gpu_share on a sharing worker takes
+// ---- GPU claims (gpu_claims.cpp) -------------------------------------------------------------
+// What a GPU can take is counted in integer slots: a shared GPU has slots_per_gpu of them, a GPU of
+// a worker that does not share has one. A task with resources.gpu_share on a sharing worker takes
 // ceil(share x slots_per_gpu) slots and its memory of one GPU; any other task takes its GPUs
 // whole. Neither slots nor memory are ever over-committed, and a GPU held whole holds nothing
 // else (nor does a whole task go on a GPU that shared tasks hold).
@@ -99,10 +99,11 @@ bool TakesShare(const spec::ResourceSpec& need, const WorkerOffer& worker);
 
 // The GPUs one task takes on this worker given what the GPUs hold (`use`, indexed like
 // worker.gpus; missing entries are free): none on a worker without GPUs; a share on one GPU,
-// the fullest that still has room (a partly used GPU fills up before an empty one is opened);
+// the fullest that still has enough free (a partly used GPU fills up before an empty one is
+// opened);
 // otherwise max(1, resources.gpus) free GPUs that each meet the memory and compute minimums --
 // a task is pinned to its own GPU(s). Unhealthy GPUs (gpu_faults) are never picked. nullopt:
-// there is not room enough now.
+// too little is free now.
 std::optional<std::vector<int>> PickGpus(const spec::ResourceSpec& need, const WorkerOffer& worker,
                                          const std::vector<GpuUse>& use);
 // What a task with `need` holds on `gpus` (as PickGpus chose them) of this worker.
@@ -115,10 +116,10 @@ void RemoveClaim(const GpuClaim& claim, std::vector<GpuUse>* use);
 // The free part of GPU `gpu` (0..1), and how much of a GPU a claim holds (for GPU-seconds).
 double FreeShare(const WorkerOffer& worker, const std::vector<GpuUse>& use, int gpu);
 double GpusHeld(const GpuClaim& claim, const WorkerOffer& worker);
-// Why a task that could run on this worker has no GPU room there now, e.g. "GPU 0 of w3 has 0.5
-// free, the task needs 0.75", "GPU 1 of w3 is unhealthy (Xid 79: ...)" ("" when PickGpus would
-// place it).
-std::string WhyNoGpuRoom(const spec::ResourceSpec& need, const WorkerOffer& worker,
+// Why a task that could run on this worker finds too little of its GPUs free now, e.g. "GPU 0
+// of w3 has 0.5 free, the task needs 0.75", "GPU 1 of w3 is unhealthy (Xid 79: ...)" ("" when
+// PickGpus would place it).
+std::string WhyNoFreeGpu(const spec::ResourceSpec& need, const WorkerOffer& worker,
                          const std::vector<GpuUse>& use);
 // The GPU part of WhyNever: not enough qualifying GPUs, or a share whose slots can never give
 // the memory the task asks for ("" when the GPUs could fit it).

@@ -5,9 +5,9 @@
 #include <array>
 #include <mutex>
 
-#include "shared/file_io.h"
-#include "shared/sha256.h"
-#include "shared/wall_time.h"
+#include "shared/base/file_io.h"
+#include "shared/base/sha256.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::security {
 namespace {

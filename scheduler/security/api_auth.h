@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "scheduler/store/store.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::security {
 

@@ -7,7 +7,7 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/store/store.h"
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 
 namespace tessera::security {
 

@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
-#include "shared/logging.h"
-#include "shared/status.h"
+#include "shared/base/logging.h"
+#include "shared/base/status.h"
 
 namespace tessera::security {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "shared/job_spec.h"
-#include "shared/job_steps.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "shared/jobs/job_steps.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::store {
 
@@ -86,7 +86,7 @@ struct JobRecord {
   // writes the scene under: resolved from the job file once, when it was submitted (schema 28).
   std::map<std::string, std::string> settings;
   std::string scene_name;
-  // Jobs with steps (shared/job_steps.h, schema 29). The job itself has renderer
+  // Jobs with steps (shared/jobs/job_steps.h, schema 29). The job itself has renderer
   // spec::kRendererSteps, no tasks, and its steps' task counters; each step is a job whose
   // pipeline_id is the job's, with its step name and its dependencies on the job's other steps.
   std::optional<int64_t> pipeline_id;

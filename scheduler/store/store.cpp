@@ -1,102 +1,70 @@
 #include "scheduler/store/store.h"
 
-#include <fcntl.h>
-#include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <filesystem>
+
+#include "scheduler/store/sqlite/attempt_rows.h"
+#include "scheduler/store/sqlite/sqlite_database.h"
+#include "scheduler/store/sqlite/task_transitions.h"
 
 namespace tessera::store {
 
-// ---- reader pool ------------------------------------------------------------------------------
-
-// A read connection for one call: one from the pool, or -- for the thread inside a WriteGroup,
-// which must see its own uncommitted writes -- the writer itself (that thread holds its lock).
-StatusOr<Store::Reader> Store::BorrowReader() {
-  if (InGroup()) {
-    EnterGroupTransaction();  // the group's thread reads its own writes
-    return Reader(writer_.get());
+// What the SQLite record tables share, made before them (the tables hold references): the
+// connections with the group commit and the clock, the attempt rows that task and job changes
+// write, and the fenced task transitions, which also apply the group's recorded writes.
+struct Store::Engine {
+  explicit Engine(std::unique_ptr<SqliteDatabase> db)
+      : database(std::move(db)), attempts(*database), transitions(*database, attempts) {
+    database->set_applier(&transitions);
   }
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!readers_.empty()) {
-      auto db = std::move(readers_.back());
-      readers_.pop_back();
-      return Reader(this, std::move(db));
-    }
-  }
-  TSR_ASSIGN_OR_RETURN(auto db, Db::Open(path_, /*read_only=*/true));
-  return Reader(this, std::move(db));
-}
+  std::unique_ptr<SqliteDatabase> database;
+  AttemptRows attempts;
+  TaskTransitions transitions;
+};
 
-void Store::ReturnReader(std::unique_ptr<Db> db) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  if (readers_.size() < 16) readers_.push_back(std::move(db));
-}
+Store::WriteGroup::WriteGroup(Store& store) : db_(*store.engine_->database) { db_.BeginGroup(); }
+Store::WriteGroup::~WriteGroup() { db_.EndGroup(); }
+Status Store::WriteGroup::Commit() { return db_.CommitGroup(); }
 
-// ---- open & migrate ---------------------------------------------------------------------------
+Store::Store(std::unique_ptr<Engine> engine, int schema_version)
+    : SqliteJobRecords(*engine->database, engine->transitions, engine->attempts),
+      SqliteTaskRecords(*engine->database, engine->transitions, engine->attempts),
+      SqliteAttemptRecords(*engine->database, engine->attempts),
+      SqliteWorkerRecords(*engine->database),
+      SqliteCredentialRecords(*engine->database),
+      SqliteCostRecords(*engine->database),
+      SqliteAutoscalerNodeRecords(*engine->database),
+      SqliteFarmQueries(*engine->database),
+      SqliteIdempotencyRecords(*engine->database),
+      SqliteWebhookCursors(*engine->database),
+      SqliteEventRecords(*engine->database),
+      engine_(std::move(engine)),
+      schema_version_(schema_version) {}
 
-Store::Store(std::string path, std::unique_ptr<Db> writer)
-    : path_(std::move(path)), writer_(std::move(writer)) {}
+// The checkpointer stops with the database (engine_), before the tables that refer to it go.
+Store::~Store() = default;
 
-std::string Store::data_dir() const { return std::filesystem::path(path_).parent_path().string(); }
-
-Store::~Store() {
-  {
-    std::lock_guard<std::mutex> lock(checkpoint_mu_);
-    stopping_ = true;
-  }
-  checkpoint_cv_.notify_all();
-  if (checkpointer_.joinable()) checkpointer_.join();
-}
-
-Status Store::StartCheckpointer(const std::string& synchronous) {
-  // The writer never checkpoints (that fsyncs, and would stall the broker's pass); a connection
-  // of its own copies the WAL back into the database in the background. PASSIVE never blocks
-  // the writer or readers.
-  TSR_RETURN_IF_ERROR(writer_->Exec("PRAGMA wal_autocheckpoint=0"));
-  TSR_ASSIGN_OR_RETURN(std::shared_ptr<Db> db, Db::Open(path_, /*read_only=*/false, synchronous));
-  checkpointer_ = std::thread([this, db] {
-    std::unique_lock<std::mutex> lock(checkpoint_mu_);
-    while (!checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(250),
-                                    [this] { return stopping_; })) {
-      lock.unlock();
-      (void)db->Exec("PRAGMA wal_checkpoint(PASSIVE)");
-      lock.lock();
-    }
-  });
-  return Status::Ok();
+std::string Store::data_dir() const {
+  return std::filesystem::path(engine_->database->path()).parent_path().string();
 }
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
                                              const std::string& synchronous) {
+  return Open(data_dir, Clock::Real(), synchronous);
+}
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir, const Clock& clock,
+                                             const std::string& synchronous) {
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return Status::Internal("cannot create data directory " + data_dir + ": " + ec.message());
-  std::string path = (std::filesystem::path(data_dir) / "tessera.db").string();
-  // The database holds job files, token hashes and keys: the scheduler's user's alone. SQLite
-  // creates a new file 0644 (less the umask) and gives its -wal and -shm the database file's
-  // mode, so the file is made 0600 before SQLite opens it (an older one is tightened too).
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    const std::string file = path + suffix;
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | (*suffix ? 0 : O_CREAT), 0600);
-    if (fd < 0) continue;  // (-wal, -shm: not there yet)
-    const int error = ::fchmod(fd, 0600) == 0 ? 0 : errno;
-    ::close(fd);
-    if (error != 0) {  // another user's file that we may write: say so, and carry on
-      spdlog::warn("cannot make {} private (mode 0600): {}", file, std::strerror(error));
-    }
-  }
-  TSR_ASSIGN_OR_RETURN(auto writer, Db::Open(path, /*read_only=*/false, synchronous));
-  std::unique_ptr<Store> store(new Store(path, std::move(writer)));
-  TSR_RETURN_IF_ERROR(store->Migrate());
-  TSR_RETURN_IF_ERROR(store->LoadAttemptCounts());
-  TSR_RETURN_IF_ERROR(store->StartCheckpointer(synchronous));
-  return store;
+  const std::string path = (std::filesystem::path(data_dir) / "tessera.db").string();
+  TSR_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> db,
+                       SqliteDatabase::Open(path, synchronous, clock));
+  TSR_ASSIGN_OR_RETURN(const int version, MigrateSchema(*db));
+  auto engine = std::make_unique<Engine>(std::move(db));
+  TSR_RETURN_IF_ERROR(engine->attempts.LoadCounts());
+  TSR_RETURN_IF_ERROR(engine->database->StartCheckpointer(synchronous));
+  return std::unique_ptr<Store>(new Store(std::move(engine), version));
 }
 
 }  // namespace tessera::store

@@ -12,10 +12,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,8 +25,7 @@
 #include <vector>
 
 #include "tests/bench/bench.h"
-
-extern char** environ;
+#include "tests/support/process.h"
 
 namespace tessera::bench {
 
@@ -102,13 +98,11 @@ void Run(const std::string& scheduler, const std::string& mode, int connections,
   const std::string data = dir.path() + "/data";
   const std::string api = "127.0.0.1:" + std::to_string(port);
   const std::string broker = "tcp://127.0.0.1:" + std::to_string(port + 1);
-  std::vector<std::string> args = {scheduler,  "--data", data,          "--api", api,
-                                   "--broker", broker,   "--log-level", "warn"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, scheduler.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+  // Its log goes to this program's stderr, away from the figures.
+  testing::Process server = testing::Process::Start(
+      {scheduler, "--data", data, "--api", api, "--broker", broker, "--log-level", "warn"},
+      "/dev/stderr");
+  if (server.pid() <= 0) {
     std::fprintf(stderr, "cannot start %s\n", scheduler.c_str());
     return;
   }
@@ -184,9 +178,7 @@ void Run(const std::string& scheduler, const std::string& mode, int connections,
     figures.push_back({"p99_ms", Fixed(Percentile(ms, 99), 1)});
     figures.push_back({"max_ms", Fixed(Percentile(ms, 100), 1)});
   }
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  server.Stop(std::chrono::minutes(5));
   PrintFigures(figures);
 }
 

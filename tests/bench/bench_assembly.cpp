@@ -22,9 +22,9 @@
 
 #include "plugins/pathtracer/renderer.h"
 #include "scheduler/assembler/assembler.h"
-#include "shared/accumulation.h"
-#include "shared/image_io.h"
-#include "shared/job_spec.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_io.h"
+#include "shared/jobs/job_file.h"
 #include "tests/bench/bench.h"
 
 namespace tessera::bench {
@@ -135,11 +135,11 @@ void AddAssemblyCommand(CLI::App& app) {
       }
     }
     const int total_parts = static_cast<int>(parts.size());
-    assembler::Assembler assembler(1, [](assembler::FrameWritten) {});
+    assembler::Assembler assembler(1, [](assembler::Result) {});
     std::vector<double> store_ms;
     for (int i = 0; i + 1 < total_parts; ++i) {
       auto start = Clock::now();
-      assembler::FrameWritten stored = assembler.StorePart(parts[i]);
+      assembler::PartStored stored = assembler.StorePart(parts[i]);
       store_ms.push_back(SecondsSince(start) * 1000);
       if (!stored.status.ok()) throw CLI::RuntimeError(stored.status.ToString(), 1);
       parts[i].accumulation.clear();
@@ -153,11 +153,11 @@ void AddAssemblyCommand(CLI::App& app) {
     job.output = {out, "frame.####", {"exr", "png"}};
     job.parts = total_parts;
     auto last_start = Clock::now();
-    assembler::FrameWritten stored = assembler.StorePart(parts.back());
+    assembler::PartStored stored = assembler.StorePart(parts.back());
     const double last_store_s = SecondsSince(last_start);
     if (!stored.status.ok()) throw CLI::RuntimeError(stored.status.ToString(), 1);
     auto assemble_start = Clock::now();
-    assembler::FrameWritten written = assembler.AssembleFrame(job);
+    assembler::FrameAssembled written = assembler.AssembleFrame(job);
     const double assemble_s = SecondsSince(assemble_start);
     const double after_last_s = SecondsSince(last_start);
     if (!written.status.ok()) throw CLI::RuntimeError(written.status.ToString(), 1);
@@ -168,10 +168,10 @@ void AddAssemblyCommand(CLI::App& app) {
         last_store_s, assemble_s);
 
     // A fresh assembler has nothing in memory: the frame comes from the parts' files alone.
-    assembler::Assembler restarted(1, [](assembler::FrameWritten) {});
+    assembler::Assembler restarted(1, [](assembler::Result) {});
     job.output.pattern = "cold.####";
     auto cold_start = Clock::now();
-    assembler::FrameWritten cold = restarted.AssembleFrame(job);
+    assembler::FrameAssembled cold = restarted.AssembleFrame(job);
     const double cold_s = SecondsSince(cold_start);
     if (!cold.status.ok()) throw CLI::RuntimeError(cold.status.ToString(), 1);
     bool identical = true;

@@ -18,7 +18,7 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/job_steps.h"
+#include "shared/jobs/job_steps.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 
@@ -90,7 +90,7 @@ double EndToEnd(int workers, const StoreJobs& store_jobs, int64_t* done) {
   std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
   fs::remove_all(dir);
   auto store = OpenStore(dir);
-  broker::Broker broker(*store, LoopbackBroker());
+  broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
   const std::string endpoint = StartBroker(broker);
 
   zmq::context_t ctx;

@@ -24,9 +24,9 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/broker/broker.h"
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 
@@ -50,18 +50,18 @@ struct FleetCounters {
 // burst); kMeasure: the measured run; deaths count in every phase.
 enum class Phase : int { kRamp, kMeasure, kDone };
 
-// One thread's share of the fleet; the thread owns its sockets. Waiting is O(ready sockets), not
-// O(sockets): each socket's ZMQ_FD sits in one epoll set and heartbeats come off a timer heap,
-// so thousands of simulated workers cost little CPU beside the broker on a small machine.
+// One thread's share of the fleet; the thread owns its workers' sockets (they connect here and
+// register when Run starts). Waiting is O(ready sockets), not O(sockets): each socket's ZMQ_FD
+// sits in one epoll set and heartbeats come off a timer heap, so thousands of simulated workers
+// cost little CPU beside the broker on a small machine.
 class Shard {
  public:
   Shard(zmq::context_t& ctx, const std::string& endpoint, int first, int count, uint64_t seed)
       : rng_(seed) {
     for (int i = 0; i < count; ++i) {
-      sockets_.emplace_back(ctx, zmq::socket_type::dealer);
-      sockets_.back().set(zmq::sockopt::linger, 0);
-      sockets_.back().connect(endpoint);
-      workers_.push_back({kNamePrefix + std::to_string(first + i)});
+      workers_.emplace_back();
+      workers_.back().link = std::make_unique<FakeWorker>(
+          ctx, endpoint, FakeWorker::Registration(kNamePrefix + std::to_string(first + i)));
     }
   }
   ~Shard() {
@@ -75,11 +75,12 @@ class Shard {
     counters_ = &counters;
     phase_ = &phase;
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    for (size_t i = 0; i < sockets_.size(); ++i) {
+    for (size_t i = 0; i < workers_.size(); ++i) {
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.u64 = i;
-      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, sockets_[i].get(zmq::sockopt::fd), &ev) != 0) {
+      const int fd = workers_[i].link->socket().get(zmq::sockopt::fd);
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
         std::fprintf(stderr, "epoll_ctl: %s\n", std::strerror(errno));
         return;
       }
@@ -97,8 +98,8 @@ class Shard {
       while (!beats_.empty() && beats_.top().first <= now) {
         auto [due, i] = beats_.top();
         beats_.pop();
-        Worker& w = workers_[i];
-        if (!w.welcomed || due != w.next_beat) continue;  // superseded by a new Welcome
+        const FakeWorker& link = *workers_[i].link;
+        if (!link.welcomed() || due != link.next_beat()) continue;  // superseded by a new Welcome
         Beat(i, now);
       }
     }
@@ -115,68 +116,54 @@ class Shard {
 
  private:
   struct Worker {
-    std::string name;
-    bool welcomed = false;
+    std::unique_ptr<FakeWorker> link;
     bool ever_welcomed = false;
-    std::chrono::milliseconds interval{1000};
-    Clock::time_point next_beat, last_beat;
+    Clock::time_point last_beat;
     std::deque<Clock::time_point> in_flight;  // heartbeats not answered yet, oldest first
   };
   using Due = std::pair<Clock::time_point, size_t>;
 
   void Register(size_t i) {
-    protocol::Register reg;
-    reg.name = workers_[i].name;
-    reg.hostname = "bench";
-    reg.cpu_cores = 1;
-    reg.backends = {"cpu"};
-    zmq::send_multipart(sockets_[i], protocol::Encode(MessageType::kRegister, reg));
+    workers_[i].link->Register();
     Drain(i);
   }
 
   void Beat(size_t i, Clock::time_point now) {
     Worker& w = workers_[i];
-    zmq::send_multipart(sockets_[i],
-                        protocol::Encode(MessageType::kHeartbeat, protocol::Heartbeat{}));
+    w.link->Beat(now);  // the next one an interval on (from now if this thread fell behind)
     ++counters_->beats;
     w.in_flight.push_back(now);
     if (w.last_beat != Clock::time_point()) {
       max_gap_ms_ = std::max(max_gap_ms_, Millis(now - w.last_beat));
     }
     w.last_beat = now;
-    w.next_beat += w.interval;
-    if (w.next_beat < now) w.next_beat = now + w.interval;  // this thread fell behind
-    beats_.push({w.next_beat, i});
+    beats_.push({w.link->next_beat(), i});
     Drain(i);
   }
 
   // Reads everything the socket holds. ZMQ_FD is edge-like: any operation on the socket (a send
   // included) may consume its signal, so every operation is followed by a drain.
   void Drain(size_t i) {
+    FakeWorker& link = *workers_[i].link;
     for (;;) {
-      std::vector<zmq::message_t> frames;
-      if (zmq::recv_multipart(sockets_[i], std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        OnMessage(i, frames);
-      } else if (!(sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+      if (std::optional<protocol::Envelope> env = link.Receive()) {
+        OnMessage(i, *env);
+      } else if (!(link.socket().get(zmq::sockopt::events) & ZMQ_POLLIN)) {
         return;
       }
     }
   }
 
-  void OnMessage(size_t i, std::vector<zmq::message_t>& frames) {
-    auto env = protocol::Decode(frames);
-    if (!env.ok()) return;
+  void OnMessage(size_t i, const protocol::Envelope& env) {
     Worker& w = workers_[i];
     const auto now = Clock::now();
-    switch (env->type) {
+    switch (env.type) {
       case MessageType::kWelcome: {
-        auto welcome = env->As<protocol::Welcome>();
-        if (!welcome.ok()) return;
-        w.interval = std::chrono::milliseconds(welcome->heartbeat_ms);
-        std::uniform_int_distribution<int> phase(0, welcome->heartbeat_ms - 1);
-        w.next_beat = now + std::chrono::milliseconds(phase(rng_));
-        beats_.push({w.next_beat, i});
-        w.welcomed = true;
+        // The worker took its interval from it; its first beat comes at a random phase of it.
+        const int interval_ms = static_cast<int>(w.link->heartbeat_interval().count());
+        std::uniform_int_distribution<int> phase(0, interval_ms - 1);
+        w.link->set_next_beat(now + std::chrono::milliseconds(phase(rng_)));
+        beats_.push({w.link->next_beat(), i});
         if (!w.ever_welcomed) ++counters_->welcomed;
         w.ever_welcomed = true;
         break;
@@ -197,7 +184,6 @@ class Shard {
         // again.
         ++counters_->unknown;
         if (!w.in_flight.empty()) w.in_flight.pop_front();
-        w.welcomed = false;
         Register(i);
         break;
       case MessageType::kReject:
@@ -208,7 +194,6 @@ class Shard {
     }
   }
 
-  std::vector<zmq::socket_t> sockets_;
   std::vector<Worker> workers_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> beats_;
   int epoll_fd_ = -1;
@@ -276,7 +261,7 @@ void AddFleetCommand(CLI::App& app) {
     const std::string& dir = temp.path();
     auto store = OpenStore(dir);
     const broker::BrokerOptions bopts = LoopbackBroker();  // default heartbeat_ms and liveness
-    broker::Broker broker(*store, bopts);
+    broker::Broker broker(*store, bopts, tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;

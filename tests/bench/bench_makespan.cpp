@@ -27,7 +27,7 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 
@@ -56,8 +56,8 @@ struct SimRun {
 
 // One simulated worker; runs on its own thread, which owns the socket.
 void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index, SimRun& run) {
-  SimWorker sim(ctx, endpoint, "makespan-" + std::to_string(index));
-  const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
+  FakeWorker sim(ctx, endpoint, FakeWorker::Registration("makespan-" + std::to_string(index)));
+  sim.Register();
   Clock::time_point due, done_at;
   std::optional<protocol::Assign> task;
   bool finished_one = false;
@@ -86,13 +86,8 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
     }
     const auto now = Clock::now();
     if (task && now >= due) {
-      for (int f = task->frame_start; f <= task->frame_end; ++f) {
-        protocol::FrameResult r{task->task_id, task->attempt, f, 1, 1, 4, 0.0, "sim", {}};
-        sim.Send(
-            protocol::Encode(MessageType::kFrameResult, r, zmq::message_t(pixel, sizeof(pixel))));
-      }
-      sim.Send(protocol::Encode(MessageType::kTaskDone,
-                                protocol::TaskDone{task->task_id, task->attempt}));
+      sim.SendTinyFrames(*task);
+      sim.Done(*task);
       done_at = Clock::now();
       finished_one = true;
       std::lock_guard<std::mutex> lock(run.mu);
@@ -100,9 +95,9 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
       run.last_done = std::max(run.last_done, done_at);
       task.reset();
     }
-    std::optional<protocol::TaskRef> running;
-    if (task) running = protocol::TaskRef{task->task_id, task->attempt};
-    sim.MaybeBeat(now, running);
+    sim.running.clear();
+    if (task) sim.running.push_back({task->task_id, task->attempt});
+    sim.BeatIfDue(now);
   }
 }
 
@@ -160,7 +155,7 @@ void AddMakespanCommand(CLI::App& app) {
     TempDir temp("tessera-bench-makespan");
     const std::string& dir = temp.path();
     auto store = OpenStore(dir);
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
 
     zmq::context_t ctx;

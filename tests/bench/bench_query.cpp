@@ -130,7 +130,7 @@ void AddQueryCommand(CLI::App& app) {
     std::printf("stored %d tasks in %zu jobs in %.2f s (RSS %.0f MiB)\n", opts->tasks,
                 job_ids.size(), create_s, ProcStatusMib("VmRSS"));
 
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     start = Clock::now();
     const std::string endpoint = StartBroker(broker);
     const double load_s = Seconds(start);

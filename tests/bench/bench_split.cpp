@@ -24,10 +24,10 @@
 #include "plugins/pathtracer/kernel.h"
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/accumulation.h"
-#include "shared/chunked_transfer.h"
-#include "shared/image_io.h"
-#include "shared/protocol.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/piece_transfer.h"
+#include "shared/wire/protocol.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
 
@@ -100,7 +100,8 @@ std::vector<zmq::message_t> Render(const SplitRun& run, const protocol::Assign& 
 
 // One simulated worker with one slot; runs on its own thread, which owns the socket.
 void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index, SplitRun& run) {
-  SimWorker sim(ctx, endpoint, "split-" + std::to_string(index));
+  FakeWorker sim(ctx, endpoint, FakeWorker::Registration("split-" + std::to_string(index)));
+  sim.Register();
   auto try_send = [&](std::vector<zmq::message_t>& frames) { return sim.TrySend(frames); };
 
   Clock::time_point due;
@@ -158,9 +159,11 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
       outbox.pop_front();
     }
     if (delivering && outbox.empty() && !chunks.active()) delivering.reset();
-    std::optional<protocol::TaskRef> running;
-    if (task) running = protocol::TaskRef{task->task_id, task->attempt};
-    sim.MaybeBeat(now, running, delivering);
+    sim.running.clear();
+    if (task) sim.running.push_back({task->task_id, task->attempt});
+    sim.delivering.clear();
+    if (delivering) sim.delivering.push_back(*delivering);
+    sim.BeatIfDue(now);
   }
 }
 
@@ -236,7 +239,7 @@ void AddSplitCommand(CLI::App& app) {
 
     TempDir temp("tessera-bench-split");
     auto store = OpenStore(temp.path());
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     const std::string endpoint = StartBroker(broker);
     zmq::context_t ctx;
     std::vector<std::thread> workers;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/wall_time.h"
+#include "shared/base/wall_time.h"
 #include "tests/bench/bench.h"
 #include "tests/support/farm.h"
 #include "tests/support/scenes.h"

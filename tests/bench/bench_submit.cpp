@@ -16,7 +16,7 @@
 
 #include "scheduler/api/http_api.h"
 #include "scheduler/broker/broker.h"
-#include "scheduler/store/sqlite.h"
+#include "scheduler/store/sqlite/sqlite.h"
 #include "scheduler/store/store.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
@@ -77,7 +77,7 @@ void AddSubmitCommand(CLI::App& app) {
     if (!bare.ok()) throw CLI::RuntimeError(bare.status().ToString(), 1);
 
     auto store = OpenStore(dir + "/farm");
-    broker::Broker broker(*store, LoopbackBroker());
+    broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     StartBroker(broker);
     api::ApiOptions aopts;
     aopts.port = 0;

@@ -3,8 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "scheduler/events/event_bus.h"
+#include "shared/jobs/job_file.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::bench {
 
@@ -51,111 +52,34 @@ std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets) {
 Fleet::Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers,
              const std::string& prefix) {
   for (int i = 0; i < workers; ++i) {
-    sockets_.emplace_back(ctx, zmq::socket_type::dealer);
-    sockets_.back().set(zmq::sockopt::linger, 0);
-    sockets_.back().connect(endpoint);
-    protocol::Register reg;
-    reg.name = prefix + std::to_string(i);
-    reg.hostname = "bench";
-    reg.cpu_cores = 1;
-    reg.backends = {"cpu"};
+    protocol::Register reg = FakeWorker::Registration(prefix + std::to_string(i));
     // Like the real worker: acknowledgements may come inside assignments (it keeps no spool,
     // so it has nothing to do with them).
     reg.features = {protocol::kFeatureAcksInAssign};
-    auto frames = protocol::Encode(MessageType::kRegister, reg);
-    zmq::send_multipart(sockets_.back(), frames);
+    workers_.push_back(std::make_unique<FakeWorker>(ctx, endpoint, std::move(reg),
+                                                    std::chrono::milliseconds(500)));
+    workers_.back()->Register();
+    items_.push_back({workers_.back()->socket().handle(), 0, ZMQ_POLLIN, 0});
   }
-  items_ = PollItems(sockets_);
 }
 
 void Fleet::Run(const std::atomic<bool>& stop) {
-  const float pixel[4] = {0.5f, 0.5f, 0.5f, 1.0f};
-  auto next_beat = Clock::now();
   while (!stop.load()) {
-    PollAll(sockets_, items_, std::chrono::milliseconds(20),
-            [&](size_t i, std::vector<zmq::message_t>& frames) {
-              auto env = protocol::Decode(frames);
-              if (!env.ok() || env->type != MessageType::kAssign) return;
-              auto a = env->As<protocol::Assign>();
-              if (!a.ok()) return;
-              // Noop tasks only report done; others send a 1x1 frame result per frame.
-              for (int f = a->frame_start; a->renderer != spec::kRendererNoop && f <= a->frame_end;
-                   ++f) {
-                protocol::FrameResult r{a->task_id, a->attempt, f, 1, 1, 4, 0.0, "sim", {}};
-                zmq::send_multipart(sockets_[i],
-                                    protocol::Encode(MessageType::kFrameResult, r,
-                                                     zmq::message_t(pixel, sizeof(pixel))));
-              }
-              zmq::send_multipart(sockets_[i],
-                                  protocol::Encode(MessageType::kTaskDone,
-                                                   protocol::TaskDone{a->task_id, a->attempt}));
-              ++tasks_done_;
-            });
-    if (Clock::now() >= next_beat) {
-      for (auto& s : sockets_) {
-        zmq::send_multipart(s, protocol::Encode(MessageType::kHeartbeat, protocol::Heartbeat{}));
+    zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(20));
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (!(items_[i].revents & ZMQ_POLLIN)) continue;
+      FakeWorker& worker = *workers_[i];
+      while (std::optional<protocol::Envelope> env = worker.Receive()) {
+        if (env->type != MessageType::kAssign) continue;
+        auto a = env->As<protocol::Assign>();
+        if (!a.ok()) continue;
+        worker.CompleteAtOnce(*a);
+        ++tasks_done_;
       }
-      next_beat = Clock::now() + std::chrono::milliseconds(500);
     }
+    const auto now = Clock::now();
+    for (auto& worker : workers_) worker->BeatIfDue(now);
   }
-}
-
-SimWorker::SimWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name)
-    : socket_(ctx, zmq::socket_type::dealer) {
-  socket_.set(zmq::sockopt::linger, 0);
-  socket_.connect(endpoint);
-  protocol::Register reg;
-  reg.name = name;
-  reg.hostname = "bench";
-  reg.cpu_cores = 1;
-  reg.backends = {"cpu"};
-  Send(protocol::Encode(MessageType::kRegister, reg));
-}
-
-std::vector<protocol::Envelope> SimWorker::Poll(Clock::time_point until) {
-  const Clock::time_point wake =
-      std::min({next_beat_, Clock::now() + std::chrono::milliseconds(20), until});
-  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-  // Round up so the wait never ends early and busy-spins.
-  auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - Clock::now());
-  zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(0)));
-  std::vector<protocol::Envelope> received;
-  for (;;) {
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-      break;
-    }
-    auto env = protocol::Decode(frames);
-    if (!env.ok()) continue;
-    if (env->type == MessageType::kWelcome) {
-      auto w = env->As<protocol::Welcome>();
-      if (w.ok()) interval_ = std::chrono::milliseconds(w->heartbeat_ms);
-      next_beat_ = Clock::now() + interval_;
-    }
-    received.push_back(std::move(*env));
-  }
-  return received;
-}
-
-void SimWorker::RefuseBusy(const protocol::Assign& a) {
-  Send(protocol::Encode(MessageType::kTaskFailed,
-                        protocol::TaskFailed{a.task_id, a.attempt, "slot busy", false}));
-}
-
-void SimWorker::MaybeBeat(Clock::time_point now, std::optional<protocol::TaskRef> running,
-                          std::optional<protocol::TaskRef> delivering) {
-  if (now < next_beat_) return;
-  protocol::Heartbeat beat;
-  if (running) beat.running.push_back(*running);
-  if (delivering) beat.delivering.push_back(*delivering);
-  Send(protocol::Encode(MessageType::kHeartbeat, beat));
-  next_beat_ += interval_;
-}
-
-void SimWorker::Send(std::vector<zmq::message_t> frames) { zmq::send_multipart(socket_, frames); }
-
-bool SimWorker::TrySend(std::vector<zmq::message_t>& frames) {
-  return zmq::send_multipart(socket_, frames, zmq::send_flags::dontwait).has_value();
 }
 
 }  // namespace tessera::bench

@@ -1,12 +1,13 @@
 #pragma once
 // Support for the scheduler benchmarks: the real scheduler core started in-process (store and
-// broker on loopback), and simulated workers -- DEALER sockets speaking shared/protocol.h to the
-// real broker over TCP loopback -- with the polling helpers they are built on.
+// broker on loopback), and a simulated fleet of workers -- tests/support/fake_worker.h, each a
+// DEALER socket speaking shared/wire/protocol.h to the real broker over TCP loopback -- with
+// the polling helpers they are built on.
 
 #include <atomic>
 #include <chrono>
 #include <iterator>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -14,10 +15,12 @@
 
 #include "scheduler/broker/broker.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/protocol.h"
+#include "shared/jobs/job_file.h"
+#include "tests/support/fake_worker.h"
 
 namespace tessera::bench {
+
+using testing::FakeWorker;
 
 // The scheduler core in this process. Errors end the benchmark (CLI::RuntimeError).
 std::unique_ptr<store::Store> OpenStore(const std::string& dir);
@@ -48,8 +51,8 @@ void PollAll(std::vector<zmq::socket_t>& sockets, std::vector<zmq::pollitem_t>& 
 std::vector<zmq::pollitem_t> PollItems(std::vector<zmq::socket_t>& sockets);
 
 // Workers that finish instantly: each registers as `<prefix><i>`, answers every kAssign with a
-// 1x1 frame result per frame and kTaskDone, and heartbeats every 500 ms.
-// Threads: construct on any thread, then Run() on one thread only (it owns the sockets).
+// 1x1 frame result per frame and kTaskDone (FakeWorker::CompleteAtOnce), and heartbeats every
+// 500 ms. Threads: construct on any thread, then Run() on one thread only (it owns the sockets).
 class Fleet {
  public:
   Fleet(zmq::context_t& ctx, const std::string& endpoint, int workers,
@@ -61,36 +64,9 @@ class Fleet {
   int64_t tasks_done() const { return tasks_done_.load(); }
 
  private:
-  std::vector<zmq::socket_t> sockets_;
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
   std::vector<zmq::pollitem_t> items_;
   std::atomic<int64_t> tasks_done_{0};
-};
-
-// One simulated worker with one slot, for the benchmarks that run each worker on a thread of its
-// own (makespan, split): it registers as `name`, takes its heartbeat interval from WELCOME,
-// heartbeats when due and refuses an assignment while busy. What it does with its tasks is the
-// benchmark's. Threads: the thread that constructs it owns it.
-class SimWorker {
- public:
-  using Clock = std::chrono::steady_clock;
-  SimWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name);
-
-  // Waits until a message arrives, `until` or 20 ms, whichever is first; returns what arrived
-  // (WELCOME included, already taken into account).
-  std::vector<protocol::Envelope> Poll(Clock::time_point until);
-  // Refuses `a`, uncharged, as a worker whose slot is busy does.
-  void RefuseBusy(const protocol::Assign& a);
-  // Sends a heartbeat if one is due, listing what it renders and what it still delivers.
-  void MaybeBeat(Clock::time_point now, std::optional<protocol::TaskRef> running,
-                 std::optional<protocol::TaskRef> delivering = std::nullopt);
-  void Send(std::vector<zmq::message_t> frames);
-  // Without blocking; false when ZeroMQ would block.
-  bool TrySend(std::vector<zmq::message_t>& frames);
-
- private:
-  zmq::socket_t socket_;
-  std::chrono::milliseconds interval_{1000};
-  Clock::time_point next_beat_ = Clock::time_point::max();  // after WELCOME
 };
 
 }  // namespace tessera::bench

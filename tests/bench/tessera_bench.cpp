@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "shared/logging.h"
+#include "shared/base/logging.h"
 #include "tests/bench/bench.h"
 
 namespace tessera::bench {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/e2e/subprocess.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/scenes.h"
 
@@ -28,6 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using std::chrono::seconds;
+using testing::FreePort;
+using testing::Process;
+using testing::ProcessAlive;
+using testing::RunProcess;
+using testing::RunResult;
 
 const std::string kBinDir = TSR_BIN_DIR;
 const std::string kTessera = kBinDir + "/tessera";
@@ -120,6 +125,48 @@ TEST_F(CliE2eTest, SubmitRejectsBadJobFilesWithoutAServer) {
     EXPECT_EQ(CountLines(r.err), 1) << r.err;
     EXPECT_EQ(r.out, "");
   }
+}
+
+// `tessera check` tells each kind of file apart by its one parse (a job, a job with steps, an
+// OpenJD job or environment template) and names the problem in each, without a server.
+TEST_F(CliE2eTest, CheckTellsEachKindOfFileAndNamesItsProblem) {
+  Write("scene.yaml", kTinyScene);
+  const std::string job = Write("job.yaml", "name: a\nscene: scene.yaml\nframes: 1-2\n");
+  const std::string steps =
+      Write("steps.yaml", "name: s\nframes: 1-2\nsteps:\n  - {name: a, renderer: noop}\n");
+  const std::string job_template =
+      Write("template.yaml",
+            "specificationVersion: jobtemplate-2023-09\nname: t\nsteps:\n  - name: Run\n"
+            "    script: {actions: {onRun: {command: /bin/true}}}\n");
+  const std::string environment = Write(
+      "environment.yaml",
+      "specificationVersion: environment-2023-09\nenvironment: {name: E, variables: {A: b}}\n");
+  RunResult r = Tessera({"check", job, steps, job_template, environment});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [file, what] :
+       {std::pair{job, "a Tessera job file"}, std::pair{steps, "a Tessera job file with steps"},
+        std::pair{job_template, "an Open Job Description job template"},
+        std::pair{environment, "an Open Job Description environment template"}}) {
+    EXPECT_NE(r.out.find(file + ": valid, " + what + "\n"), std::string::npos) << r.out;
+  }
+  const std::string bad_steps = Write(
+      "bad-steps.yaml",
+      "name: s\nframes: 1-2\nsteps:\n  - {name: a, renderer: noop, depends_on: [{step: b}]}\n");
+  const std::string bad_template =
+      Write("bad-template.yaml",
+            "specificationVersion: jobtemplate-2023-09\nname: t\ncolour: red\nsteps:\n"
+            "  - name: Run\n    script: {actions: {onRun: {command: /bin/true}}}\n");
+  const std::string bad_yaml = Write("bad-yaml.yaml", "name: a\nframes: [1\n");
+  r = Tessera({"check", bad_steps, bad_template, bad_yaml});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_steps + ": steps[0].depends_on[0].step: no step named 'b'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_template + ": colour"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + bad_yaml + ": job: YAML syntax error"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(CountLines(r.err), 3) << r.err;
 }
 
 TEST_F(CliE2eTest, BytesThatAreNotUtf8AreAnErrorNotACrash) {
@@ -225,9 +272,9 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   const std::string broker_port = std::to_string(FreePort());
   const std::string server = "http://127.0.0.1:" + port;
   const std::string data = dir_ + "/data";
-  BackgroundProcess up({kTessera, "up", "--workers", "2", "--data", data, "--port", port,
-                        "--broker-port", broker_port, "--threads", "1"},
-                       dir_ + "/up.stderr");
+  Process up = Process::StartClient({kTessera, "up", "--workers", "2", "--data", data, "--port",
+                                     port, "--broker-port", broker_port, "--threads", "1"},
+                                    dir_ + "/up.stderr");
   std::optional<std::string> ready = up.ReadLine(seconds(60));
   ASSERT_TRUE(ready.has_value()) << "no ready line; see " << dir_ << "/up.stderr";
   EXPECT_EQ(*ready, "Tessera farm ready: API " + server + "  (scheduler + 2 workers, data " +
@@ -236,7 +283,7 @@ TEST_F(CliE2eTest, LocalFarmRunsSubmitsWaitsCancelsAndStops) {
   ASSERT_TRUE(workers_port.has_value());
   EXPECT_EQ(workers_port->rfind("Workers' port: tcp://127.0.0.1:" + broker_port + " ", 0), 0u)
       << *workers_port;
-  std::vector<pid_t> children = up.Children();
+  std::vector<pid_t> children = up.Descendants();
   EXPECT_EQ(children.size(), 3u) << "expected a scheduler and 2 workers";
 
   // A small 2-frame job renders and lands on disk.

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 
 namespace tessera::faults {
 

@@ -12,7 +12,7 @@
 #include "scheduler/api/reply.h"
 #include "scheduler/http/router.h"
 #include "scheduler/http/url.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzzes the MessagePack reader (shared/msgpack.h) on arbitrary bytes: skipping whole values,
+// Fuzzes the MessagePack reader (shared/wire/msgpack.h) on arbitrary bytes: skipping whole values,
 // reading them typed, and a round trip -- every value the reader accepts is written back by the
 // Writer and must read back the same.
 
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/msgpack.h"
+#include "shared/wire/msgpack.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzzes the wire protocol as the daemons read it (shared/protocol.h): the input is split into
+// Fuzzes the wire protocol as the daemons read it (shared/wire/protocol.h): the input is split into
 // ZeroMQ frames and decoded as an envelope, and its body is read as EVERY message type, the way
 // the broker and the worker read them (Envelope::As: MessagePack, then the boundary checks).
 // What reads must be safe downstream -- its JSON text (what the store and the API write) never
@@ -14,8 +14,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "shared/chunked_transfer.h"
-#include "shared/protocol.h"
+#include "shared/wire/piece_transfer.h"
+#include "shared/wire/protocol.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzzes the YAML layer every spec and config is read through (shared/yaml_util.h): Parse with
+// Fuzzes the YAML layer every spec and config is read through (shared/base/yaml_util.h): Parse with
 // the default limits and with small ones (the first input byte picks them), then every map in
 // the document read with MapReader as each supported type.
 
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/yaml_util.h"
+#include "shared/base/yaml_util.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/msgpack.h"
-#include "shared/protocol.h"
+#include "shared/wire/msgpack.h"
+#include "shared/wire/protocol.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 
 namespace tessera::testing {
@@ -232,7 +232,7 @@ TEST(ApiAuthTest, RolesGateEveryEndpointAndSubmittersOwnTheirJobs) {
 bool MakeCertificate(const std::string& dir, std::string* cert, std::string* key) {
   *cert = dir + "/api.crt";
   *key = dir + "/api.key";
-  e2e::RunResult r = e2e::RunProcess(
+  RunResult r = RunProcess(
       {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", *key, "-out", *cert},
       30s);
@@ -298,12 +298,12 @@ TEST(ApiAuthTest, HttpsServesTls12AndLaterOnly) {
 
   // The CLI: trusts the certificate given with --ca-file; refuses an unknown one.
   const std::string cli = Bin("tessera");
-  e2e::RunResult ok = e2e::RunProcess(
+  RunResult ok = RunProcess(
       {cli, "whoami", "--server", farm.api_url(), "--ca-file", cert, "--token", farm.token()}, 30s);
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_TRUE(Contains(ok.out, "admin (admin)")) << ok.out;
-  e2e::RunResult untrusted =
-      e2e::RunProcess({cli, "whoami", "--server", farm.api_url(), "--token", farm.token()}, 30s);
+  RunResult untrusted =
+      RunProcess({cli, "whoami", "--server", farm.api_url(), "--token", farm.token()}, 30s);
   EXPECT_EQ(untrusted.exit_code, 3) << untrusted.err;
   EXPECT_TRUE(Contains(untrusted.err, "TLS certificate not trusted")) << untrusted.err;
 }
@@ -335,16 +335,16 @@ TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
   const std::string server = farm.api_url();
   auto run = [&](std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), cli);
-    return e2e::RunProcess(args, 30s, env);
+    return RunProcess(args, 30s, env);
   };
 
   // No token: exit 4 with the reason and where a token goes.
-  e2e::RunResult none = run({"whoami", "--server", server});
+  RunResult none = run({"whoami", "--server", server});
   EXPECT_EQ(none.exit_code, 4) << none.err;
   EXPECT_TRUE(Contains(none.err, "needs a bearer token")) << none.err;
   EXPECT_TRUE(Contains(none.err, "TESSERA_TOKEN")) << none.err;
 
-  e2e::RunResult by_env = run({"whoami", "--server", server}, {"TESSERA_TOKEN=" + farm.token()});
+  RunResult by_env = run({"whoami", "--server", server}, {"TESSERA_TOKEN=" + farm.token()});
   EXPECT_EQ(by_env.exit_code, 0) << by_env.err;
   EXPECT_TRUE(Contains(by_env.out, "admin (admin)")) << by_env.out;
 
@@ -353,33 +353,33 @@ TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
   fs::create_directories(config_dir);
   WriteFile(config_dir + "/token", farm.token() + "\n");
   WriteFile(config_dir + "/config.yaml", "server: " + server + "\ntoken_file: token\n");
-  e2e::RunResult by_file = run({"whoami"}, {"XDG_CONFIG_HOME=" + farm.dir() + "/xdg"});
+  RunResult by_file = run({"whoami"}, {"XDG_CONFIG_HOME=" + farm.dir() + "/xdg"});
   EXPECT_EQ(by_file.exit_code, 0) << by_file.err;
   EXPECT_TRUE(Contains(by_file.out, "admin (admin) at " + server)) << by_file.out;
   WriteFile(farm.dir() + "/bad.yaml", "server: " + server + "\ntokn: x\n");
-  e2e::RunResult bad = run({"whoami"}, {"TESSERA_CONFIG=" + farm.dir() + "/bad.yaml"});
+  RunResult bad = run({"whoami"}, {"TESSERA_CONFIG=" + farm.dir() + "/bad.yaml"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(Contains(bad.err, "tokn: unknown key")) << bad.err;
 
   // `tessera token`: create, use, list, revoke.
   const std::vector<std::string> as_admin = {"TESSERA_TOKEN=" + farm.token(),
                                              "TESSERA_SERVER=" + server};
-  e2e::RunResult created =
+  RunResult created =
       run({"token", "create", "--user", "carol", "--role", "viewer", "--note", "ci"}, as_admin);
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const size_t at = created.out.find("tsra-");
   ASSERT_NE(at, std::string::npos) << created.out;
   const std::string carol = created.out.substr(at, 69);
-  e2e::RunResult me = run({"whoami", "--server", server, "--token", carol});
+  RunResult me = run({"whoami", "--server", server, "--token", carol});
   EXPECT_TRUE(Contains(me.out, "carol (viewer)")) << me.out << me.err;
   // A viewer may not submit: exit 4 and the role in the message.
   const std::string job_file = farm.dir() + "/job.yaml";
   WriteFile(job_file, kNoopJob);
-  e2e::RunResult denied = run({"submit", job_file, "--server", server, "--token", carol});
+  RunResult denied = run({"submit", job_file, "--server", server, "--token", carol});
   EXPECT_EQ(denied.exit_code, 4) << denied.err;
   EXPECT_TRUE(Contains(denied.err, "needs the submitter role")) << denied.err;
 
-  e2e::RunResult listed = run({"token", "list", "--json"}, as_admin);
+  RunResult listed = run({"token", "list", "--json"}, as_admin);
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   nlohmann::json list = nlohmann::json::parse(listed.out);
   int64_t carol_id = 0;
@@ -387,22 +387,22 @@ TEST(ApiAuthTest, CliFindsServerAndTokenInFlagsEnvironmentAndConfigFile) {
     if (t["user"] == "carol") carol_id = t["id"].get<int64_t>();
   }
   ASSERT_GT(carol_id, 0) << listed.out;
-  e2e::RunResult table = run({"token", "list"}, as_admin);
+  RunResult table = run({"token", "list"}, as_admin);
   EXPECT_TRUE(Contains(table.out, "carol")) << table.out;
   EXPECT_TRUE(Contains(table.out, "viewer")) << table.out;
   EXPECT_EQ(run({"token", "revoke", std::to_string(carol_id)}, as_admin).exit_code, 0);
   EXPECT_EQ(run({"whoami", "--server", server, "--token", carol}).exit_code, 4);
 
   // Join tokens are their own command.
-  e2e::RunResult join = run({"join-token", "create", "--uses", "1"}, as_admin);
+  RunResult join = run({"join-token", "create", "--uses", "1"}, as_admin);
   EXPECT_EQ(join.exit_code, 0) << join.err;
   EXPECT_TRUE(Contains(join.out, "tsrj-")) << join.out;
-  e2e::RunResult joins = run({"join-token", "list"}, as_admin);
+  RunResult joins = run({"join-token", "list"}, as_admin);
   EXPECT_TRUE(Contains(joins.out, "valid") && Contains(joins.out, "0/1")) << joins.out;
-  e2e::RunResult unjoin = run({"join-token", "revoke", "1"}, as_admin);
+  RunResult unjoin = run({"join-token", "revoke", "1"}, as_admin);
   EXPECT_EQ(unjoin.exit_code, 0) << unjoin.err;
   EXPECT_TRUE(Contains(run({"join-token", "list"}, as_admin).out, "revoked"));
-  e2e::RunResult bad_ttl =
+  RunResult bad_ttl =
       run({"token", "create", "--user", "d", "--role", "viewer", "--ttl", "soon"}, as_admin);
   EXPECT_EQ(bad_ttl.exit_code, 2);
   EXPECT_TRUE(Contains(bad_ttl.err, "--ttl")) << bad_ttl.err;

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -217,10 +217,10 @@ TEST(ApiIdempotencyTest, TheCliRetriesALostAnswerWithoutASecondJob) {
   const std::string job_file = farm.dir() + "/once.yaml";
   std::ofstream(job_file) << kJob;
 
-  e2e::RunResult run =
-      e2e::RunProcess({std::string(TSR_BIN_DIR) + "/tessera", "submit", job_file, "--server",
-                       "http://127.0.0.1:" + std::to_string(relay.port()), "--token", farm.token()},
-                      60s);
+  RunResult run =
+      RunProcess({std::string(TSR_BIN_DIR) + "/tessera", "submit", job_file, "--server",
+                  "http://127.0.0.1:" + std::to_string(relay.port()), "--token", farm.token()},
+                 60s);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(relay.dropped(), 1) << "the first answer was lost on the way";
   EXPECT_NE(run.err.find("retrying"), std::string::npos) << run.err;

@@ -13,9 +13,9 @@
 #include <sstream>
 #include <thread>
 
-#include "shared/image_io.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/images/image_io.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -222,9 +222,9 @@ TEST(ApiLiveTest, FramesThumbnailsLogsAndHistory) {
   const int64_t failed_task =
       farm.Get("/api/v1/jobs/" + std::to_string(failing) + "/tasks")["tasks"][0]["id"];
   const std::string cli_bin = Bin("tessera");
-  e2e::RunResult logs = e2e::RunProcess({cli_bin, "logs", std::to_string(failed_task), "--server",
-                                         farm.api_url(), "--token", farm.token()},
-                                        30s);
+  RunResult logs = RunProcess({cli_bin, "logs", std::to_string(failed_task), "--server",
+                               farm.api_url(), "--token", farm.token()},
+                              30s);
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_TRUE(Contains(logs.out, "attempt 1: failed (render) on w1: ")) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "hello-from-the-renderer")) << logs.out;
@@ -269,9 +269,9 @@ TEST(ApiLiveTest, CliWaitAndWatchFollowTheJobAndCompletionCompletes) {
   // Frames of about half a second each, so every task done is a change of its own.
   const int64_t job = farm.Submit(JobYaml("waited", "1-4"), TinySceneYaml(128, 96, 96), &error);
   ASSERT_GT(job, 0) << error;
-  e2e::BackgroundProcess wait({cli, "wait", std::to_string(job), "--timeout", "120", "--server",
-                               farm.api_url(), "--token", farm.token()},
-                              farm.dir() + "/wait.err");
+  Process wait = Process::StartClient({cli, "wait", std::to_string(job), "--timeout", "120",
+                                       "--server", farm.api_url(), "--token", farm.token()},
+                                      farm.dir() + "/wait.err");
   // Its first line: the job is still queued, nothing done.
   const std::optional<std::string> first = wait.ReadLine(30s);
   ASSERT_TRUE(first.has_value()) << ReadFile(farm.dir() + "/wait.err");
@@ -292,31 +292,30 @@ TEST(ApiLiveTest, CliWaitAndWatchFollowTheJobAndCompletionCompletes) {
     EXPECT_TRUE(Contains(all, " " + std::to_string(done) + "/4 tasks done")) << all;
   }
   EXPECT_TRUE(Contains(lines.back(), "job " + std::to_string(job) + " done")) << all;
-  e2e::RunResult watch = e2e::RunProcess({cli, "status", std::to_string(job), "--watch"}, 30s, env);
+  RunResult watch = RunProcess({cli, "status", std::to_string(job), "--watch"}, 30s, env);
   EXPECT_EQ(watch.exit_code, 0) << watch.err;
   EXPECT_TRUE(Contains(watch.out, "state      done")) << watch.out;
 
-  e2e::RunResult help = e2e::RunProcess({cli, "--help"}, 10s);
+  RunResult help = RunProcess({cli, "--help"}, 10s);
   EXPECT_TRUE(Contains(help.out, "Exit codes: 0 success")) << help.out;
   EXPECT_TRUE(Contains(help.out, "4 the scheduler refused the credentials")) << help.out;
 
   // The completion script is valid bash and completes commands and options.
-  e2e::RunResult script = e2e::RunProcess({cli, "completion", "bash"}, 10s);
+  RunResult script = RunProcess({cli, "completion", "bash"}, 10s);
   ASSERT_EQ(script.exit_code, 0);
   const std::string path = farm.dir() + "/tessera.bash";
   WriteFile(path, script.out);
   auto complete = [&](const std::string& words, int cword) {
-    return e2e::RunProcess({"/bin/bash", "-c",
-                            "source " + path + "; COMP_WORDS=(" + words +
-                                "); COMP_CWORD=" + std::to_string(cword) +
-                                "; _tessera_complete; echo \"${COMPREPLY[*]}\""},
-                           10s)
+    return RunProcess({"/bin/bash", "-c",
+                       "source " + path + "; COMP_WORDS=(" + words + "); COMP_CWORD=" +
+                           std::to_string(cword) + "; _tessera_complete; echo \"${COMPREPLY[*]}\""},
+                      10s)
         .out;
   };
   EXPECT_EQ(complete("tessera tok", 1), "token\n");
   EXPECT_EQ(complete("tessera join-token cr", 2), "create\n");
   EXPECT_TRUE(Contains(complete("tessera token create --r", 3), "--role")) << "completion";
-  EXPECT_EQ(e2e::RunProcess({cli, "completion", "fish"}, 10s).exit_code, 2);
+  EXPECT_EQ(RunProcess({cli, "completion", "fish"}, 10s).exit_code, 2);
 }
 
 }  // namespace

@@ -13,11 +13,11 @@
 #include <regex>
 #include <thread>
 
-#include "shared/image_io.h"
-#include "shared/protocol.h"
-#include "shared/sha256.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/base/sha256.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/protocol.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -74,7 +74,7 @@ class AssetsTest : public ::testing::Test {
   int64_t Submit(const std::string& name, const std::string& extra = "") {
     const std::string file = job_dir_ + "/" + name + ".yaml";
     WriteFile(file, "name: " + name + "\nscene: scene.yaml\n" + extra);
-    e2e::RunResult r = e2e::RunProcess({Bin("tessera"), "submit", file}, 60s, env_);
+    RunResult r = RunProcess({Bin("tessera"), "submit", file}, 60s, env_);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return r.exit_code == 0 ? std::stoll(r.out) : -1;
   }
@@ -162,8 +162,7 @@ TEST_F(AssetsTest, DamagedStoredBlobFailsTheTaskNamingTheAsset) {
   // the scheduler's copy before any worker fetched it.
   WriteFile(job_dir_ + "/held.yaml",
             "name: held\nscene: scene.yaml\nframes: 1\ndepends_on: [999999]\n");
-  e2e::RunResult held =
-      e2e::RunProcess({Bin("tessera"), "submit", job_dir_ + "/held.yaml"}, 60s, env_);
+  RunResult held = RunProcess({Bin("tessera"), "submit", job_dir_ + "/held.yaml"}, 60s, env_);
   EXPECT_NE(held.exit_code, 0);
   EXPECT_NE(held.err.find("depends_on[0]"), std::string::npos) << held.err;
   const std::string stored =
@@ -236,8 +235,7 @@ TEST_F(AssetsTest, BadUploadsAndSubmissionsAreRefusedNamingTheField) {
   // The CLI names a listed file that does not exist, and sends nothing.
   WriteFile(job_dir_ + "/missing.yaml",
             "name: m\nscene: scene.yaml\nframes: 1\nassets: [nothere.inc]\n");
-  e2e::RunResult r =
-      e2e::RunProcess({Bin("tessera"), "submit", job_dir_ + "/missing.yaml"}, 60s, env_);
+  RunResult r = RunProcess({Bin("tessera"), "submit", job_dir_ + "/missing.yaml"}, 60s, env_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("asset 'nothere.inc': no such file"), std::string::npos) << r.err;
 }

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -70,10 +70,10 @@ json TaskLog(LocalFarm& farm, int64_t task_id) {
   return farm.Get("/api/v1/tasks/" + std::to_string(task_id) + "/log");
 }
 
-e2e::RunResult Cli(const LocalFarm& farm, std::vector<std::string> args) {
+RunResult Cli(const LocalFarm& farm, std::vector<std::string> args) {
   args.insert(args.begin(), Bin("tessera"));
-  return e2e::RunProcess(args, 60s,
-                         {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  return RunProcess(args, 60s,
+                    {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
 }
 
 // Submits the job before any worker is there and puts a folder where its frame 1's files go
@@ -121,7 +121,7 @@ TEST(AttemptsTest, AFrameTheSchedulerCannotWriteIsThatAttemptsFailure) {
   EXPECT_EQ(log["failures_total"], 2);
 
   const std::string cause = log["attempts"][0]["message"];
-  e2e::RunResult logs = Cli(farm, {"logs", std::to_string(task)});
+  RunResult logs = Cli(farm, {"logs", std::to_string(task)});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_TRUE(Contains(logs.out, "attempt 1: failed (output_write) on w1: " + cause)) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "attempt 2: failed (output_write) on w1: ")) << logs.out;
@@ -129,7 +129,7 @@ TEST(AttemptsTest, AFrameTheSchedulerCannotWriteIsThatAttemptsFailure) {
 
   // Unblocked and retried: a fresh budget, the same total, and one done attempt.
   for (const fs::path& block : blocks) fs::remove_all(block);
-  e2e::RunResult retry = Cli(farm, {"retry", std::to_string(job)});
+  RunResult retry = Cli(farm, {"retry", std::to_string(job)});
   ASSERT_EQ(retry.exit_code, 0) << retry.err;
   ASSERT_EQ(farm.WaitForJob(job, 60s)["state"], "done");
   log = TaskLog(farm, task);
@@ -175,7 +175,7 @@ TEST(AttemptsTest, AnAssemblyThatFailsAfterTaskDoneTurnsThatAttemptIntoAFailure)
   EXPECT_EQ(a["charged"], true);
   EXPECT_FALSE(a["log"].get<std::string>().empty()) << "its TASK_DONE brought the log";
   EXPECT_EQ(log["failures_total"], 1);
-  e2e::RunResult logs = Cli(farm, {"logs", std::to_string(task)});
+  RunResult logs = Cli(farm, {"logs", std::to_string(task)});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_TRUE(Contains(logs.out, "attempt 1: failed (output_write) on w1: " + cause)) << logs.out;
 
@@ -231,7 +231,7 @@ TEST(AttemptsTest, AKilledWorkersAttemptIsLostAndTheNextOneIsDone) {
   EXPECT_EQ(log["attempts"][1]["outcome"], "done");
   EXPECT_EQ(log["attempts"][1]["worker"], "w2");
   EXPECT_EQ(log["failures_total"], 0);
-  e2e::RunResult logs = Cli(farm, {"logs", std::to_string(task)});
+  RunResult logs = Cli(farm, {"logs", std::to_string(task)});
   EXPECT_TRUE(Contains(logs.out, "attempt 1: lost on w1: worker w1 lost")) << logs.out;
   EXPECT_TRUE(Contains(logs.out, "attempt 2: done on w2")) << logs.out;
 }

@@ -11,7 +11,7 @@
 #include <csignal>
 #include <set>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "plugins/pathtracer/renderer.h"
-#include "shared/accumulation.h"
-#include "shared/image_io.h"
-#include "shared/scene_spec.h"
-#include "shared/sha256.h"
+#include "shared/base/sha256.h"
+#include "shared/images/accumulation.h"
+#include "shared/images/image_io.h"
+#include "shared/scenes/scene_file.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 

@@ -8,8 +8,12 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
+#include "scheduler/cli/commands.h"
+#include "shared/base/yaml_util.h"
+#include "shared/plugins/plugin_catalog.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
+#include "tests/support/scenes.h"
 
 namespace tessera::testing {
 namespace {
@@ -28,9 +32,9 @@ class CliCommandsTest : public ::testing::Test {
     ASSERT_TRUE(farm_.WaitForWorkers(1, 20s));
     env_ = {"TESSERA_SERVER=" + farm_.api_url(), "TESSERA_TOKEN=" + farm_.token()};
   }
-  e2e::RunResult Run(std::vector<std::string> args) {
+  RunResult Run(std::vector<std::string> args) {
     args.insert(args.begin(), Bin("tessera"));
-    return e2e::RunProcess(args, 60s, env_);
+    return RunProcess(args, 60s, env_);
   }
   // Submits through the CLI; returns the job id it printed.
   std::string Submit(const std::string& name, const std::string& job_yaml) {
@@ -38,7 +42,7 @@ class CliCommandsTest : public ::testing::Test {
     WriteFile(file, job_yaml);
     // A second or so per frame on one core: slow enough to pause a job while it runs.
     WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(320, 240, 256));
-    e2e::RunResult r = Run({"submit", file});
+    RunResult r = Run({"submit", file});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out.substr(0, r.out.find_first_not_of("0123456789"));
   }
@@ -51,41 +55,41 @@ TEST_F(CliCommandsTest, JobOperationsPrintTheNewStateAndFailWithExitCodes) {
   // A paused job's queued tasks wait; pause, priority and resume say what changed.
   const std::string id = Submit("held", "name: held\nscene: scene.yaml\nframes: 1-2\n");
   ASSERT_FALSE(id.empty());
-  e2e::RunResult paused = Run({"pause", id});
+  RunResult paused = Run({"pause", id});
   EXPECT_EQ(paused.exit_code, 0) << paused.err;
   EXPECT_TRUE(Contains(paused.out, "job " + id + " (held): paused")) << paused.out;
-  e2e::RunResult prio = Run({"priority", id, "80"});
+  RunResult prio = Run({"priority", id, "80"});
   EXPECT_TRUE(Contains(prio.out, "priority 80")) << prio.out;
   EXPECT_EQ(Run({"priority", id, "101"}).exit_code, 2);  // out of range, nothing sent
-  e2e::RunResult resumed = Run({"resume", id});
+  RunResult resumed = Run({"resume", id});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   ASSERT_EQ(Run({"wait", id, "--quiet", "--timeout", "60"}).exit_code, 0);
 
   // Text tables: jobs (with filters), status with tasks, workers.
-  e2e::RunResult jobs = Run({"jobs", "--state", "done"});
+  RunResult jobs = Run({"jobs", "--state", "done"});
   EXPECT_TRUE(Contains(jobs.out, "ID") && Contains(jobs.out, "held")) << jobs.out;
   EXPECT_TRUE(Contains(Run({"jobs", "--user", "nobody"}).out, "No jobs.")) << "user filter";
   // Tables fit the terminal ($COLUMNS here): long cells are cut, nothing wraps.
   env_.push_back("COLUMNS=48");
-  e2e::RunResult narrow = Run({"jobs"});
+  RunResult narrow = Run({"jobs"});
   env_.pop_back();
   EXPECT_TRUE(Contains(narrow.out, "~")) << narrow.out;
   std::istringstream lines(narrow.out);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 48u) << line;
-  e2e::RunResult status = Run({"status", id, "--tasks"});
+  RunResult status = Run({"status", id, "--tasks"});
   EXPECT_TRUE(Contains(status.out, "state      done")) << status.out;
   EXPECT_TRUE(Contains(status.out, "WORKER")) << status.out;
   EXPECT_TRUE(Contains(status.out, "w1")) << status.out;
-  e2e::RunResult workers = Run({"workers"});
+  RunResult workers = Run({"workers"});
   EXPECT_TRUE(Contains(workers.out, "w1") && Contains(workers.out, "idle")) << workers.out;
 
   // Re-render one frame; then why, for a done task.
-  e2e::RunResult again = Run({"rerender", id, "2"});
+  RunResult again = Run({"rerender", id, "2"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_TRUE(Contains(again.out, "1 task(s) requeued")) << again.out;
   ASSERT_EQ(Run({"wait", id, "--quiet", "--timeout", "60"}).exit_code, 0);
   const int64_t task = farm_.Get("/api/v1/jobs/" + id + "/tasks")["tasks"][0]["id"];
-  e2e::RunResult why = Run({"why", std::to_string(task)});
+  RunResult why = Run({"why", std::to_string(task)});
   EXPECT_EQ(why.exit_code, 0) << why.err;
   EXPECT_TRUE(Contains(why.out, "task " + std::to_string(task) + " (done)")) << why.out;
   EXPECT_EQ(Run({"why", "999999"}).exit_code, 1);
@@ -95,21 +99,21 @@ TEST_F(CliCommandsTest, JobOperationsPrintTheNewStateAndFailWithExitCodes) {
                                  "name: bad\nrenderer: command\nframes: 1\nmax_retries: 0\n"
                                  "settings: {program: 'false'}\n");
   EXPECT_EQ(Run({"wait", bad, "--quiet", "--timeout", "60"}).exit_code, 1);
-  e2e::RunResult retry = Run({"retry", bad});
+  RunResult retry = Run({"retry", bad});
   EXPECT_EQ(retry.exit_code, 0) << retry.err;
   EXPECT_TRUE(Contains(retry.out, "1 task(s) requeued")) << retry.out;
   EXPECT_EQ(Run({"wait", bad, "--quiet", "--timeout", "60"}).exit_code, 1);
-  e2e::RunResult deleted = Run({"delete", bad});
+  RunResult deleted = Run({"delete", bad});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
   EXPECT_TRUE(Contains(deleted.out, "job " + bad + " deleted")) << deleted.out;
-  e2e::RunResult gone = Run({"status", bad});
+  RunResult gone = Run({"status", bad});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_TRUE(Contains(gone.err, "does not exist")) << gone.err;
   // A running or queued job cannot be deleted: the API's 409, exit 1. (No worker is in pool
   // `nowhere`, so this one stays queued.)
   const std::string live =
       Submit("live", "name: live\nscene: scene.yaml\nframes: 1\npools: [nowhere]\n");
-  e2e::RunResult refused = Run({"delete", live});
+  RunResult refused = Run({"delete", live});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_TRUE(Contains(refused.err, "cancel it before deleting it")) << refused.err;
 }
@@ -124,14 +128,14 @@ TEST_F(CliCommandsTest, OutputsListsAndFetchDownloadsTheFramesByteForByte) {
   ASSERT_EQ(done["state"], "done") << done.dump(2);
   const std::string id = std::to_string(job);
 
-  e2e::RunResult list = Run({"outputs", id});
+  RunResult list = Run({"outputs", id});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_TRUE(Contains(list.out, "fetched.0002.exr")) << list.out;
   EXPECT_TRUE(Contains(list.out, "6 files")) << list.out;
 
   // Into a folder that does not exist yet; every file arrives exactly as the scheduler wrote it.
   const std::string dir = farm_.dir() + "/fetched/here";
-  e2e::RunResult fetch = Run({"fetch", id, dir});
+  RunResult fetch = Run({"fetch", id, dir});
   EXPECT_EQ(fetch.exit_code, 0) << fetch.err;
   EXPECT_TRUE(Contains(fetch.out, "fetched 6 files")) << fetch.out;
   for (int f = 1; f <= 3; ++f) {
@@ -144,7 +148,7 @@ TEST_F(CliCommandsTest, OutputsListsAndFetchDownloadsTheFramesByteForByte) {
   }
   // Again: nothing to download; a file cut short is fetched anew.
   WriteFile(dir + "/fetched.0001.png", "cut");
-  e2e::RunResult again = Run({"fetch", id, dir});
+  RunResult again = Run({"fetch", id, dir});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_TRUE(Contains(again.out, "fetched 1 files")) << again.out;
   EXPECT_TRUE(Contains(again.out, "5 already there")) << again.out;
@@ -156,14 +160,14 @@ TEST_F(CliCommandsTest, OutputsListsAndFetchDownloadsTheFramesByteForByte) {
 
 TEST_F(CliCommandsTest, WorkerCommandsDrainAndNameUnknownWorkers) {
   // revoke and readmit act on enrolled keys: on this loopback farm w1 never enrolled one.
-  e2e::RunResult revoke = Run({"worker", "revoke", "w1"});
+  RunResult revoke = Run({"worker", "revoke", "w1"});
   EXPECT_EQ(revoke.exit_code, 1);
   EXPECT_TRUE(Contains(revoke.err, "no worker named w1 has enrolled")) << revoke.err;
   EXPECT_EQ(Run({"worker", "readmit", "w1"}).exit_code, 1);
   EXPECT_EQ(Run({"worker", "drain", "ghost"}).exit_code, 1);
   // Disabled: connected, but a job waits for it; enabled, the job runs. It holds across a
   // reconnect.
-  e2e::RunResult disabled = Run({"worker", "disable", "w1"});
+  RunResult disabled = Run({"worker", "disable", "w1"});
   EXPECT_EQ(disabled.exit_code, 0) << disabled.err;
   EXPECT_TRUE(Contains(disabled.out, "worker w1 disabled")) << disabled.out;
   EXPECT_TRUE(Contains(Run({"workers"}).out, "idle (disabled)"));
@@ -182,7 +186,7 @@ TEST_F(CliCommandsTest, WorkerCommandsDrainAndNameUnknownWorkers) {
   farm_.Get("/api/v1/workers/ghost", &status);
   EXPECT_EQ(status, 404);
   // Draining: it says so, and the worker leaves once idle.
-  e2e::RunResult drain = Run({"worker", "drain", "w1"});
+  RunResult drain = Run({"worker", "drain", "w1"});
   EXPECT_EQ(drain.exit_code, 0) << drain.err;
   EXPECT_TRUE(Contains(drain.out, "worker w1 is draining")) << drain.out;
   EXPECT_TRUE(WaitFor([&] { return !farm_.worker("w1").running(); }, 30s));
@@ -197,19 +201,18 @@ TEST_F(CliCommandsTest, SubmitDefaultsTheUserToTheTokensUser) {
   ASSERT_EQ(status, 201) << created.dump();
   const std::string file = farm_.dir() + "/mine.yaml";
   WriteFile(file, "name: mine\nrenderer: noop\nframes: 1\n");
-  e2e::RunResult r =
-      e2e::RunProcess({Bin("tessera"), "submit", file}, 60s,
-                      {"TESSERA_SERVER=" + farm_.api_url(),
-                       "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=bob"});
+  RunResult r = RunProcess({Bin("tessera"), "submit", file}, 60s,
+                           {"TESSERA_SERVER=" + farm_.api_url(),
+                            "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=bob"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string id = r.out.substr(0, r.out.find_first_not_of("0123456789"));
   ASSERT_FALSE(id.empty()) << r.out;
   EXPECT_EQ(farm_.Get("/api/v1/jobs/" + id)["job"]["user"], "ana");
   // A job file that names its user still wins (and is refused for another user's token).
   WriteFile(file, "name: theirs\nrenderer: noop\nframes: 1\nuser: bob\n");
-  r = e2e::RunProcess({Bin("tessera"), "submit", file}, 60s,
-                      {"TESSERA_SERVER=" + farm_.api_url(),
-                       "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=ana"});
+  r = RunProcess({Bin("tessera"), "submit", file}, 60s,
+                 {"TESSERA_SERVER=" + farm_.api_url(),
+                  "TESSERA_TOKEN=" + created["token"].get<std::string>(), "USER=ana"});
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
   EXPECT_TRUE(Contains(r.err, "this token submits as 'ana', not 'bob'")) << r.err;
 }
@@ -218,13 +221,13 @@ TEST_F(CliCommandsTest, SubmitDryRunChecksOnTheSchedulerAndStoresNothing) {
   WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(64, 48, 4));
   const std::string file = farm_.dir() + "/preview.yaml";
   WriteFile(file, "name: preview\nscene: scene.yaml\nframes: 1-10\nchunk_size: 3\n");
-  e2e::RunResult r = Run({"submit", "--dry-run", file});
+  RunResult r = Run({"submit", "--dry-run", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "job 'preview' (pathtracer") && Contains(r.out, "frames 1-10 (10)") &&
               Contains(r.out, "chunk 3, 1 part(s) per frame -> 4 task(s)") &&
               Contains(r.out, "nothing was stored"))
       << r.out;
-  e2e::RunResult as_json = Run({"submit", "--dry-run", "--json", file});
+  RunResult as_json = Run({"submit", "--dry-run", "--json", file});
   ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
   const nlohmann::json reply = nlohmann::json::parse(as_json.out, nullptr, false);
   ASSERT_TRUE(reply.is_object()) << as_json.out;
@@ -252,7 +255,7 @@ TEST_F(CliCommandsTest, JobsWithStepsAreSubmittedCheckedAndShownStepByStep) {
             "name: shot\nframes: 1-4\nsteps:\n"
             "  - {name: sim, renderer: noop, chunk_size: 2}\n"
             "  - {name: render, scene: scene.yaml, depends_on: [{step: sim, per_frame: true}]}\n");
-  e2e::RunResult r = Run({"submit", "--dry-run", file});
+  RunResult r = Run({"submit", "--dry-run", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "job 'shot'") && Contains(r.out, "2 step(s) -> 6 task(s)") &&
               Contains(r.out, "step sim (noop): frames 1-4, chunk 2 -> 2 task(s)") &&
@@ -281,7 +284,7 @@ TEST_F(CliCommandsTest, JobsWithStepsAreSubmittedCheckedAndShownStepByStep) {
 TEST_F(CliCommandsTest, WhatHoldsAJobIsSaidOnceByWaitAndShownPerStepByStatus) {
   // Flags that name the farm may come before the command as well as after it.
   std::vector<std::string> no_env;
-  e2e::RunResult r = e2e::RunProcess(
+  RunResult r = RunProcess(
       {Bin("tessera"), "--server", farm_.api_url(), "--token", farm_.token(), "--json", "jobs"},
       60s, no_env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -305,6 +308,43 @@ TEST_F(CliCommandsTest, WhatHoldsAJobIsSaidOnceByWaitAndShownPerStepByStatus) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "notice     step comp: no connected worker can run this job"))
       << r.out;
+}
+
+// `tessera submit` reads a job file once: one YAML parse says what it is and gives its checked
+// spec (each step's too), and a scene is parsed once. Run in process (the tessera_cli library)
+// to count the documents parsed: a job, a job with steps and an OpenJD template.
+TEST_F(CliCommandsTest, SubmitParsesTheJobFileOnceAndEachSceneOnce) {
+  cli::ClientOptions options;
+  options.connection.server = farm_.api_url();
+  options.connection.token = farm_.token();
+  // What a CLI reads once whatever it submits: the renderers it knows.
+  ASSERT_FALSE(plugin::BuiltinPlugins().empty());
+  const auto documents_parsed = [&](const std::string& name, const std::string& text) {
+    const std::string file = farm_.dir() + "/" + name;
+    WriteFile(file, text);
+    const int64_t before = yaml::DocumentsParsedOnThisThread();
+    EXPECT_EQ(cli::RunSubmit(options, file, cli::SubmitOptions()), cli::kExitOk) << name;
+    return yaml::DocumentsParsedOnThisThread() - before;
+  };
+  WriteFile(farm_.dir() + "/scene.yaml", TinySceneYaml(16, 12, 1));
+  EXPECT_EQ(documents_parsed("noop.yaml", "name: a\nrenderer: noop\nframes: 1-3\n"), 1);
+  // The job file, then its scene.
+  EXPECT_EQ(documents_parsed("render.yaml", "name: b\nscene: scene.yaml\nframes: 1\n"), 2);
+  EXPECT_EQ(documents_parsed("steps.yaml",
+                             "name: c\nframes: 1-4\nsteps:\n"
+                             "  - {name: sim, renderer: noop, chunk_size: 2}\n"
+                             "  - {name: more, renderer: noop}\n"
+                             "  - {name: render, scene: scene.yaml, frames: '1',\n"
+                             "     depends_on: [{step: sim}]}\n"),
+            2);
+  EXPECT_EQ(documents_parsed("template.yaml",
+                             "specificationVersion: jobtemplate-2023-09\nname: d\n"
+                             "parameterDefinitions: [{name: N, type: STRING, default: '1-3'}]\n"
+                             "steps:\n  - name: Run\n    parameterSpace:\n"
+                             "      taskParameterDefinitions:\n"
+                             "        - {name: I, type: INT, range: '{{Param.N}}'}\n"
+                             "    script: {actions: {onRun: {command: /bin/true}}}\n"),
+            1);
 }
 
 }  // namespace

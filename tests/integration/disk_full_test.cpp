@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/images/image_io.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/tmpfs.h"
 
@@ -130,9 +130,9 @@ TEST(DiskFullTest, FullOutputsHoldTheJobUnchargedUntilSpaceIsBack) {
   EXPECT_NE(metrics.find("tessera_alert_active{kind=\"outputs_full\""), std::string::npos);
   EXPECT_NE(farm.SchedulerLog().find("no space left on device: " + folder), std::string::npos);
   // `tessera status` prints it; the farm answered, so it still exits 0.
-  const e2e::RunResult status =
-      e2e::RunProcess({Bin("tessera"), "status"}, 30s,
-                      {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  const RunResult status =
+      RunProcess({Bin("tessera"), "status"}, 30s,
+                 {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
   EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
   EXPECT_NE(status.out.find("ALERTS (1)"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("outputs_full since"), std::string::npos) << status.out;

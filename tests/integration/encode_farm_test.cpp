@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "shared/sha256.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/base/sha256.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/scenes.h"
 
@@ -51,7 +51,7 @@ json StepOf(LocalFarm& farm, int64_t id, const std::string& name) {
 
 // ffprobe's view of the movie's first video stream (frames counted by decoding them all).
 json Probe(const std::string& movie) {
-  e2e::RunResult r = e2e::RunProcess(
+  RunResult r = RunProcess(
       {"/usr/bin/ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
        "-show_entries", "stream=codec_name,width,height,pix_fmt,nb_read_frames,r_frame_rate", "-of",
        "json", movie},
@@ -136,13 +136,11 @@ TEST_F(EncodeFarmTest, AnEncodeStepMakesAnH264MovieOfAnotherStepsFrames) {
   // The CLI lists and fetches it.
   const std::vector<std::string> env = {"TESSERA_SERVER=" + farm.api_url(),
                                         "TESSERA_TOKEN=" + farm.token()};
-  e2e::RunResult outputs =
-      e2e::RunProcess({Bin("tessera"), "outputs", std::to_string(id)}, 60s, env);
+  RunResult outputs = RunProcess({Bin("tessera"), "outputs", std::to_string(id)}, 60s, env);
   EXPECT_EQ(outputs.exit_code, 0) << outputs.err;
   EXPECT_NE(outputs.out.find("movie/preview.mp4"), std::string::npos) << outputs.out;
   const std::string fetched = farm.dir() + "/fetched";
-  e2e::RunResult fetch =
-      e2e::RunProcess({Bin("tessera"), "fetch", std::to_string(id), fetched}, 60s, env);
+  RunResult fetch = RunProcess({Bin("tessera"), "fetch", std::to_string(id), fetched}, 60s, env);
   EXPECT_EQ(fetch.exit_code, 0) << fetch.out << fetch.err;
   EXPECT_EQ(ReadFile(fetched + "/movie/preview.mp4"), ReadFile(path));
 
@@ -213,10 +211,9 @@ TEST_F(EncodeFarmTest, AFrameMissingOrALinkWhenTheEncodeStartsEndsTheStepWithThe
 // The colour of the movie's first frame, as ffmpeg decodes it (one pixel: the frame's mean), as
 // {red, green, blue}; empty when it cannot be decoded.
 std::vector<int> FirstPixel(const std::string& movie) {
-  e2e::RunResult r =
-      e2e::RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-i", movie, "-frames:v", "1", "-vf",
-                       "scale=1:1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"},
-                      60s, {});
+  RunResult r = RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-i", movie, "-frames:v", "1", "-vf",
+                            "scale=1:1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"},
+                           60s, {});
   if (r.exit_code != 0 || r.out.size() != 3) return {};
   return {static_cast<unsigned char>(r.out[0]), static_cast<unsigned char>(r.out[1]),
           static_cast<unsigned char>(r.out[2])};

@@ -18,7 +18,7 @@
 #include <memory>
 #include <set>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 
 namespace tessera::testing {
 namespace {

@@ -16,9 +16,9 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
-#include "shared/curve_keys.h"
-#include "shared/image_io.h"
-#include "shared/protocol.h"
+#include "shared/images/image_io.h"
+#include "shared/wire/curve_keys.h"
+#include "shared/wire/protocol.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {

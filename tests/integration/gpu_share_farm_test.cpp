@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "shared/image_io.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/images/image_io.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -124,9 +124,9 @@ TEST(GpuShareFarmTest, SixteenQuarterSharesRunAtOnceOnFourGpus) {
   }
   EXPECT_EQ(gpu_of.size(), 16u);
   // `tessera workers` shows the same per GPU: its slots, free share and tasks with their shares.
-  const e2e::RunResult cli = e2e::RunProcess(
-      {Bin("tessera"), "workers"}, 60s,
-      {"TESSERA_SERVER=" + f.farm().api_url(), "TESSERA_TOKEN=" + f.farm().token()});
+  const RunResult cli =
+      RunProcess({Bin("tessera"), "workers"}, 60s,
+                 {"TESSERA_SERVER=" + f.farm().api_url(), "TESSERA_TOKEN=" + f.farm().token()});
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_NE(cli.out.find("FREE"), std::string::npos) << cli.out;
   EXPECT_NE(cli.out.find("4/4"), std::string::npos) << cli.out;

@@ -14,10 +14,10 @@
 #include <set>
 #include <string>
 
-#include "shared/image_io.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/images/image_io.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -137,9 +137,9 @@ TEST(GpuTelemetryFarmTest, FiguresReachMetricsAndTheApiAndAnXidTakesTheGpuOutOfS
   }
   EXPECT_TRUE(alerted) << alerts.dump();
   // `tessera workers` says so, and shows each GPU's reading.
-  const e2e::RunResult cli =
-      e2e::RunProcess({Bin("tessera"), "workers"}, 60s,
-                      {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  const RunResult cli =
+      RunProcess({Bin("tessera"), "workers"}, 60s,
+                 {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_NE(cli.out.find("(unhealthy)"), std::string::npos) << cli.out;
   EXPECT_NE(cli.out.find("worker gpus is unhealthy: GPU 1: Xid 79: GPU has fallen off the bus"),

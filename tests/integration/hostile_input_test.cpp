@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
 #include "tests/support/farm.h"
 #include "tests/support/process.h"
 #include "tests/support/scenes.h"

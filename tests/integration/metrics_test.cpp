@@ -2,11 +2,8 @@
 // the exposition is checked line by line and its numbers against the farm's own API, and a real
 // Prometheus (when installed) scrapes the scheduler and answers queries with the same numbers.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -285,22 +282,6 @@ TEST_F(MetricsTest, ExpositionIsWellFormedAndCountsTheFinishedJob) {
 
 // ---- a real Prometheus scraping the scheduler
 // --------------------------------------------------
-
-// A loopback port nobody listens on (a small race with other processes, fine for a test).
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 // A scrape config for the scheduler at `api_url`; with API auth on, Prometheus reads the admin
 // token from its file (credentials_file), as a deployment would.

@@ -17,8 +17,8 @@
 #include "scheduler/broker/broker.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
-#include "shared/job_spec.h"
-#include "shared/sha256.h"
+#include "shared/base/sha256.h"
+#include "shared/jobs/job_file.h"
 #include "tests/support/farm.h"
 
 namespace tessera::testing {
@@ -119,7 +119,7 @@ TEST(OpenApiTest, EveryRouteIsDocumentedWithItsRoleAndNothingElse) {
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   broker::BrokerOptions broker_options;
   broker_options.bind_endpoint = "tcp://127.0.0.1:0";
-  broker::Broker broker(**store, broker_options);
+  broker::Broker broker(**store, broker_options, Clock::Real());
   ASSERT_TRUE(broker.Start().ok());
   security::ApiAuth auth(**store, /*enabled=*/true);
   api::ApiOptions options;

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -58,11 +58,11 @@ class OpenJdBundleTest : public ::testing::Test {
     return true;
   }
   bool StartWorker() { return farm_.StartWorker("w1") && farm_.WaitForWorkers(1, 30s); }
-  e2e::RunResult Cli(std::vector<std::string> args) {
+  RunResult Cli(std::vector<std::string> args) {
     args.insert(args.begin(), Bin("tessera"));
-    return e2e::RunProcess(args, 60s, env_);
+    return RunProcess(args, 60s, env_);
   }
-  int64_t SubmittedId(const e2e::RunResult& r) {
+  int64_t SubmittedId(const RunResult& r) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return r.exit_code == 0 ? std::stoll(r.out) : -1;
   }
@@ -111,7 +111,7 @@ TEST_F(OpenJdBundleTest, ABundleRunsWithoutSharedStorageAndItsOutputsComeBack) {
   EXPECT_NE(Logs(id).find("Job: Bundle sh010"), std::string::npos) << Logs(id);
   // Each step's returned files, under the output folder's name in its step's folder.
   const std::string fetched = farm_.dir() + "/fetched";
-  e2e::RunResult r = Cli({"fetch", std::to_string(id), fetched});
+  RunResult r = Cli({"fetch", std::to_string(id), fetched});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(ReadFile(fetched + "/Init/workspace/first.txt"), "1,12\n");
   EXPECT_EQ(ReadFile(fetched + "/Process/workspace/processed.txt"), "sh010 1,12\n");
@@ -130,7 +130,7 @@ TEST_F(OpenJdBundleTest, ABundleWithALinkAmongItsInputsIsRefusedWithNothingStore
   WriteFile(bundle + "/scripts/init.sh", "true\n");
   // A link could send any file of the submitter's machine to the farm.
   fs::create_symlink("/etc/passwd", bundle + "/scripts/process.sh");
-  e2e::RunResult r = Cli({"submit", bundle, "-p", "Tag=t"});
+  RunResult r = Cli({"submit", bundle, "-p", "Tag=t"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("scripts/process.sh: a link; a job's attached files are plain files and "
                        "folders"),
@@ -183,7 +183,7 @@ TEST_F(OpenJdBundleTest, EnvironmentTemplatesOfTheFarmAndTheSubmitterWrapTheJob)
   WriteFile(own_env,
             "specificationVersion: environment-2023-09\nenvironment:\n  name: Bad\n"
             "  variables: {X: \"{{Param.Nope}}\"}\n");
-  e2e::RunResult r = Cli({"submit", tpl, "--env", own_env});
+  RunResult r = Cli({"submit", tpl, "--env", own_env});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("environment.variables.X: {{Param.Nope}}: no job parameter named 'Nope'"),
             std::string::npos)
@@ -223,7 +223,7 @@ TEST_F(OpenJdBundleTest, StatusLinesRulesAndAnEndlessOnEnter) {
     if (!tasks.empty()) line = tasks[0].value("status_line", "");
   }
   EXPECT_EQ(line, "loading assets");
-  e2e::RunResult r = Cli({"status", step, "--tasks"});
+  RunResult r = Cli({"status", step, "--tasks"});
   EXPECT_NE(r.out.find("loading assets"), std::string::npos) << r.out;
   ASSERT_EQ(farm_.WaitForJob(id, 60s)["state"], "done") << Logs(id);
   // The Windows path reached the worker as its own, through the job's rule.

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/e2e/subprocess.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -87,9 +87,9 @@ class OpenJdFarmTest : public ::testing::Test {
     template_ = farm_.dir() + "/template.yaml";
     WriteFile(template_, kTemplate);
   }
-  e2e::RunResult Cli(std::vector<std::string> args) {
+  RunResult Cli(std::vector<std::string> args) {
     args.insert(args.begin(), Bin("tessera"));
-    return e2e::RunProcess(args, 60s, env_);
+    return RunProcess(args, 60s, env_);
   }
 
   LocalFarm farm_{"openjd"};
@@ -98,7 +98,7 @@ class OpenJdFarmTest : public ::testing::Test {
 };
 
 TEST_F(OpenJdFarmTest, ATemplatesStepsRunTheirSessionsInOrder) {
-  e2e::RunResult r = Cli({"submit", template_, "-p", "Out=" + out_, "-p", "Frames=1-3"});
+  RunResult r = Cli({"submit", template_, "-p", "Out=" + out_, "-p", "Frames=1-3"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string id = r.out.substr(0, r.out.find_first_not_of("0123456789"));
   ASSERT_FALSE(id.empty()) << r.out;
@@ -167,7 +167,7 @@ TEST_F(OpenJdFarmTest, TemplatesBeyondTheSpecOrTesseraAreRefusedByNameWithNothin
   EXPECT_NE(reply.find("body: parameters"), std::string::npos) << reply;
   const std::string job_file = farm_.dir() + "/job.yaml";
   WriteFile(job_file, "name: x\nrenderer: noop\nframes: 1\n");
-  e2e::RunResult r = Cli({"submit", job_file, "-p", "A=1"});
+  RunResult r = Cli({"submit", job_file, "-p", "A=1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("-p, --env, --path-mapping-rules, --priority, --max-retries, --project "
                        "and --pool are for Open Job Description templates"),

@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <set>
 
-#include "shared/image_io.h"
-#include "shared/wall_time.h"
-#include "tests/e2e/subprocess.h"
+#include "shared/base/wall_time.h"
+#include "shared/images/image_io.h"
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
+#include "tests/support/process.h"
 #include "tests/support/require.h"
 
 namespace tessera::testing {
@@ -240,9 +240,9 @@ TEST(PluginFarmTest, BlenderBlendFileSubmittedWithTheCliMatchesADirectRender) {
             "name: blend\nrenderer: blender\nscene: shots/shot.blend\nframes: 1-2\n"
             "chunk_size: 2\nsettings: {samples: 4, seed: 0}\n"
             "output: {pattern: 'bl.####', formats: [exr]}\n");
-  e2e::RunResult submitted =
-      e2e::RunProcess({Bin("tessera"), "submit", job_dir + "/job.yaml"}, 60s,
-                      {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
+  RunResult submitted =
+      RunProcess({Bin("tessera"), "submit", job_dir + "/job.yaml"}, 60s,
+                 {"TESSERA_SERVER=" + farm.api_url(), "TESSERA_TOKEN=" + farm.token()});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
   nlohmann::json job = farm.WaitForJob(std::stoll(submitted.out), 120s);
   ASSERT_EQ(job["state"], "done") << job.dump() << farm.SchedulerLog();
@@ -712,15 +712,13 @@ TEST(PluginFarmTest, NativePluginFromAWorkerRendersTilesThroughTheFarm) {
   WriteFile(farm.dir() + "/ramp.grad", "ramp");
   WriteFile(farm.dir() + "/bad.yaml",
             "name: bad\nrenderer: gradient\nscene: ramp.grad\nsettings: {row_ms: -1}\nframes: 1\n");
-  e2e::RunResult bad =
-      e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/bad.yaml"}, 30s, env);
+  RunResult bad = RunProcess({Bin("tessera"), "submit", farm.dir() + "/bad.yaml"}, 30s, env);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("settings.row_ms"), std::string::npos) << bad.out << bad.err;
-  e2e::RunResult listed = e2e::RunProcess({Bin("tessera"), "plugins"}, 30s, env);
+  RunResult listed = RunProcess({Bin("tessera"), "plugins"}, 30s, env);
   EXPECT_NE(listed.out.find("gradient (native)"), std::string::npos) << listed.out << listed.err;
   WriteFile(farm.dir() + "/good.yaml", job_yaml);
-  e2e::RunResult good =
-      e2e::RunProcess({Bin("tessera"), "submit", farm.dir() + "/good.yaml"}, 30s, env);
+  RunResult good = RunProcess({Bin("tessera"), "submit", farm.dir() + "/good.yaml"}, 30s, env);
   ASSERT_EQ(good.exit_code, 0) << good.out << good.err;
   EXPECT_EQ(farm.WaitForJob(std::stoll(good.out), 60s)["state"], "done");
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <thread>
 
-#include "shared/image_io.h"
+#include "shared/images/image_io.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "tests/support/farm.h"
-#include "tests/support/metrics.h"
+#include "tests/support/http_get.h"
 
 namespace tessera::testing {
 namespace {
@@ -108,23 +108,6 @@ class Receiver {
   int posts_ = 0;
   std::map<std::string, std::vector<Delivery>> by_id_;
 };
-
-// A loopback port nothing listens on now.
-int FreePort() {
-  httplib::Server probe;
-  const int port = probe.bind_to_any_port("127.0.0.1");
-  probe.stop();
-  return port;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
 
 TEST(WebhooksTest, EventsReachAReceiverThatWasDownSlowAndRestartedSignedAndOnce) {
   const int port = FreePort();

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <zmq_addon.hpp>
 
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace tessera::testing {
 

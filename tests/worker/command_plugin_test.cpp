@@ -17,8 +17,8 @@
 #include <fstream>
 #include <thread>
 
-#include "shared/plugin_catalog.h"
-#include "shared/utf8.h"
+#include "shared/base/utf8.h"
+#include "shared/plugins/plugin_catalog.h"
 #include "tests/support/require.h"
 
 namespace tessera::worker {

@@ -11,7 +11,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "shared/protocol.h"
+#include "shared/wire/protocol.h"
 
 namespace tessera::worker::testing {
 

@@ -11,8 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "plugins/pathtracer/plugin_entry.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 #include "tests/support/scenes.h"
 
 namespace tessera::worker {
@@ -319,8 +318,7 @@ class PathTracerInputsTest : public ::testing::Test {
         "objects: [{type: mesh, file: '" +
         file + "', material: m}]\n";
     request.scene_dir = dir_ + "/task";
-    request.settings_json =
-        nlohmann::json{{pathtracer::kInputRootsSetting, nlohmann::json(roots)}}.dump();
+    request.settings_json = nlohmann::json{{TSR_SETTING_INPUT_ROOTS, nlohmann::json(roots)}}.dump();
     return tracer->Render(request).status();
   }
 

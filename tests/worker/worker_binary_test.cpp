@@ -4,19 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
+#include <optional>
 #include <string>
-#include <thread>
+#include <vector>
 
-#include "shared/curve_keys.h"
+#include "shared/wire/curve_keys.h"
+#include "tests/support/process.h"
 #include "tests/worker/fake_scheduler.h"
-
-extern char** environ;
 
 namespace tessera::worker {
 namespace {
@@ -26,35 +22,31 @@ using namespace std::chrono_literals;
 
 const std::string kBinary = std::string(TSR_BIN_DIR) + "/tessera-worker";
 
-// Runs the binary through the shell; returns its exit code and fills *output (stdout + stderr).
-int RunCapture(const std::string& args, std::string* output) {
-  FILE* pipe = popen((kBinary + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) *output += buf;
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// Runs the binary with `args`; returns its exit code and fills *output (stdout, then stderr).
+int RunCapture(std::vector<std::string> args, std::string* output) {
+  args.insert(args.begin(), kBinary);
+  const tessera::testing::RunResult r = tessera::testing::RunProcess(args, 60s);
+  *output += r.out + r.err;
+  return r.exit_code;
 }
 
 TEST(WorkerBinary, BadConfigExitsTwoNamingTheField) {
   std::string out;
-  EXPECT_EQ(RunCapture("--backend gpu", &out), 2);
+  EXPECT_EQ(RunCapture({"--backend", "gpu"}, &out), 2);
   EXPECT_THAT(out, ::testing::HasSubstr("worker.backend"));
   out.clear();
-  EXPECT_EQ(RunCapture("--config /nonexistent/worker.yaml", &out), 2);
+  EXPECT_EQ(RunCapture({"--config", "/nonexistent/worker.yaml"}, &out), 2);
   EXPECT_THAT(out, ::testing::HasSubstr("/nonexistent/worker.yaml"));
 }
 
 TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   testing::FakeScheduler scheduler;
-  std::vector<std::string> args = {kBinary,  "--scheduler", scheduler.endpoint(),
-                                   "--name", "bin-test",    "--backend",
-                                   "cpu",    "--log-level", "warn"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, kBinary.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  // Its log goes where the test's output goes.
+  tessera::testing::Process worker =
+      tessera::testing::Process::Start({kBinary, "--scheduler", scheduler.endpoint(), "--name",
+                                        "bin-test", "--backend", "cpu", "--log-level", "warn"},
+                                       "/dev/stderr");
+  ASSERT_GT(worker.pid(), 0);
 
   std::optional<testing::Received> reg = scheduler.WaitFor(MessageType::kRegister, 10s);
   ASSERT_TRUE(reg.has_value());
@@ -63,20 +55,14 @@ TEST(WorkerBinary, SigtermSaysGoodbyeAndExitsZero) {
   ASSERT_TRUE(scheduler.WaitFor(MessageType::kHeartbeat, 2s).has_value());
 
   const auto signalled_at = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  ASSERT_EQ(kill(worker.pid(), SIGTERM), 0);
   EXPECT_TRUE(scheduler.WaitFor(MessageType::kGoodbye, 2s).has_value());
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() - signalled_at > 5s) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      FAIL() << "tessera-worker did not exit within 5 s of SIGTERM";
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  // The handle kills it (SIGKILL) if it is still running when the test ends.
+  const std::optional<int> code = worker.Wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+      signalled_at + 5s - std::chrono::steady_clock::now()));
+  if (!code) FAIL() << "tessera-worker did not exit within 5 s of SIGTERM";
   EXPECT_LT(std::chrono::steady_clock::now() - signalled_at, 2s);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(*code, 0) << "an exit status, or 128 + the signal that ended it";
 }
 
 // A CURVE scheduler that is not the one whose key the worker was given: every handshake fails,
@@ -92,8 +78,8 @@ TEST(WorkerBinary, AnotherSchedulersKeyExitsOneSayingSo) {
   const std::string other_key = curve::ToHex(curve::Generate().public_key);
   std::string out;
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_EQ(RunCapture("--scheduler " + endpoint + " --public-key " + other_key + " --join-token " +
-                           curve::NewJoinToken() + " --backend cpu --name wrong-key",
+  EXPECT_EQ(RunCapture({"--scheduler", endpoint, "--public-key", other_key, "--join-token",
+                        curve::NewJoinToken(), "--backend", "cpu", "--name", "wrong-key"},
                        &out),
             1);
   EXPECT_THAT(out, ::testing::HasSubstr("is not that scheduler's key"));

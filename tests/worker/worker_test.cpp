@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "shared/curve_keys.h"
+#include "shared/wire/curve_keys.h"
 #include "tests/support/scenes.h"
 #include "tests/worker/fake_scheduler.h"
 #include "worker/agent.h"

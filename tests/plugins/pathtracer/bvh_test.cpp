@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "plugins/pathtracer/kernel_geometry.h"
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {

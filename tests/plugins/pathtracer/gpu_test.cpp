@@ -10,8 +10,9 @@
 
 #include <cmath>
 
-#include "shared/accumulation.h"
+#include "shared/images/accumulation.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
+#include "worker/hardware_probe.h"
 
 namespace tessera::pathtracer {
 namespace {
@@ -54,7 +55,7 @@ class GpuTest : public ::testing::Test {
   void SetUp() override {
     std::string why;
     if (!CudaAvailable()) {
-      ListCudaDevices(&why);
+      worker::ListCudaDevices(&why);
       GTEST_SKIP() << "no CUDA device (" << why << "): CUDA-vs-CPU checks skipped";
     }
   }

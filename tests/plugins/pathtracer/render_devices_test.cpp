@@ -13,6 +13,7 @@
 
 #include "plugins/pathtracer/plugin_entry.h"
 #include "plugins/pathtracer/renderer.h"
+#include "shared/base/yaml_util.h"
 #include "tests/plugins/pathtracer/test_scenes.h"
 
 namespace tessera::pathtracer {
@@ -247,6 +248,20 @@ PluginRun RenderThroughPlugin(uint32_t minor, const char* device, const std::vec
     plugin->free_image(&out);
   }
   return run;
+}
+
+// A worker renders every frame of a job's tasks with the same scene: the plugin parses it once,
+// and another scene once too.
+TEST(RenderDevicesTest, PluginParsesEachSceneOnce) {
+  const int64_t before = yaml::DocumentsParsedOnThisThread();
+  for (int i = 0; i < 3; ++i) {
+    PluginRun run = RenderThroughPlugin(2, "cpu", {}, -1, 0, 11);
+    EXPECT_EQ(run.code, TSR_RENDER_OK) << run.error;
+  }
+  EXPECT_EQ(yaml::DocumentsParsedOnThisThread() - before, 1);
+  PluginRun other = RenderThroughPlugin(2, "cpu", {}, -1, 0, 13);
+  EXPECT_EQ(other.code, TSR_RENDER_OK) << other.error;
+  EXPECT_EQ(yaml::DocumentsParsedOnThisThread() - before, 2);
 }
 
 // A task without a GPU never asks for one, even on a worker whose backend is CUDA: here (no

@@ -1,5 +1,5 @@
 """The farm's rule for file names that travel (job assets, output files): a relative path of
-plain parts, as shared/job_spec.cpp's ValidateAssetPath checks it. A name that passes can be
+plain parts, as shared/jobs/job_file.cpp's ValidateAssetPath checks it. A name that passes can be
 joined to a folder without leaving it."""
 
 from __future__ import annotations
