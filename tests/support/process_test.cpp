@@ -62,7 +62,7 @@ TEST(ProcessTest, AClientIsReadLineByLineAndStoppedWithWhatItStarted) {
   pid_t grandchild = -1;
   {
     Process client = Process::StartClient(
-        {"/bin/sh", "-c", "echo first; /bin/sleep 60 & echo \"$!\"; echo oops >&2; wait"},
+        {"/bin/sh", "-c", "echo first; echo oops >&2; /bin/sleep 60 & echo \"$!\"; wait"},
         dir + "/client.err");
     EXPECT_EQ(client.ReadLine(10s), "first");
     const std::optional<std::string> sleeper = client.ReadLine(10s);
