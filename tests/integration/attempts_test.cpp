@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "tests/support/farm.h"
 #include "tests/support/process.h"
@@ -25,17 +24,6 @@ using nlohmann::json;
 
 bool Contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
-}
-
-// Polls `condition` every 50 ms until it holds or `timeout` passes.
-template <typename F>
-bool WaitFor(F condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return condition();
 }
 
 std::string Scrape(const LocalFarm& farm) {

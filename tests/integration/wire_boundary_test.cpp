@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <sys/stat.h>
 
 #include <filesystem>
 #include <zmq_addon.hpp>
@@ -14,6 +13,7 @@
 #include "shared/wire/protocol.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/farm.h"
+#include "tests/support/process.h"
 
 namespace tessera::testing {
 namespace {
@@ -24,14 +24,6 @@ using protocol::MessageType;
 
 bool Contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
-}
-
-std::string Mode(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "missing";
-  char text[8];
-  std::snprintf(text, sizeof(text), "%03o", st.st_mode & 0777);
-  return text;
 }
 
 // The answer to one REGISTER sent on a fresh connection: WELCOME or REJECT (nullopt: none).
@@ -182,12 +174,12 @@ TEST(WireBoundaryTest, TheDataFilesOfBothDaemonsAreTheirUsersAlone) {
 
   const std::string data = farm.dir() + "/data";
   for (const char* file : {"/tessera.db", "/tessera.db-wal", "/tessera.db-shm"}) {
-    EXPECT_EQ(Mode(data + file), "600") << file;
+    EXPECT_EQ(FileMode(data + file), "600") << file;
   }
-  EXPECT_EQ(Mode(data + "/blobs"), "700");
-  EXPECT_EQ(Mode(data + "/blobs/uploads"), "700");
-  EXPECT_EQ(Mode(worker_data + "/spool"), "700");
-  EXPECT_EQ(Mode(worker_data + "/cache"), "700");
+  EXPECT_EQ(FileMode(data + "/blobs"), "700");
+  EXPECT_EQ(FileMode(data + "/blobs/uploads"), "700");
+  EXPECT_EQ(FileMode(worker_data + "/spool"), "700");
+  EXPECT_EQ(FileMode(worker_data + "/cache"), "700");
 }
 
 }  // namespace

@@ -81,6 +81,8 @@ std::string Bin(const std::string& name);
 std::string MakeTempDir(const std::string& prefix);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& text);
+// A file's permission bits as octal text ("600"), or "missing".
+std::string FileMode(const std::string& path);
 
 // Polls `pred` until true or timeout; returns its last value.
 template <typename Pred>

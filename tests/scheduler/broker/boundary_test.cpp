@@ -8,7 +8,6 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "shared/jobs/job_file.h"
 #include "shared/wire/curve_keys.h"
 #include "tests/support/fake_worker.h"
+#include "tests/support/process.h"
 
 namespace tessera {
 namespace {
@@ -63,24 +63,6 @@ class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {
  private:
   std::vector<std::string> lines_;
 };
-
-template <typename F>
-bool WaitUntil(F done, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
-
-std::string Mode(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "missing";
-  char text[8];
-  std::snprintf(text, sizeof(text), "%03o", st.st_mode & 0777);
-  return text;
-}
 
 class BoundaryTest : public ::testing::Test {
  protected:
@@ -157,7 +139,8 @@ TEST_F(BoundaryTest, AnExceptionInThePollLoopIsCaughtAndTheBrokerGoesOnServing) 
   sqlite3_close(db);
 
   broker_->JobSubmitted(job);  // the broker thread loads it, and throws
-  ASSERT_TRUE(WaitUntil([&] { return broker_->counters().errors_caught >= 1; })) << sink_->All();
+  ASSERT_TRUE(testing::WaitFor([&] { return broker_->counters().errors_caught >= 1; }, 20s, 10ms))
+      << sink_->All();
   EXPECT_EQ(sink_->Count("it was dropped and the scheduler goes on"), 1u) << sink_->All();
   EXPECT_TRUE(Serves("after")) << "the next request is served\n" << sink_->All();
 }
@@ -188,7 +171,8 @@ TEST_F(BoundaryTest, AFloodOfMalformedMessagesIsCountedAndLogsABoundedNumberOfLi
     }
     ASSERT_TRUE(zmq::send_multipart(dealer, frames));
   }
-  ASSERT_TRUE(WaitUntil([&] { return broker_->counters().messages_dropped >= kFlood; }, 60s))
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return broker_->counters().messages_dropped >= kFlood; }, 60s, 10ms))
       << broker_->counters().messages_dropped;
   EXPECT_EQ(broker_->counters().messages_dropped, static_cast<uint64_t>(kFlood));
   EXPECT_EQ(sink_->Count("dropped a message"), 1u) << "one line per interval, not per message";
@@ -206,21 +190,23 @@ TEST_F(BoundaryTest, RefusedHandshakesAreLoggedOncePerIntervalAndCounted) {
                    uint64_t times, const std::string& line) {
     const uint64_t before = broker_->counters().handshakes_refused;
     std::vector<std::unique_ptr<zmq::socket_t>> peers;
-    return WaitUntil([&] {
-      if (peers.size() < 500) {
-        auto dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-        dealer->set(zmq::sockopt::linger, 0);
-        dealer->set(zmq::sockopt::reconnect_ivl, 20);
-        if (client) {
-          dealer->set(zmq::sockopt::curve_serverkey, server_key);
-          dealer->set(zmq::sockopt::curve_publickey, client->public_key);
-          dealer->set(zmq::sockopt::curve_secretkey, client->secret_key);
-        }
-        dealer->connect(endpoint_);
-        peers.push_back(std::move(dealer));
-      }
-      return broker_->counters().handshakes_refused >= before + times && sink_->Count(line) > 0;
-    });
+    return testing::WaitFor(
+        [&] {
+          if (peers.size() < 500) {
+            auto dealer = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+            dealer->set(zmq::sockopt::linger, 0);
+            dealer->set(zmq::sockopt::reconnect_ivl, 20);
+            if (client) {
+              dealer->set(zmq::sockopt::curve_serverkey, server_key);
+              dealer->set(zmq::sockopt::curve_publickey, client->public_key);
+              dealer->set(zmq::sockopt::curve_secretkey, client->secret_key);
+            }
+            dealer->connect(endpoint_);
+            peers.push_back(std::move(dealer));
+          }
+          return broker_->counters().handshakes_refused >= before + times && sink_->Count(line) > 0;
+        },
+        20s, 10ms);
   };
   // Plaintext against the CURVE broker: 20 refusals, one line.
   const std::string plaintext = "does not speak CURVE";
@@ -294,18 +280,18 @@ TEST_F(BoundaryTest, BlobsAndPartsArePrivate) {
   ASSERT_TRUE(blobs.Open().ok());
   auto hash = blobs.Put("texture bytes");
   ASSERT_TRUE(hash.ok()) << hash.status().ToString();
-  EXPECT_EQ(Mode(dir_ + "/blobs"), "700");
-  EXPECT_EQ(Mode(dir_ + "/blobs/uploads"), "700");
-  EXPECT_EQ(Mode(dir_ + "/blobs/" + hash->substr(0, 2)), "700");
-  EXPECT_EQ(Mode(dir_ + "/blobs/" + hash->substr(0, 2) + "/" + *hash), "600");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs"), "700");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs/uploads"), "700");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs/" + hash->substr(0, 2)), "700");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs/" + hash->substr(0, 2) + "/" + *hash), "600");
 
   // An upload in pieces, as the API receives it.
   const std::string bytes = "another asset";
   const std::string other = Sha256Hex(bytes);
   ASSERT_TRUE(blobs.Write(other, 0, bytes.size(), bytes.substr(0, 4)).ok());
-  EXPECT_EQ(Mode(dir_ + "/blobs/uploads/" + other + ".part"), "600");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs/uploads/" + other + ".part"), "600");
   ASSERT_TRUE(blobs.Write(other, 4, bytes.size(), bytes.substr(4)).ok());
-  EXPECT_EQ(Mode(dir_ + "/blobs/" + other.substr(0, 2) + "/" + other), "600");
+  EXPECT_EQ(testing::FileMode(dir_ + "/blobs/" + other.substr(0, 2) + "/" + other), "600");
 
   // A split frame's part, kept until the frame is assembled.
   assembler::Assembler assembler(1, [](assembler::Result) {});
@@ -322,9 +308,9 @@ TEST_F(BoundaryTest, BlobsAndPartsArePrivate) {
   assembler::PartStored stored = assembler.StorePart(part);
   ASSERT_TRUE(stored.status.ok()) << stored.status.ToString();
   ASSERT_EQ(stored.files.size(), 1u);
-  EXPECT_EQ(Mode(dir_ + "/out/.parts"), "700");
-  EXPECT_EQ(Mode(part.parts_dir), "700");
-  EXPECT_EQ(Mode(stored.files[0]), "600");
+  EXPECT_EQ(testing::FileMode(dir_ + "/out/.parts"), "700");
+  EXPECT_EQ(testing::FileMode(part.parts_dir), "700");
+  EXPECT_EQ(testing::FileMode(stored.files[0]), "600");
 }
 
 }  // namespace

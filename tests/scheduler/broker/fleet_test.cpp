@@ -29,9 +29,7 @@ TEST_F(FleetTest, WorkerSilentPastLivenessIsDroppedAndItsLeasesRequeuedUncharged
   options_.liveness = 5;
   Build();
   Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
   ASSERT_TRUE(parts_->table.tasks().at(task_id).running());
 
   Advance(4s);
@@ -58,9 +56,7 @@ TEST_F(FleetTest, HeartbeatEndsALeaseTheWorkerDoesNotHoldOnceItIsTwoHeartbeatsOl
   options_.heartbeat_ms = 1000;
   Build();
   Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
 
   Advance(1500ms);  // the assignment may still be on its way
   Heartbeat("w1", {});

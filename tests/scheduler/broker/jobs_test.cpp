@@ -19,9 +19,7 @@ TEST_F(JobsTest, InterruptedTaskWaitsForItsWorkerUntilTheLivenessDeadline) {
   options_.liveness = 5;
   Build();
   Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
 
   Build();  // a restart: memory from the store
   ASSERT_TRUE(parts_->jobs.Load(*pass_, std::nullopt, /*requeue_running=*/true).ok());

@@ -50,9 +50,7 @@ TEST_F(LeasesTest, EndedLeaseIsChargedItsTimeAndItsShareOfTheWorkersPrice) {
   };
   Build();
   Register("w1", /*slots=*/2);
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
 
   Advance(30min);
   parts_->leases.Release(*pass_, parts_->table.tasks().at(task_id), "w1");
@@ -65,9 +63,7 @@ TEST_F(LeasesTest, EndedLeaseIsChargedItsTimeAndItsShareOfTheWorkersPrice) {
 TEST_F(LeasesTest, CancelledCopyKeepsItsSlotUntilTheWorkerStopsIt) {
   Build();
   WorkerConn& worker = Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
   ClearOutbox();
 
   parts_->leases.CancelAll(*pass_, parts_->table.tasks().at(task_id), "the job was canceled");

@@ -152,6 +152,18 @@ class BrokerPartsTest : public store::StoreFixture {
     spec.task_timeout = task_timeout_s;
     return StoreJob(spec);
   }
+  // A one-frame noop job stored and loaded, then one dispatch: its task is leased when a
+  // registered worker has room.
+  struct OneTask {
+    int64_t job;
+    int64_t task_id;
+  };
+  OneTask DispatchOneNoopTask() {
+    const int64_t job = SubmitNoop(1);
+    const int64_t task_id = TaskIds(job).at(0);
+    parts_->dispatch.Run(*pass_);
+    return {job, task_id};
+  }
   // Stores the job and loads it, as a submission does.
   int64_t StoreJob(const spec::JobSpec& spec) {
     auto job = store_->CreateJob(

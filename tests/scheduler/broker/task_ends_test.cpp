@@ -41,9 +41,7 @@ TEST_F(TaskEndsTest, LeasePastItsTimeoutIsStoppedAndChargedAfterTheClockPassesIt
 TEST_F(TaskEndsTest, DoneCopyCompletesItsTaskAndItsResultIsAcknowledged) {
   Build();
   WorkerConn& worker = Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
   ClearOutbox();
 
   Advance(12s);
@@ -70,9 +68,7 @@ TEST_F(TaskEndsTest, DoneCopyCompletesItsTaskAndItsResultIsAcknowledged) {
 TEST_F(TaskEndsTest, LicenceFailureWaitsUnchargedForTheJobsWait) {
   Build();
   WorkerConn& worker = Register("w1");
-  const int64_t job = SubmitNoop(1);
-  const int64_t task_id = TaskIds(job).at(0);
-  parts_->dispatch.Run(*pass_);
+  const auto [job, task_id] = DispatchOneNoopTask();
 
   protocol::TaskFailed failed;
   failed.task_id = task_id;
