@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <vector>
 
 #include "shared/base/disk_space.h"
 #include "shared/images/image_oiio.h"
@@ -38,6 +40,37 @@ Status WriteWhole(const std::string& path, const OIIO::ImageSpec& spec, OIIO::Ty
       path, spec, [&](OIIO::ImageOutput& out) { return out.write_image(type, data); });
 }
 
+// Temporary files a failed write could not remove (its filesystem turned read-only under it):
+// tried again before each later write, which goes through once the filesystem takes writes again
+// (the frame is written anew then). A restart removes any still left
+// (file_io::RemoveLeftoverTempFiles).
+class TempRemovals {
+ public:
+  void RemoveOrKeep(const std::string& tmp) {
+    std::error_code ec;
+    if (std::filesystem::remove(tmp, ec) || !ec) return;
+    std::lock_guard lock(mu_);
+    kept_.push_back(tmp);
+  }
+  void RetryKept() {
+    std::lock_guard lock(mu_);
+    std::erase_if(kept_, [](const std::string& tmp) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return !ec;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> kept_;
+};
+
+TempRemovals& FailedWriteTemps() {
+  static TempRemovals removals;
+  return removals;
+}
+
 }  // namespace
 
 Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
@@ -48,6 +81,7 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
   tmp_name += target.filename().string();
   tmp_name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
   const std::string tmp = (target.parent_path() / tmp_name).string();
+  FailedWriteTemps().RetryKept();
   // The writer is chosen by the final name's extension; it then writes to the temp name.
   auto out = OIIO::ImageOutput::create(path);
   if (!out) return Status::Internal(path + ": no OpenImageIO writer: " + OIIO::geterror());
@@ -72,12 +106,13 @@ Status WriteAtomically(const std::string& path, const OIIO::ImageSpec& spec,
     err = "nothing was written" + (ec ? " (" + ec.message() + ")" : std::string());
   }
   if (!ok) {
-    std::filesystem::remove(tmp, ec);
+    FailedWriteTemps().RemoveOrKeep(tmp);
     return disk_space::ClassifyWriteFailure(Status::Internal(path + ": write failed: " + err), path,
                                             raw_bytes);
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    FailedWriteTemps().RemoveOrKeep(tmp);
     if (disk_space::IsFullErrno(ec.value()))
       return disk_space::FullError("write", path, ec.value());
     return Status::Internal(path + ": rename failed: " + ec.message());

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace tessera::image {
 namespace {
@@ -42,6 +44,23 @@ TEST(ImageIoTest, RejectsInconsistentBuffersAndBadPaths) {
   ImageBuffer ok{1, 1, 4, {1, 1, 1, 1}};
   EXPECT_FALSE(WriteExr("/nonexistent-dir/x.exr", ok).ok());
   EXPECT_FALSE(Read("/nonexistent-dir/x.exr").ok());
+}
+
+// A write that cannot be put in place leaves no hidden temporary file behind (the frame is written
+// again later under another temporary name, and this one would stay forever).
+TEST(ImageIoTest, AFailedWriteLeavesNoTemporaryFile) {
+  const std::filesystem::path dir = ::testing::TempDir() + "/image-io-failed-rename";
+  std::filesystem::remove_all(dir);
+  // The final name is a folder with something in it: the rename over it fails.
+  std::filesystem::create_directories(dir / "frame.png" / "inside");
+  ImageBuffer img{2, 2, 4, std::vector<float>(16, 0.5f)};
+  EXPECT_FALSE(WriteSrgb8((dir / "frame.png").string(), img).ok());
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"frame.png"});
+  std::filesystem::remove_all(dir);
 }
 
 // A renderer's broken output fails as what its name says, and formats no renderer writes are
