@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libzmq3-dev cppzmq-dev
   libsqlite3-dev sqlite3
+  postgresql-15 libpq-dev
   libopenimageio-dev openimageio-tools libtinyobjloader-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libboost1.74-dev libssl-dev libsodium-dev

@@ -1,8 +1,8 @@
 #pragma once
 // tessera-bench: one benchmark program, one subcommand per benchmark (dispatch, submit, render,
-// query, fleet, makespan, assembly, abuse, checkpoint, commands, split). Each subcommand prints
-// human-readable progress and ends with ONE line of key=value figures, each printed beside the
-// baseline or target it is compared to, e.g.
+// query, fleet, makespan, assembly, abuse, checkpoint, commands, split, steps, store-engines). Each
+// subcommand prints human-readable progress and ends with ONE line of key=value figures, each
+// printed beside the baseline or target it is compared to, e.g.
 //   tasks_per_s=31000 zmq_loop_per_s=42000 ratio=0.74
 // Benchmarks measure ratios against a baseline taken in the same run: the machines they run on
 // are shared and noisy.
@@ -50,5 +50,6 @@ void AddAbuseCommand(CLI::App& app);
 void AddCheckpointCommand(CLI::App& app);
 void AddCommandsCommand(CLI::App& app);
 void AddStepsCommand(CLI::App& app);
+void AddStoreEnginesCommand(CLI::App& app);
 
 }  // namespace tessera::bench

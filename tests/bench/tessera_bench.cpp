@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   tessera::bench::AddCheckpointCommand(app);
   tessera::bench::AddCommandsCommand(app);
   tessera::bench::AddStepsCommand(app);
+  tessera::bench::AddStoreEnginesCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
