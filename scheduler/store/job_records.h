@@ -5,7 +5,7 @@
 // error, and the frames output validation flagged.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqliteJobRecords (sqlite/sqlite_job_records.h). Implementations repeat the default arguments
+// by SqlJobRecords (sqlite/sqlite_job_records.h). Implementations repeat the default arguments
 // declared here (a default argument comes from the type a call is made through).
 
 #include <cstdint>

@@ -1,10 +1,14 @@
 #include "scheduler/store/store.h"
 
 #include <filesystem>
+#include <fstream>
+#include <random>
 
-#include "scheduler/store/sqlite/attempt_rows.h"
-#include "scheduler/store/sqlite/sqlite_database.h"
-#include "scheduler/store/sqlite/task_transitions.h"
+#include "scheduler/store/database.h"
+#include "scheduler/store/postgres/schema_postgres.h"
+#include "scheduler/store/sql/attempt_rows.h"
+#include "scheduler/store/sql/task_transitions.h"
+#include "scheduler/store/sqlite/schema.h"
 
 namespace tessera::store {
 
@@ -12,11 +16,15 @@ namespace tessera::store {
 // connections with the group commit and the clock, the attempt rows that task and job changes
 // write, and the fenced task transitions, which also apply the group's recorded writes.
 struct Store::Engine {
-  explicit Engine(std::unique_ptr<SqliteDatabase> db)
-      : database(std::move(db)), attempts(*database), transitions(*database, attempts) {
+  Engine(std::unique_ptr<Database> db, std::string dir)
+      : database(std::move(db)),
+        data_dir(std::move(dir)),
+        attempts(*database),
+        transitions(*database, attempts) {
     database->set_applier(&transitions);
   }
-  std::unique_ptr<SqliteDatabase> database;
+  std::unique_ptr<Database> database;
+  std::string data_dir;
   AttemptRows attempts;
   TaskTransitions transitions;
 };
@@ -26,26 +34,26 @@ Store::WriteGroup::~WriteGroup() { db_.EndGroup(); }
 Status Store::WriteGroup::Commit() { return db_.CommitGroup(); }
 
 Store::Store(std::unique_ptr<Engine> engine, int schema_version)
-    : SqliteJobRecords(*engine->database, engine->transitions, engine->attempts),
-      SqliteTaskRecords(*engine->database, engine->transitions, engine->attempts),
-      SqliteAttemptRecords(*engine->database, engine->attempts),
-      SqliteWorkerRecords(*engine->database),
-      SqliteCredentialRecords(*engine->database),
-      SqliteCostRecords(*engine->database),
-      SqliteAutoscalerNodeRecords(*engine->database),
-      SqliteFarmQueries(*engine->database),
-      SqliteIdempotencyRecords(*engine->database),
-      SqliteWebhookCursors(*engine->database),
-      SqliteEventRecords(*engine->database),
+    : SqlJobRecords(*engine->database, engine->transitions, engine->attempts),
+      SqlTaskRecords(*engine->database, engine->transitions, engine->attempts),
+      SqlAttemptRecords(*engine->database, engine->attempts),
+      SqlWorkerRecords(*engine->database),
+      SqlCredentialRecords(*engine->database),
+      SqlCostRecords(*engine->database),
+      SqlAutoscalerNodeRecords(*engine->database),
+      SqlFarmQueries(*engine->database),
+      SqlIdempotencyRecords(*engine->database),
+      SqlWebhookCursors(*engine->database),
+      SqlEventRecords(*engine->database),
       engine_(std::move(engine)),
       schema_version_(schema_version) {}
 
 // The checkpointer stops with the database (engine_), before the tables that refer to it go.
 Store::~Store() = default;
 
-std::string Store::data_dir() const {
-  return std::filesystem::path(engine_->database->path()).parent_path().string();
-}
+std::string Store::data_dir() const { return engine_->data_dir; }
+sql::Engine Store::engine() const { return engine_->database->engine(); }
+std::string Store::Describe() const { return engine_->database->Describe(); }
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
                                              const std::string& synchronous) {
@@ -54,17 +62,62 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir,
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& data_dir, const Clock& clock,
                                              const std::string& synchronous) {
+  StoreUrl url;
+  url.sqlite_path = (std::filesystem::path(data_dir) / "tessera.db").string();
+  return Open(url, data_dir, clock, synchronous);
+}
+
+namespace {
+
+// The farm a scheduler's data folder belongs to ("" before its first start on PostgreSQL).
+std::string ReadFarmId(const std::string& file) {
+  std::ifstream in(file);
+  std::string id;
+  in >> id;
+  return id;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const StoreUrl& url, const std::string& data_dir,
+                                             const Clock& clock, const std::string& synchronous) {
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return Status::Internal("cannot create data directory " + data_dir + ": " + ec.message());
-  const std::string path = (std::filesystem::path(data_dir) / "tessera.db").string();
-  TSR_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDatabase> db,
-                       SqliteDatabase::Open(path, synchronous, clock));
-  TSR_ASSIGN_OR_RETURN(const int version, MigrateSchema(*db));
-  auto engine = std::make_unique<Engine>(std::move(db));
+  if (url.engine == sql::Engine::kSqlite) {
+    const std::string path = url.sqlite_path.empty()
+                                 ? (std::filesystem::path(data_dir) / "tessera.db").string()
+                                 : url.sqlite_path;
+    TSR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
+                         Database::OpenSqlite(path, synchronous, clock));
+    TSR_ASSIGN_OR_RETURN(const int version, MigrateSchema(*db));
+    return Finish(std::move(db), version, data_dir, synchronous);
+  }
+  TSR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::OpenPostgres(url, clock));
+  const std::string farm_file = (std::filesystem::path(data_dir) / "farm_id").string();
+  std::random_device seed;
+  std::mt19937_64 random((static_cast<uint64_t>(seed()) << 32) ^ seed());
+  FarmDatabase farm;
+  {
+    Database::WriteLock lock(*db);
+    TSR_ASSIGN_OR_RETURN(
+        farm, OpenPostgresSchema(db->writer(), ReadFarmId(farm_file), NewFarmId(random)));
+  }
+  if (ReadFarmId(farm_file) != farm.farm_id) {
+    std::ofstream out(farm_file, std::ios::trunc);
+    out << farm.farm_id << "\n";
+    if (!out) return Status::Internal("cannot write " + farm_file);
+  }
+  return Finish(std::move(db), farm.schema_version, data_dir, synchronous);
+}
+
+StatusOr<std::unique_ptr<Store>> Store::Finish(std::unique_ptr<Database> db, int schema_version,
+                                               const std::string& data_dir,
+                                               const std::string& synchronous) {
+  auto engine = std::make_unique<Engine>(std::move(db), data_dir);
   TSR_RETURN_IF_ERROR(engine->attempts.LoadCounts());
   TSR_RETURN_IF_ERROR(engine->database->StartCheckpointer(synchronous));
-  return std::unique_ptr<Store>(new Store(std::move(engine), version));
+  return std::unique_ptr<Store>(new Store(std::move(engine), schema_version));
 }
 
 }  // namespace tessera::store

@@ -28,7 +28,7 @@
 // table.h) over thin RAII wrappers of the C API (sqlite.h).
 //
 // Time is an input: the store is given a Clock when it opens and reads it in one place
-// (SqliteDatabase::Now), for every time it stamps, compares or turns into a UTC day.
+// (Database::Now), for every time it stamps, compares or turns into a UTC day.
 //
 // Threads: every method may be called from any thread. Writes go through one writer connection
 // under a mutex (BEGIN IMMEDIATE per call, or one shared transaction while the calling thread
@@ -52,18 +52,19 @@
 #include <vector>
 
 #include "scheduler/store/records.h"
+#include "scheduler/store/sql/sql_attempt_records.h"
+#include "scheduler/store/sql/sql_autoscaler_node_records.h"
+#include "scheduler/store/sql/sql_cost_records.h"
+#include "scheduler/store/sql/sql_credential_records.h"
+#include "scheduler/store/sql/sql_event_records.h"
+#include "scheduler/store/sql/sql_farm_queries.h"
+#include "scheduler/store/sql/sql_idempotency_records.h"
+#include "scheduler/store/sql/sql_job_records.h"
+#include "scheduler/store/sql/sql_task_records.h"
+#include "scheduler/store/sql/sql_webhook_cursors.h"
+#include "scheduler/store/sql/sql_worker_records.h"
+#include "scheduler/store/sql/store_url.h"
 #include "scheduler/store/sqlite/schema.h"
-#include "scheduler/store/sqlite/sqlite_attempt_records.h"
-#include "scheduler/store/sqlite/sqlite_autoscaler_node_records.h"
-#include "scheduler/store/sqlite/sqlite_cost_records.h"
-#include "scheduler/store/sqlite/sqlite_credential_records.h"
-#include "scheduler/store/sqlite/sqlite_event_records.h"
-#include "scheduler/store/sqlite/sqlite_farm_queries.h"
-#include "scheduler/store/sqlite/sqlite_idempotency_records.h"
-#include "scheduler/store/sqlite/sqlite_job_records.h"
-#include "scheduler/store/sqlite/sqlite_task_records.h"
-#include "scheduler/store/sqlite/sqlite_webhook_cursors.h"
-#include "scheduler/store/sqlite/sqlite_worker_records.h"
 #include "shared/base/clock.h"
 #include "shared/base/status.h"
 #include "shared/base/wall_time.h"
@@ -72,17 +73,17 @@
 
 namespace tessera::store {
 
-class Store final : public SqliteJobRecords,
-                    public SqliteTaskRecords,
-                    public SqliteAttemptRecords,
-                    public SqliteWorkerRecords,
-                    public SqliteCredentialRecords,
-                    public SqliteCostRecords,
-                    public SqliteAutoscalerNodeRecords,
-                    public SqliteFarmQueries,
-                    public SqliteIdempotencyRecords,
-                    public SqliteWebhookCursors,
-                    public SqliteEventRecords {
+class Store final : public SqlJobRecords,
+                    public SqlTaskRecords,
+                    public SqlAttemptRecords,
+                    public SqlWorkerRecords,
+                    public SqlCredentialRecords,
+                    public SqlCostRecords,
+                    public SqlAutoscalerNodeRecords,
+                    public SqlFarmQueries,
+                    public SqlIdempotencyRecords,
+                    public SqlWebhookCursors,
+                    public SqlEventRecords {
  public:
   static constexpr int kSchemaVersion = kSqliteSchemaVersion;
 
@@ -104,7 +105,7 @@ class Store final : public SqliteJobRecords,
     Status Commit();
 
    private:
-    SqliteDatabase& db_;
+    Database& db_;
   };
 
   // Opens <data_dir>/tessera.db, creating it and applying migrations as needed. The store reads
@@ -114,15 +115,28 @@ class Store final : public SqliteJobRecords,
   // The same, on the real clock (tools and tests that do not move time).
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& data_dir,
                                                const std::string& synchronous = "NORMAL");
+  // Opens the store `url` names (store.url): a SQLite file as above, or a PostgreSQL database,
+  // creating its schema on an empty one. `data_dir` is the scheduler's own folder; on PostgreSQL
+  // it remembers which farm the scheduler belongs to (farm_id), and a database of another farm
+  // is refused, naming both.
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreUrl& url, const std::string& data_dir,
+                                               const Clock& clock,
+                                               const std::string& synchronous = "NORMAL");
   ~Store() override;
 
   int schema_version() const { return schema_version_; }
+  // Which engine holds the records, and where, safe to show (no password).
+  sql::Engine engine() const;
+  std::string Describe() const;
   // The folder holding the database (what fills up when the store reports kStorageFull).
   std::string data_dir() const;
 
  private:
   struct Engine;  // the parts the record tables share (store.cpp)
   Store(std::unique_ptr<Engine> engine, int schema_version);
+  static StatusOr<std::unique_ptr<Store>> Finish(std::unique_ptr<Database> db, int schema_version,
+                                                 const std::string& data_dir,
+                                                 const std::string& synchronous);
 
   std::unique_ptr<Engine> engine_;
   int schema_version_ = 0;

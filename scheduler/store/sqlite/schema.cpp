@@ -10,8 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "scheduler/store/sqlite/rows.h"
-#include "scheduler/store/sqlite/sqlite_database.h"
+#include "scheduler/store/database.h"
+#include "scheduler/store/sql/rows.h"
+#include "scheduler/store/sqlite/sqlite.h"
 #include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::store {
@@ -465,9 +466,9 @@ constexpr Backfill kBackfills[] = {{28, &BackfillJobSettings}};
 
 }  // namespace
 
-StatusOr<int> MigrateSchema(SqliteDatabase& db) {
-  SqliteDatabase::WriteLock lock(db);
-  Db& writer = db.writer();
+StatusOr<int> MigrateSchema(Database& db) {
+  Database::WriteLock lock(db);
+  Db& writer = *db.sqlite_writer();
   int version = 0;
   {  // reset before migrating: a schema change needs no statement left running
     TSR_ASSIGN_OR_RETURN(Stmt v, writer.Prepare("PRAGMA user_version"));

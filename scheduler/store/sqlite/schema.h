@@ -6,13 +6,13 @@
 
 namespace tessera::store {
 
-class SqliteDatabase;
+class Database;
 
 inline constexpr int kSqliteSchemaVersion = 32;
 
 // Brings the database to kSqliteSchemaVersion, one transaction per migration (with its C++
 // backfill, if any); returns the version it is at. FailedPrecondition for a database of a newer
 // version than this program knows.
-StatusOr<int> MigrateSchema(SqliteDatabase& db);
+StatusOr<int> MigrateSchema(Database& db);
 
 }  // namespace tessera::store

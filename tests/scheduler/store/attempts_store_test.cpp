@@ -34,8 +34,9 @@ class AttemptsStoreTest : public StoreFixture {
     return it == counts.end() ? 0 : it->second;
   }
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(AttemptsStoreTest);
 
-TEST_F(AttemptsStoreTest, EachAttemptEndsWithExactlyOneOutcome) {
+TEST_P(AttemptsStoreTest, EachAttemptEndsWithExactlyOneOutcome) {
   JobRecord job = Submit(3);
   const int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
@@ -114,7 +115,7 @@ TEST_F(AttemptsStoreTest, EachAttemptEndsWithExactlyOneOutcome) {
   EXPECT_EQ(Count("canceled"), 1);
 }
 
-TEST_F(AttemptsStoreTest, OutcomesCommitWithTheWriteGroupOrNotAtAll) {
+TEST_P(AttemptsStoreTest, OutcomesCommitWithTheWriteGroupOrNotAtAll) {
   JobRecord job = Submit(2);
   const int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
@@ -139,7 +140,7 @@ TEST_F(AttemptsStoreTest, OutcomesCommitWithTheWriteGroupOrNotAtAll) {
   EXPECT_EQ(Count("failed", "render"), 1);
 }
 
-TEST_F(AttemptsStoreTest, FailuresTotalSurvivesARetryAndEveryFailedAttemptStaysFailed) {
+TEST_P(AttemptsStoreTest, FailuresTotalSurvivesARetryAndEveryFailedAttemptStaysFailed) {
   JobRecord job = Submit(1, /*chunk=*/1, /*retries=*/1);
   const int64_t w = Worker("w1");
   const int64_t t = (*store_->ListTasks(job.id))[0].id;
@@ -172,7 +173,7 @@ TEST_F(AttemptsStoreTest, FailuresTotalSurvivesARetryAndEveryFailedAttemptStaysF
   EXPECT_EQ(a[3].outcome, "done");
 }
 
-TEST_F(AttemptsStoreTest, ARestartClosesAttemptsWhoseLeaseCannotComeBack) {
+TEST_P(AttemptsStoreTest, ARestartClosesAttemptsWhoseLeaseCannotComeBack) {
   JobRecord job = Submit(2);
   const int64_t w1 = Worker("w1"), w2 = Worker("w2");
   auto tasks = *store_->ListTasks(job.id);
@@ -197,7 +198,7 @@ TEST_F(AttemptsStoreTest, ARestartClosesAttemptsWhoseLeaseCannotComeBack) {
   EXPECT_EQ(Count("lost"), 2);
 }
 
-TEST_F(AttemptsStoreTest, AnAttemptItsWorkerTakesBackRunsAgainAndEndsOnce) {
+TEST_P(AttemptsStoreTest, AnAttemptItsWorkerTakesBackRunsAgainAndEndsOnce) {
   JobRecord job = Submit(1);
   const int64_t w = Worker("w1");
   const int64_t t = (*store_->ListTasks(job.id))[0].id;
@@ -218,7 +219,8 @@ TEST_F(AttemptsStoreTest, AnAttemptItsWorkerTakesBackRunsAgainAndEndsOnce) {
   EXPECT_EQ(Count("done"), 1);
 }
 
-TEST_F(AttemptsStoreTest, MigrationFromSchema25KeepsTheOlderRows) {
+TEST_P(AttemptsStoreTest, MigrationFromSchema25KeepsTheOlderRows) {
+  TSR_SQLITE_ONLY();
   JobRecord job = Submit(2);
   const int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);

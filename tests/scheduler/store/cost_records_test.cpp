@@ -20,8 +20,9 @@ class CostRecordsTest : public StoreFixture {
     clock_.StepWallMs(kLastSecondOfSept21 - clock_.WallMs());
   }
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(CostRecordsTest);
 
-TEST_F(CostRecordsTest, CostGoesToTheUtcDayOfTheClockAcrossMidnight) {
+TEST_P(CostRecordsTest, CostGoesToTheUtcDayOfTheClockAcrossMidnight) {
   const JobRecord job = Submit(2);
   const int64_t worker = Worker("w1");
   auto tasks = store_->ListTasks(job.id);

@@ -17,8 +17,9 @@ class CredentialRecordsTest : public StoreFixture {
  protected:
   CredentialRecordsTest() : StoreFixture("credential-records") {}
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(CredentialRecordsTest);
 
-TEST_F(CredentialRecordsTest, AJoinTokenEnrolsUntilTheClockPassesItsExpiry) {
+TEST_P(CredentialRecordsTest, AJoinTokenEnrolsUntilTheClockPassesItsExpiry) {
   CredentialRecords& credentials = *store_;
   const int64_t made_at = clock_.WallMs();
   auto token = credentials.CreateJoinToken("token-key", "an hour", made_at + 3'600'000, 0);
@@ -39,7 +40,7 @@ TEST_F(CredentialRecordsTest, AJoinTokenEnrolsUntilTheClockPassesItsExpiry) {
   EXPECT_EQ(credentials.ListWorkerKeys()->size(), 1u) << "nothing enrolled after the expiry";
 }
 
-TEST_F(CredentialRecordsTest, RevocationsAreStampedWithTheClockAndTheFirstOneStands) {
+TEST_P(CredentialRecordsTest, RevocationsAreStampedWithTheClockAndTheFirstOneStands) {
   CredentialRecords& credentials = *store_;
   auto join = credentials.CreateJoinToken("token-key", "", std::nullopt, 0);
   ASSERT_TRUE(join.ok()) << join.status().ToString();
@@ -69,7 +70,7 @@ TEST_F(CredentialRecordsTest, RevocationsAreStampedWithTheClockAndTheFirstOneSta
       << "a revoked token enrols nobody";
 }
 
-TEST_F(CredentialRecordsTest, ARevokedWorkerKeyCarriesTheClocksTime) {
+TEST_P(CredentialRecordsTest, ARevokedWorkerKeyCarriesTheClocksTime) {
   CredentialRecords& credentials = *store_;
   auto join = credentials.CreateJoinToken("token-key", "", std::nullopt, 0);
   ASSERT_TRUE(join.ok()) << join.status().ToString();

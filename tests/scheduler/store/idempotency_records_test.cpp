@@ -28,8 +28,9 @@ class IdempotencyRecordsTest : public StoreFixture {
     return r;
   }
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(IdempotencyRecordsTest);
 
-TEST_F(IdempotencyRecordsTest, ARequestIsFoundForADayOfTheClockAndThenForgotten) {
+TEST_P(IdempotencyRecordsTest, ARequestIsFoundForADayOfTheClockAndThenForgotten) {
   IdempotencyRecords& keys = *store_;
   const int64_t made_at = clock_.WallMs();
   ASSERT_TRUE(keys.RecordIdempotentRequest(Request("k1", "first")).ok());
@@ -53,7 +54,7 @@ TEST_F(IdempotencyRecordsTest, ARequestIsFoundForADayOfTheClockAndThenForgotten)
   EXPECT_EQ((*keys.FindIdempotentRequest("ana", "k1", kDayMs))->request_hash, "a day later");
 }
 
-TEST_F(IdempotencyRecordsTest, ASubmittedJobsKeyAgesOnTheSameClock) {
+TEST_P(IdempotencyRecordsTest, ASubmittedJobsKeyAgesOnTheSameClock) {
   spec::JobSpec spec;
   spec.name = "shot";
   spec.scene_yaml = "width: 8\n";

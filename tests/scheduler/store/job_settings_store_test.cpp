@@ -41,8 +41,9 @@ class JobSettingsStoreTest : public StoreFixture {
     EXPECT_EQ(job.scene_name, "anim.pov");
   }
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(JobSettingsStoreTest);
 
-TEST_F(JobSettingsStoreTest, SubmitStoresTheResolvedSettingsAndSceneName) {
+TEST_P(JobSettingsStoreTest, SubmitStoresTheResolvedSettingsAndSceneName) {
   const JobRecord submitted = SubmitYaml(kPovJob);
   ExpectPovSettings(submitted);
   // Read back without the job file: it no longer parses, and nothing parses it.
@@ -57,7 +58,8 @@ TEST_F(JobSettingsStoreTest, SubmitStoresTheResolvedSettingsAndSceneName) {
   EXPECT_EQ(pt.scene_name, "");
 }
 
-TEST_F(JobSettingsStoreTest, MigrationFromSchema27ResolvesEveryStoredPluginJobOnce) {
+TEST_P(JobSettingsStoreTest, MigrationFromSchema27ResolvesEveryStoredPluginJobOnce) {
+  TSR_SQLITE_ONLY();
   const int64_t good = SubmitYaml(kPovJob).id;
   const int64_t broken = SubmitYaml(kPovJob).id;
   const int64_t path_traced = Submit(1).id;
@@ -85,7 +87,8 @@ TEST_F(JobSettingsStoreTest, MigrationFromSchema27ResolvesEveryStoredPluginJobOn
 
 // A job of a C++ plugin parses only against the declaration a worker offered, which the broker
 // adopts only after the store has opened: the migration adopts the stored offers itself.
-TEST_F(JobSettingsStoreTest, MigrationResolvesJobsOfACppPluginOfferedBefore) {
+TEST_P(JobSettingsStoreTest, MigrationResolvesJobsOfACppPluginOfferedBefore) {
+  TSR_SQLITE_ONLY();
   protocol::PluginOffer offer;
   offer.name = "ramp_backfill";  // registered nowhere else in this process
   offer.native = true;

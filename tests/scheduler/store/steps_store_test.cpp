@@ -60,8 +60,9 @@ class StepsStoreTest : public StoreFixture {
     }
   }
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(StepsStoreTest);
 
-TEST_F(StepsStoreTest, TheJobsCountersAndStateFollowItsSteps) {
+TEST_P(StepsStoreTest, TheJobsCountersAndStateFollowItsSteps) {
   const JobRecord job = SubmitSteps();
   EXPECT_TRUE(job.has_steps());
   EXPECT_EQ(job.tasks.total, 2 + 4 + 1);
@@ -106,7 +107,7 @@ TEST_F(StepsStoreTest, TheJobsCountersAndStateFollowItsSteps) {
   EXPECT_EQ(now.tasks.queued, 7);
 }
 
-TEST_F(StepsStoreTest, AFailedStepFailsTheJobAndARetryRevivesTheCanceledSteps) {
+TEST_P(StepsStoreTest, AFailedStepFailsTheJobAndARetryRevivesTheCanceledSteps) {
   const JobRecord job = SubmitSteps();
   auto steps = *store_->PipelineSteps(job.id);
   const int64_t w = Worker("w1");
@@ -132,7 +133,7 @@ TEST_F(StepsStoreTest, AFailedStepFailsTheJobAndARetryRevivesTheCanceledSteps) {
   EXPECT_EQ(*store_->ReviveStep(steps[1].id), 0);
 }
 
-TEST_F(StepsStoreTest, CanceledStepsCancelTheJobAndDeletingItDeletesThem) {
+TEST_P(StepsStoreTest, CanceledStepsCancelTheJobAndDeletingItDeletesThem) {
   const JobRecord job = SubmitSteps();
   auto steps = *store_->PipelineSteps(job.id);
   const int64_t w = Worker("w1");

@@ -1,5 +1,12 @@
 // A fresh store in a per-test folder, on a clock the test moves by hand (clock_), with the few
-// records most store tests start from: a job of N frames and a registered worker.
+// records most store tests start from: a job of N frames and a registered worker. Every test of
+// a fixture built on it runs on both engines (the test's parameter): SQLite in the test's folder,
+// and PostgreSQL in a fresh database of the test binary's own server (tests/support/
+// postgres_server.h; a missing PostgreSQL skips, or fails under CI=true).
+//
+//   class MyStoreTest : public StoreFixture { ... };
+//   TSR_STORE_TEST_ON_BOTH_ENGINES(MyStoreTest);
+//   TEST_P(MyStoreTest, ...) { ... }
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,12 +16,15 @@
 #include <memory>
 #include <string>
 
+#include "scheduler/store/sql/store_url.h"
 #include "scheduler/store/store.h"
 #include "shared/base/clock.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/require.h"
 
 namespace tessera::store {
 
-class StoreFixture : public ::testing::Test {
+class StoreFixture : public ::testing::TestWithParam<sql::Engine> {
  protected:
   // `prefix` names the test's folder under the test temp dir (with the test's name).
   explicit StoreFixture(std::string prefix) : prefix_(std::move(prefix)) {}
@@ -23,13 +33,27 @@ class StoreFixture : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/" + prefix_ + "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
+    url_.sqlite_path = dir_ + "/tessera.db";
+    if (postgres()) {
+      std::string why;
+      pg_ = testing::SharedPostgres(&why);
+      TSR_REQUIRE(pg_ != nullptr, "no PostgreSQL for the test: " << why);
+      StatusOr<std::string> database = pg_->CreateDatabase();
+      ASSERT_TRUE(database.ok()) << database.status().ToString();
+      database_ = *database;
+      StatusOr<StoreUrl> url = ParseStoreUrl(pg_->ConnInfo(database_));
+      ASSERT_TRUE(url.ok()) << url.status().ToString();
+      url_ = *url;
+    }
     Reopen();
   }
 
-  // Closes the store (if open) and opens it again from its folder.
+  bool postgres() const { return GetParam() == sql::Engine::kPostgres; }
+
+  // Closes the store (if open) and opens it again: from its folder, or its PostgreSQL database.
   void Reopen() {
     store_.reset();
-    auto s = Store::Open(dir_, clock_);
+    auto s = Store::Open(url_, dir_, clock_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
@@ -73,6 +97,11 @@ class StoreFixture : public ::testing::Test {
       "ALTER TABLE tasks DROP COLUMN status_line;";
 
   void Sql(const std::string& sql) {
+    if (postgres()) {
+      Status done = pg_->Exec(sql, database_);
+      ASSERT_TRUE(done.ok()) << done.ToString() << "\n" << sql;
+      return;
+    }
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
     char* error = nullptr;
@@ -84,6 +113,9 @@ class StoreFixture : public ::testing::Test {
   }
 
   std::string dir_;
+  StoreUrl url_;  // SQLite in dir_, or the test's PostgreSQL database
+  testing::PostgresServer* pg_ = nullptr;
+  std::string database_;
   ManualClock clock_;  // declared before the store, which reads it until it closes
   std::unique_ptr<Store> store_;
 
@@ -91,4 +123,20 @@ class StoreFixture : public ::testing::Test {
   std::string prefix_;
 };
 
+inline std::string EngineTestName(const ::testing::TestParamInfo<sql::Engine>& info) {
+  return info.param == sql::Engine::kSqlite ? "Sqlite" : "Postgres";
+}
+
 }  // namespace tessera::store
+
+// Runs every TEST_P of `fixture` on SQLite and on PostgreSQL.
+#define TSR_STORE_TEST_ON_BOTH_ENGINES(fixture)                                         \
+  INSTANTIATE_TEST_SUITE_P(Engines, fixture,                                            \
+                           ::testing::Values(::tessera::store::sql::Engine::kSqlite,    \
+                                             ::tessera::store::sql::Engine::kPostgres), \
+                           ::tessera::store::EngineTestName)
+
+// A test of what only the SQLite engine has (its file, its migrations); PostgreSQL's own are in
+// schema_postgres_test.cpp.
+#define TSR_SQLITE_ONLY() \
+  if (postgres()) GTEST_SKIP() << "SQLite's own (the PostgreSQL schema has its own tests)"

@@ -25,8 +25,10 @@ class StoreTest : public StoreFixture {
  protected:
   StoreTest() : StoreFixture("store") {}
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(StoreTest);
 
-TEST_F(StoreTest, MigratesToCurrentSchemaAndReopens) {
+TEST_P(StoreTest, MigratesToCurrentSchemaAndReopens) {
+  TSR_SQLITE_ONLY();
   EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
   Submit(3);
   store_.reset();
@@ -46,7 +48,8 @@ TEST_F(StoreTest, MigratesToCurrentSchemaAndReopens) {
   sqlite3_close(db);
 }
 
-TEST_F(StoreTest, RefusesDatabaseFromNewerVersion) {
+TEST_P(StoreTest, RefusesDatabaseFromNewerVersion) {
+  TSR_SQLITE_ONLY();
   store_.reset();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ + "/tessera.db").c_str(), &db), SQLITE_OK);
@@ -57,7 +60,7 @@ TEST_F(StoreTest, RefusesDatabaseFromNewerVersion) {
   EXPECT_NE(s.status().message().find("newer"), std::string::npos);
 }
 
-TEST_F(StoreTest, CreatesJobAndTasksTogether) {
+TEST_P(StoreTest, CreatesJobAndTasksTogether) {
   JobRecord job = Submit(10, 4);
   EXPECT_EQ(job.state, JobState::kQueued);
   EXPECT_EQ(job.tasks.total, 3);
@@ -72,7 +75,7 @@ TEST_F(StoreTest, CreatesJobAndTasksTogether) {
   EXPECT_EQ(*store_->JobScene(job.id), "width: 8\n");
 }
 
-TEST_F(StoreTest, FailedOutputDirectoryStoresNothing) {
+TEST_P(StoreTest, FailedOutputDirectoryStoresNothing) {
   spec::JobSpec spec;
   spec.name = "x";
   spec.scene_yaml = "w";
@@ -135,7 +138,7 @@ TEST(OutputValidation, PixelProblemFindsNonFiniteValuesAndBlackBeauty) {
             "2 NaN or infinite values");
 }
 
-TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
+TEST_P(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
   JobRecord job = Submit(2);
   int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
@@ -170,7 +173,7 @@ TEST_F(StoreTest, TaskLifecycleKeepsCountersAndFencesStaleAttempts) {
   EXPECT_TRUE(after.finished_at_ms.has_value());
 }
 
-TEST_F(StoreTest, WriteGroupShowsItsWritesToItsThreadAndStoresThemOnlyOnCommit) {
+TEST_P(StoreTest, WriteGroupShowsItsWritesToItsThreadAndStoresThemOnlyOnCommit) {
   JobRecord job = Submit(2);
   int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
@@ -215,7 +218,7 @@ TEST_F(StoreTest, WriteGroupShowsItsWritesToItsThreadAndStoresThemOnlyOnCommit) 
   EXPECT_EQ(j.state, JobState::kDone);
 }
 
-TEST_F(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
+TEST_P(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
   JobRecord job = Submit(2);
   int64_t w1 = Worker("w1"), w2 = Worker("w2");
   auto tasks = *store_->ListTasks(job.id);
@@ -244,29 +247,26 @@ TEST_F(StoreTest, BackupCopyRunsBesideTheOriginalAndEitherMayFinish) {
   EXPECT_EQ(store_->GetJob(job.id)->tasks.done, 2);
 }
 
-TEST_F(StoreTest, RestartRequeuesRunningTasks) {
+TEST_P(StoreTest, RestartRequeuesRunningTasks) {
   JobRecord job = Submit(3);
   int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
   ASSERT_TRUE(store_->StartTask(tasks[0].id, 1, w).ok());
   ASSERT_TRUE(store_->StartTask(tasks[1].id, 1, w).ok());
   ASSERT_TRUE(store_->FinishTask(tasks[1].id, 1, w).ok());
-  store_.reset();
-
-  auto reopened = Store::Open(dir_);
-  ASSERT_TRUE(reopened.ok());
-  auto unfinished = (*reopened)->LoadUnfinishedTasks(std::nullopt);
+  Reopen();
+  auto unfinished = store_->LoadUnfinishedTasks(std::nullopt);
   ASSERT_TRUE(unfinished.ok());
   ASSERT_EQ(unfinished->size(), 2u);
   for (const TaskRecord& t : *unfinished) EXPECT_EQ(t.state, TaskState::kQueued);
   EXPECT_EQ((*unfinished)[0].attempt, 1) << "the next lease is attempt 2, fencing the old one";
-  JobRecord j = *(*reopened)->GetJob(job.id);
+  JobRecord j = *store_->GetJob(job.id);
   EXPECT_EQ(j.tasks.queued, 2);
   EXPECT_EQ(j.tasks.running, 0);
   EXPECT_EQ(j.tasks.done, 1);
 }
 
-TEST_F(StoreTest, CancelReturnsRunningLeases) {
+TEST_P(StoreTest, CancelReturnsRunningLeases) {
   JobRecord job = Submit(4);
   int64_t w = Worker("w1");
   auto tasks = *store_->ListTasks(job.id);
@@ -284,7 +284,7 @@ TEST_F(StoreTest, CancelReturnsRunningLeases) {
   EXPECT_FALSE(store_->FinishTask(tasks[0].id, 1, w).ok()) << "a canceled lease cannot complete";
 }
 
-TEST_F(StoreTest, WorkersUpsertByNameAndSummaryCounts) {
+TEST_P(StoreTest, WorkersUpsertByNameAndSummaryCounts) {
   int64_t a = Worker("a");
   int64_t b = Worker("b");
   EXPECT_EQ(Worker("a"), a) << "re-registration keeps the worker's id";
@@ -301,7 +301,7 @@ TEST_F(StoreTest, WorkersUpsertByNameAndSummaryCounts) {
   EXPECT_EQ(workers[0].backends, (std::vector<std::string>{"cpu"}));
 }
 
-TEST_F(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
+TEST_P(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
   int64_t plain = Worker("on-prem");
   protocol::Register reg;
   reg.name = "spot-1";
@@ -342,7 +342,7 @@ TEST_F(StoreTest, WorkerMachineAndCloudDetailsAreStoredAndServed) {
 
 // ---- credentials: a worker name never changes hands silently ----------------------------------
 
-TEST_F(StoreTest, EnrolmentNeverTakesOverANameEnrolledWithAnotherKey) {
+TEST_P(StoreTest, EnrolmentNeverTakesOverANameEnrolledWithAnotherKey) {
   auto token = store_->CreateJoinToken("token-key", "any name", std::nullopt, 0);
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   ASSERT_TRUE(store_->EnrolWorker("render-1", "key-a", token->id).ok());
@@ -380,7 +380,7 @@ TEST_F(StoreTest, EnrolmentNeverTakesOverANameEnrolledWithAnotherKey) {
   EXPECT_EQ(store_->SetWorkerRevoked("nobody", false).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(StoreTest, AJoinTokenMadeForANameMayReplaceItsKeyAndEnrolsNothingElse) {
+TEST_P(StoreTest, AJoinTokenMadeForANameMayReplaceItsKeyAndEnrolsNothingElse) {
   auto any = store_->CreateJoinToken("any-key", "", std::nullopt, 0);
   ASSERT_TRUE(any.ok());
   ASSERT_TRUE(store_->EnrolWorker("render-1", "key-a", any->id).ok());
@@ -400,7 +400,7 @@ TEST_F(StoreTest, AJoinTokenMadeForANameMayReplaceItsKeyAndEnrolsNothingElse) {
   EXPECT_FALSE(replaced->token_usable) << "it had one use";
 }
 
-TEST_F(StoreTest, RevokingATokenKeepsItsFirstRevocationAndNamesAMissingOne) {
+TEST_P(StoreTest, RevokingATokenKeepsItsFirstRevocationAndNamesAMissingOne) {
   auto join = store_->CreateJoinToken("token-key", "note", std::nullopt, 0);
   ASSERT_TRUE(join.ok()) << join.status().ToString();
   auto first = store_->RevokeJoinToken(join->id);
@@ -430,7 +430,8 @@ TEST_F(StoreTest, RevokingATokenKeepsItsFirstRevocationAndNamesAMissingOne) {
             "API token " + std::to_string(api->id + 7) + " does not exist");
 }
 
-TEST_F(StoreTest, TheDatabaseAndItsJournalsAreTheSchedulersUsersAlone) {
+TEST_P(StoreTest, TheDatabaseAndItsJournalsAreTheSchedulersUsersAlone) {
+  TSR_SQLITE_ONLY();
   Submit(2);  // writes: the -wal and -shm files exist
   const std::string db = dir_ + "/tessera.db";
   auto mode = [](const std::string& path) {

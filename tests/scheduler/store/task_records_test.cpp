@@ -18,8 +18,9 @@ class TaskRecordsTest : public StoreFixture {
  protected:
   TaskRecordsTest() : StoreFixture("task-records") {}
 };
+TSR_STORE_TEST_ON_BOTH_ENGINES(TaskRecordsTest);
 
-TEST_F(TaskRecordsTest, AttemptAndTaskTimesAreTheClocks) {
+TEST_P(TaskRecordsTest, AttemptAndTaskTimesAreTheClocks) {
   const int64_t submitted = clock_.WallMs();
   const JobRecord job = Submit(1);
   EXPECT_EQ(job.submitted_at_ms, submitted);
@@ -52,7 +53,7 @@ TEST_F(TaskRecordsTest, AttemptAndTaskTimesAreTheClocks) {
   EXPECT_EQ(w.registered_at_ms, registered);
 }
 
-TEST_F(TaskRecordsTest, WritesAGroupRecordsTakeTheClockOfTheirCommit) {
+TEST_P(TaskRecordsTest, WritesAGroupRecordsTakeTheClockOfTheirCommit) {
   const JobRecord job = Submit(2);
   const int64_t worker = Worker("w1");
   auto listed = store_->ListTasks(job.id);
@@ -85,7 +86,7 @@ TEST_F(TaskRecordsTest, WritesAGroupRecordsTakeTheClockOfTheirCommit) {
   EXPECT_EQ(store_->TaskLogs(a)->at(0).outcome, "lost");
 }
 
-TEST_F(TaskRecordsTest, EventsAreStampedWithTheClock) {
+TEST_P(TaskRecordsTest, EventsAreStampedWithTheClock) {
   const JobRecord job = Submit(1);
   EventRecords& events = *store_;
   clock_.Advance(42s);
