@@ -107,7 +107,8 @@ int Fail(const Status& s) {
 
 // The command line; what it gives wins over the config file and the environment.
 struct Flags {
-  std::string config_path, data_dir, api_listen, broker_listen, log_level, security, auth;
+  std::string config_path, data_dir, store_url, api_listen, broker_listen, log_level, security,
+      auth;
   bool print_public_key = false;
 };
 
@@ -115,6 +116,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--config", f.config_path,
                  "YAML config file (see deploy/examples/scheduler.yaml)");
   app.add_option("--data", f.data_dir, "data directory (database, outputs) [./tessera-data]");
+  app.add_option("--store", f.store_url,
+                 "where the records live: sqlite:/path/tessera.db or a PostgreSQL URL "
+                 "[sqlite:<data>/tessera.db]");
   app.add_option("--api", f.api_listen, "HTTP API listen address HOST:PORT [127.0.0.1:8470]");
   app.add_option("--broker", f.broker_listen,
                  "worker endpoint to bind, tcp://HOST:PORT [tcp://127.0.0.1:8471]");
@@ -313,8 +317,17 @@ int main(int argc, char** argv) {
   // Time is an input of the store, the broker and the autoscaler; the daemon gives them the real
   // clock.
   const tessera::Clock& clock = tessera::Clock::Real();
-  auto store = store::Store::Open(data, clock, cfg.synchronous == "full" ? "FULL" : "NORMAL");
+  store::StoreUrlSources sources;
+  sources.flag = flags.store_url;
+  sources.config_url = cfg.store_url;  // store.url, or $TESSERA_STORE_URL over it
+  sources.password_file = cfg.store_password_file;
+  sources.data_dir = data;
+  const StatusOr<store::StoreUrl> store_url = store::ResolveStoreUrl(sources);
+  if (!store_url.ok()) return Fail(store_url.status());
+  auto store =
+      store::Store::Open(*store_url, data, clock, cfg.synchronous == "full" ? "FULL" : "NORMAL");
   if (!store.ok()) return Fail(store.status());
+  spdlog::info("store: {} (schema {})", (*store)->Describe(), (*store)->schema_version());
 
   blobs::BlobStore blob_store(data + "/blobs");
   if (Status s = blob_store.Open(); !s.ok()) return Fail(s);

@@ -25,6 +25,8 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const YAML::Node& root) {
                                      "'");
     }
   }
+  yaml::MapReader store(top.Child("store"), "store");
+  store.Optional("url", &c.store_url).Optional("password_file", &c.store_password_file);
   yaml::MapReader api(top.Child("api"), "api");
   api.Optional("listen", &c.api_listen)
       .Optional("threads", &c.api_threads)

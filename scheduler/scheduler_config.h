@@ -25,6 +25,11 @@ struct SchedulerConfig {
   // Room the data folder keeps: below it new jobs and blob uploads are refused (507) before
   // SQLite runs out of room. 0: no floor.
   int64_t min_free_mb = 256;
+  // store: where the farm's records live (store/sql/store_url.h): empty, the default, is SQLite
+  // in <data_dir>/tessera.db; or sqlite:/path, or a PostgreSQL URL / libpq connection string.
+  // Its password, if any, from password_file (never logged: shown redacted).
+  std::string store_url;
+  std::string store_password_file;
   // api:
   std::string api_listen = "127.0.0.1:8470";
   int api_threads = 16;  // handler threads (event streams hold none)
