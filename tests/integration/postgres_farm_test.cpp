@@ -131,5 +131,53 @@ TEST_F(PostgresFarmTest, AnotherFarmsDatabaseIsRefusedNamingBothFarms) {
   EXPECT_EQ(Count(second, "jobs"), "0") << "nothing is written to a refused database";
 }
 
+// A farm moves from SQLite to PostgreSQL with its history: `store copy` while the scheduler is
+// stopped, then the scheduler started on PostgreSQL sees the same jobs, tasks and attempts and
+// goes on numbering new jobs after the copied ones. A store that already holds records is
+// refused and left as it was.
+TEST_F(PostgresFarmTest, StoreCopyMovesAFarmFromSqliteToPostgres) {
+  LocalFarm farm("pg-copy");
+  ASSERT_TRUE(farm.StartScheduler()) << farm.SchedulerLog();
+  ASSERT_TRUE(farm.StartWorker("w1"));
+  std::string error;
+  const int64_t id = farm.Submit("name: before\nscene: scene.yaml\nframes: 1-3\n",
+                                 TinySceneYaml(16, 16, 2), &error);
+  ASSERT_GT(id, 0) << error;
+  ASSERT_EQ(farm.WaitForJob(id, 60s)["state"], "done") << farm.SchedulerLog();
+  farm.KillScheduler(SIGTERM);
+
+  const std::string url = NewDatabase();
+  const std::string sqlite = "sqlite:" + farm.dir() + "/data/tessera.db";
+  Process copy =
+      Process::Start({Bin("tessera-scheduler"), "store", "copy", "--from", sqlite, "--to", url},
+                     farm.dir() + "/copy.log");
+  ASSERT_EQ(copy.Wait(60s), 0) << ReadFile(farm.dir() + "/copy.log");
+  const std::string report = ReadFile(farm.dir() + "/copy.log");
+  EXPECT_NE(report.find("the counts match"), std::string::npos) << report;
+  EXPECT_EQ(Count(url, "jobs"), "1");
+  EXPECT_EQ(Count(url, "tasks"), "3");
+  EXPECT_EQ(Count(url, "task_logs"), "3");
+
+  // Again into the same database: refused, nothing written.
+  Process again =
+      Process::Start({Bin("tessera-scheduler"), "store", "copy", "--from", sqlite, "--to", url},
+                     farm.dir() + "/again.log");
+  EXPECT_NE(again.Wait(60s), 0);
+  EXPECT_NE(ReadFile(farm.dir() + "/again.log").find("already holds records"), std::string::npos)
+      << ReadFile(farm.dir() + "/again.log");
+  EXPECT_EQ(Count(url, "jobs"), "1");
+
+  // The same scheduler, now on PostgreSQL: the job and its history are there; a new job is 2.
+  farm.AppendSchedulerConfig("store:\n  url: \"" + url + "\"\n");
+  ASSERT_TRUE(farm.StartScheduler(/*reuse_ports=*/true)) << farm.SchedulerLog();
+  const nlohmann::json job = farm.Get("/api/v1/jobs/" + std::to_string(id));
+  ASSERT_TRUE(job.is_object()) << job.dump();
+  EXPECT_EQ(job["job"]["state"], "done") << job.dump(2);
+  EXPECT_EQ(job["job"]["tasks"]["done"], 3);
+  const int64_t next =
+      farm.Submit("name: after\nscene: scene.yaml\nframes: 1\n", TinySceneYaml(16, 16, 2), &error);
+  EXPECT_EQ(next, id + 1) << error;
+}
+
 }  // namespace
 }  // namespace tessera::testing

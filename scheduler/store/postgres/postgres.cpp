@@ -17,6 +17,8 @@ namespace {
 // server's development package installs).
 constexpr Oid kBoolOid = 16;
 constexpr Oid kInt8Oid = 20;
+constexpr Oid kInt2Oid = 21;
+constexpr Oid kInt4Oid = 23;
 constexpr Oid kTextOid = 25;
 constexpr Oid kFloat4Oid = 700;
 constexpr Oid kFloat8Oid = 701;
@@ -234,6 +236,23 @@ class PostgresDb::PgCursor final : public Cursor {
   }
   bool IsNull(int col) const override {
     return row_ == nullptr || col >= PQnfields(row_.get()) || PQgetisnull(row_.get(), 0, col);
+  }
+  int ColumnCount() const override { return row_ == nullptr ? 0 : PQnfields(row_.get()); }
+  ValueType TypeOf(int col) const override {
+    if (IsNull(col)) return ValueType::kNull;
+    switch (PQftype(row_.get(), col)) {
+      case kBoolOid:
+      case kInt2Oid:
+      case kInt4Oid:
+      case kInt8Oid:
+        return ValueType::kInt;
+      case kFloat4Oid:
+      case kFloat8Oid:
+      case kNumericOid:
+        return ValueType::kDouble;
+      default:
+        return ValueType::kText;
+    }
   }
 
   void Reset() override {

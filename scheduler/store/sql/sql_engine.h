@@ -40,6 +40,10 @@ namespace tessera::store::sql {
 enum class Engine { kSqlite, kPostgres };
 const char* EngineName(Engine engine);
 
+// What a column of the current row holds, for code that copies rows it does not know
+// (`store copy`): integers (and PostgreSQL booleans), reals (and numerics), text, or NULL.
+enum class ValueType { kNull, kInt, kDouble, kText };
+
 // A prepared statement of one engine, owned and cached by its connection; the store reaches it
 // through a Stmt. Columns are 0-based, parameters 1-based.
 class Cursor {
@@ -55,6 +59,8 @@ class Cursor {
   virtual double Double(int col) const = 0;
   virtual std::string Text(int col) const = 0;
   virtual bool IsNull(int col) const = 0;
+  virtual int ColumnCount() const = 0;
+  virtual ValueType TypeOf(int col) const = 0;
   // Ends the current execution (the rest of its rows are dropped) so the statement can run again;
   // its parameters are cleared.
   virtual void Reset() = 0;
@@ -109,6 +115,8 @@ class Stmt {
   double Double(int col) const { return cursor_->Double(col); }
   std::string Text(int col) const { return cursor_->Text(col); }
   bool IsNull(int col) const { return cursor_->IsNull(col); }
+  int ColumnCount() const { return cursor_->ColumnCount(); }
+  ValueType TypeOf(int col) const { return cursor_->TypeOf(col); }
   std::optional<int64_t> OptInt(int col) const {
     return IsNull(col) ? std::nullopt : std::optional<int64_t>(Int(col));
   }

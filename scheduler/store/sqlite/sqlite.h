@@ -59,6 +59,9 @@ class Stmt {
   double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string Text(int col) const;
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  int ColumnCount() const { return sqlite3_column_count(stmt_); }
+  // SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB or SQLITE_NULL.
+  int ColumnType(int col) const { return sqlite3_column_type(stmt_, col); }
   std::optional<int64_t> OptInt(int col) const {
     return IsNull(col) ? std::nullopt : std::optional<int64_t>(Int(col));
   }

@@ -19,6 +19,19 @@ class SqliteDb::SqliteCursor final : public Cursor {
   double Double(int col) const override { return stmt_->Double(col); }
   std::string Text(int col) const override { return stmt_->Text(col); }
   bool IsNull(int col) const override { return stmt_->IsNull(col); }
+  int ColumnCount() const override { return stmt_->ColumnCount(); }
+  ValueType TypeOf(int col) const override {
+    switch (stmt_->ColumnType(col)) {
+      case SQLITE_NULL:
+        return ValueType::kNull;
+      case SQLITE_INTEGER:
+        return ValueType::kInt;
+      case SQLITE_FLOAT:
+        return ValueType::kDouble;
+      default:
+        return ValueType::kText;
+    }
+  }
   void Reset() override { stmt_.reset(); }  // the wrapper's Stmt resets the statement
 
  private:
