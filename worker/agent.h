@@ -201,7 +201,7 @@ class Agent {
   // Result messages that could not leave at once (send queue full) while welcomed; cleared on
   // every reconnect, when the spool is replayed instead.
   std::deque<std::vector<zmq::message_t>> pending_;  // I/O thread only
-  protocol::ChunkSender chunks_;  // the large result being sent in pieces (I/O thread only)
+  protocol::PieceSender result_pieces_;  // the large result being sent in pieces (I/O thread only)
   std::optional<curve::KeyPair> own_keys_;  // CURVE: this worker's pair
   bool enrolled_ = false;       // own_keys_ are known to the scheduler (else: enrol first)
   bool reenrol_tried_ = false;  // a refused enrolled key is re-enrolled only once per run

@@ -148,7 +148,7 @@ void Agent::Disconnect(Clock::time_point now, const std::string& reason) {
   }
   CloseDealer();
   pending_.clear();  // the spool re-sends them after the next kWelcome
-  chunks_.Reset();
+  result_pieces_.Reset();
   for (auto& [hash, f] : fetches_) f.requested = f.received;  // asked again once welcomed
   state_ = LinkState::kDisconnected;
   reconnect_at_ = now + backoff_;
@@ -236,7 +236,7 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
       // Everything not yet acknowledged goes (again), in order; the scheduler's fencing drops
       // what it already has.
       pending_.clear();
-      chunks_.Reset();
+      result_pieces_.Reset();
       for (std::vector<zmq::message_t>& message : spool_.Replay()) {
         pending_.push_back(std::move(message));
       }
@@ -250,10 +250,10 @@ void Agent::HandleMessage(std::vector<zmq::message_t>& frames, Clock::time_point
     case MessageType::kBlobData:
       OnBlobData(*env);
       return;
-    case MessageType::kChunkAck: {
-      StatusOr<protocol::ChunkAck> ack = env->As<protocol::ChunkAck>();
+    case MessageType::kPieceAck: {
+      StatusOr<protocol::PieceAck> ack = env->As<protocol::PieceAck>();
       if (!ack.ok()) return;
-      if (std::optional<std::string> refused = chunks_.OnAck(*ack, now)) {
+      if (std::optional<std::string> refused = result_pieces_.OnAck(*ack, now)) {
         spdlog::error("the scheduler refused a result: {}", *refused);
       }
       FlushPending();

@@ -81,10 +81,10 @@ void Agent::PumpFetches() {
       }
     }
     // The first piece tells the size; then a window of pieces is kept in flight.
-    const int64_t limit = f.total < 0 ? protocol::kChunkBytes : f.total;
+    const int64_t limit = f.total < 0 ? protocol::kPieceBytes : f.total;
     while (f.requested < limit &&
-           f.requested - f.received < protocol::kChunkWindow * protocol::kChunkBytes) {
-      const int64_t length = std::min(protocol::kChunkBytes, limit - f.requested);
+           f.requested - f.received < protocol::kPieceWindow * protocol::kPieceBytes) {
+      const int64_t length = std::min(protocol::kPieceBytes, limit - f.requested);
       std::vector<zmq::message_t> frames = protocol::Encode(
           MessageType::kBlobRequest, protocol::BlobRequest{hash, f.requested, length});
       if (!TrySend(frames)) return;
@@ -182,13 +182,14 @@ void Agent::FlushPending() {
   // In order: a large message goes in pieces (at most a window unacknowledged), and what follows
   // it waits until the scheduler has acknowledged its last piece.
   while (state_ == LinkState::kReady) {
-    if (chunks_.active()) {
-      chunks_.Pump([this](std::vector<zmq::message_t>& f) { return TrySend(f); }, Clock::now());
-      return;  // the next kChunkAck (or timer tick) goes on
+    if (result_pieces_.active()) {
+      result_pieces_.Pump([this](std::vector<zmq::message_t>& f) { return TrySend(f); },
+                          Clock::now());
+      return;  // the next kPieceAck (or timer tick) goes on
     }
     if (pending_.empty()) return;
-    if (protocol::ChunkSender::NeedsChunks(pending_.front())) {
-      chunks_.Start(std::move(pending_.front()));
+    if (protocol::PieceSender::NeedsPieces(pending_.front())) {
+      result_pieces_.Start(std::move(pending_.front()));
       pending_.pop_front();
       continue;
     }

@@ -38,7 +38,7 @@ constexpr uint64_t kMappedFrameBytes = 64 * 1024;
 
 // Reads a spooled message without copying its payload: a re-sent result can be hundreds of MiB,
 // and reading it into fresh memory on the I/O thread held heartbeats back for seconds (long
-// enough for the scheduler to drop the worker, which then re-sent it again). The chunk sender
+// enough for the scheduler to drop the worker, which then re-sent it again). The piece sender
 // reads the mapping a piece at a time instead.
 StatusOr<std::vector<zmq::message_t>> ReadMessage(const fs::path& path) {
   const Status bad = Status::Internal("bad spool file " + path.string());

@@ -251,14 +251,17 @@ void HttpApi::PostJob(Req req, Res res, const Caller& c) {
   if (Status floor = CheckDataFloor(); !floor.ok()) {
     return ReplyError(res, Status::StorageFull("new jobs are refused: " + floor.message()));
   }
-  StatusOr<store::JobRecord> rec = SubmitJob(ctx, req.body, c, *key ? &**key : nullptr);
+  broker::SubmittedJob submitted;
+  StatusOr<store::JobRecord> rec =
+      SubmitJob(ctx, req.body, c, *key ? &**key : nullptr, nullptr, &submitted);
   if (!rec.ok()) {
     // The same key raced in from a second connection: answer as its replay.
     if (ReplayedSubmission(store_, *key, res)) return;
     spdlog::info("rejected submission from {}: {}", c.user, rec.status().message());
     return ReplyError(res, rec.status());
   }
-  broker_.JobSubmitted(rec->id);
+  // The broker holds the job from what was stored, without reading it back.
+  broker_.JobSubmitted(std::move(submitted));
   spdlog::info("job {} '{}' submitted by {}: frames {}-{}, {} tasks, output {}", rec->id, rec->name,
                rec->user, rec->frame_start, rec->frame_end, rec->tasks.total, rec->output_dir);
   Reply(res, 201, {{"job", JobView(*rec)}});

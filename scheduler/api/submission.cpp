@@ -546,7 +546,8 @@ namespace {
 
 // Stores a checked job with its tasks, each folder claimed inside the job's transaction.
 StatusOr<store::JobRecord> StoreChecked(const SubmitContext& ctx, const CheckedJob& checked,
-                                        const store::IdempotentRequest* request) {
+                                        const store::IdempotentRequest* request,
+                                        store::CreatedRows* created) {
   if (const spec::PipelineSpec* pipeline_spec = checked.pipeline()) {
     const spec::PipelineSpec& pipeline = *pipeline_spec;
     // The job's folder; each step's is a folder named after it inside (unless it has its own).
@@ -570,7 +571,7 @@ StatusOr<store::JobRecord> StoreChecked(const SubmitContext& ctx, const CheckedJ
           return FolderFor(ctx.shared_roots, job_dir, step.job, step.name,
                            shared ? job_dir + "/" + step.name : "", ctx.store, id);
         },
-        request);
+        request, created);
   }
   const spec::JobSpec& job = *checked.job();
   return ctx.store.CreateJob(
@@ -579,18 +580,42 @@ StatusOr<store::JobRecord> StoreChecked(const SubmitContext& ctx, const CheckedJ
         return FolderFor(ctx.shared_roots, ctx.output_root, job, job.output.directory,
                          job.output.shared_dir, ctx.store, id);
       },
-      request);
+      request, created);
+}
+
+// What the broker holds of a stored job: the rows the store created (a job's own, or its
+// steps') and each one's scene as the checked spec carries it (the text that was stored).
+broker::SubmittedJob ForBroker(const store::JobRecord& record, const CheckedJob& checked,
+                               store::CreatedRows created) {
+  broker::SubmittedJob submitted;
+  submitted.id = record.id;
+  if (const spec::PipelineSpec* pipeline = checked.pipeline()) {
+    // Steps are stored in the spec's order, one row each.
+    for (size_t i = 0; i < created.steps.size() && i < pipeline->steps.size(); ++i) {
+      submitted.scenes[created.steps[i].id] = pipeline->steps[i].job.scene_yaml;
+    }
+    submitted.jobs = std::move(created.steps);
+  } else {
+    submitted.scenes[record.id] = checked.job()->scene_yaml;
+    submitted.jobs = {record};
+  }
+  submitted.tasks = std::move(created.tasks);
+  return submitted;
 }
 
 }  // namespace
 
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller,
-                                     const store::IdempotentRequest* request,
-                                     CheckedJob* submitted) {
+                                     const store::IdempotentRequest* request, CheckedJob* submitted,
+                                     broker::SubmittedJob* for_broker) {
   TSR_ASSIGN_OR_RETURN(CheckedJob checked, CheckSubmission(ctx, body, caller));
-  StatusOr<store::JobRecord> record = StoreChecked(ctx, checked, request);
-  if (record.ok() && submitted != nullptr) *submitted = std::move(checked);
+  store::CreatedRows created;
+  StatusOr<store::JobRecord> record =
+      StoreChecked(ctx, checked, request, for_broker != nullptr ? &created : nullptr);
+  if (!record.ok()) return record;
+  if (for_broker != nullptr) *for_broker = ForBroker(*record, checked, std::move(created));
+  if (submitted != nullptr) *submitted = std::move(checked);
   return record;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "scheduler/api/openjd_farm.h"
+#include "scheduler/broker/submitted_job.h"
 #include "scheduler/security/api_auth.h"
 #include "scheduler/store/store.h"
 #include "shared/base/status.h"
@@ -66,11 +67,14 @@ nlohmann::json DryRunView(const CheckedJob& checked);
 
 // Checks `body` as `caller` sends it and stores the job with its tasks.
 // With `request` (its Idempotency-Key), the key is stored with the job, in its transaction.
-// `submitted`, when given, receives the checked job that was stored (its spec, for the broker).
+// `submitted`, when given, receives the checked job that was stored; `for_broker` what the
+// broker needs to hold the job (the rows stored, the scenes from the checked spec), so that it
+// reads nothing back.
 StatusOr<store::JobRecord> SubmitJob(const SubmitContext& ctx, const std::string& body,
                                      const security::Caller& caller,
                                      const store::IdempotentRequest* request = nullptr,
-                                     CheckedJob* submitted = nullptr);
+                                     CheckedJob* submitted = nullptr,
+                                     broker::SubmittedJob* for_broker = nullptr);
 
 // The folder a job writes to, resolved (links too) and checked to lie inside its root.
 StatusOr<std::string> OutputDirFor(const std::string& output_root, const std::string& relative,

@@ -28,8 +28,11 @@ namespace tessera::assembler {
 
 namespace fs = std::filesystem;
 
-Assembler::Assembler(int threads, std::function<void(Result)> on_done, size_t cache_bytes)
-    : on_done_(std::move(on_done)), spool_(std::make_unique<PartSpool>(cache_bytes)) {
+Assembler::Assembler(int threads, std::function<void(Result)> on_done, const Clock& clock,
+                     size_t cache_bytes)
+    : on_done_(std::move(on_done)),
+      clock_(clock),
+      spool_(std::make_unique<PartSpool>(cache_bytes)) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -233,12 +236,11 @@ void Assembler::Run() {
       queue_.pop_front();
       ++working_;
     }
-    const auto start = std::chrono::steady_clock::now();
+    const Clock::SteadyTime start = clock_.Steady();
     Result written = RunGuarded(job);
-    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - start)
-                           .count(),
-                       std::memory_order_relaxed);
+    busy_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.Steady() - start).count(),
+        std::memory_order_relaxed);
     // Counted: every kind of work done but a part stored.
     const bool done = std::visit([](const auto& answer) { return answer.status.ok(); }, written);
     if (done && !std::holds_alternative<PartStored>(written)) {

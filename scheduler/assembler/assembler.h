@@ -19,6 +19,9 @@
 //
 // Threads: Submit(), SubmitPart(), Assemble(), StorePart(), AssembleFrame() and counters() may be
 // called from any thread; `on_done` runs on an assembler thread.
+//
+// Time is an input (shared/base/clock.h): the busy time it meters is read from the clock it is
+// given, the broker's.
 
 #include <atomic>
 #include <condition_variable>
@@ -34,6 +37,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "shared/base/clock.h"
 #include "shared/base/logging.h"
 #include "shared/base/status.h"
 #include "shared/images/image_io.h"
@@ -194,7 +198,8 @@ class Assembler {
   // parts). Beyond it the frames touched longest ago are assembled from their files instead.
   static constexpr size_t kDefaultCacheBytes = size_t{1} << 30;
 
-  Assembler(int threads, std::function<void(Result)> on_done,
+  // `clock` meters its threads' busy time; it must outlive the assembler.
+  Assembler(int threads, std::function<void(Result)> on_done, const Clock& clock,
             size_t cache_bytes = kDefaultCacheBytes);
   ~Assembler();  // finishes queued frames, then joins
   Assembler(const Assembler&) = delete;
@@ -239,6 +244,7 @@ class Assembler {
   void Run();
 
   std::function<void(Result)> on_done_;
+  const Clock& clock_;
   std::unique_ptr<PartSpool> spool_;  // split frames' parts until their frame is assembled
   std::mutex mu_;
   std::condition_variable cv_;

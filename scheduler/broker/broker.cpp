@@ -117,9 +117,11 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
   if (!endpoint.ok()) return started.set_value(endpoint.status());
   {
     std::lock_guard<std::mutex> lock(assembler_mu_);
-    // The assembler's answers come back to the loop as work for a later pass.
+    // The assembler's answers come back to the loop as work for a later pass; it meters its
+    // busy time on the broker's clock.
     assembler_ = std::make_unique<assembler::Assembler>(
-        options_.assembler_threads, [this](assembler::Result result) {
+        options_.assembler_threads,
+        [this](assembler::Result result) {
           Post([this, result = std::move(result)] {
             std::visit(
                 [this](const auto& written) {
@@ -132,7 +134,8 @@ void Broker::Run(std::promise<StatusOr<std::string>> started) {
                 },
                 result);
           });
-        });
+        },
+        clock_);
     pass_.assembler = assembler_.get();
   }
   Status recovered = store_.MarkAllWorkersOffline();
@@ -360,8 +363,8 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
       return task_ends_.OnHandback(pass_, identity, *worker, env);
     case MessageType::kCheckpoint:
       return checkpoints_.OnCheckpoint(pass_, identity, *worker, env);
-    case MessageType::kChunk:
-      return OnChunk(identity, env);
+    case MessageType::kPiece:
+      return OnPiece(identity, env);
     case MessageType::kBlobRequest:
       return transfers_.OnBlobRequest(pass_, boundary_, identity, env);
     case MessageType::kGoodbye:
@@ -373,9 +376,9 @@ void Broker::HandleMessage(std::vector<zmq::message_t>& frames) {
   }
 }
 
-void Broker::OnChunk(const std::string& identity, protocol::Envelope& env) {
-  std::optional<protocol::ChunkReceiver::Outcome> out =
-      transfers_.OnChunk(pass_, boundary_, identity, env);
+void Broker::OnPiece(const std::string& identity, protocol::Envelope& env) {
+  std::optional<protocol::PieceReceiver::Outcome> out =
+      transfers_.OnPiece(pass_, boundary_, identity, env);
   if (!out) return;
   if (out->message) {
     // The whole message is here: handle it as if it had come in one piece.
@@ -385,7 +388,7 @@ void Broker::OnChunk(const std::string& identity, protocol::Envelope& env) {
     for (zmq::message_t& f : *out->message) frames.push_back(std::move(f));
     HandleMessage(frames);
   }
-  outbox_.Send(identity, protocol::Encode(MessageType::kChunkAck, out->ack));
+  outbox_.Send(identity, protocol::Encode(MessageType::kPieceAck, out->ack));
 }
 
 void Broker::OnTimer() {
@@ -397,6 +400,10 @@ void Broker::OnTimer() {
 }
 
 // ---- thread-safe entry points ---------------------------------------------------------------
+
+void Broker::JobSubmitted(SubmittedJob submitted) {
+  Post([this, submitted = std::move(submitted)] { jobs_.Submitted(pass_, submitted); });
+}
 
 void Broker::JobSubmitted(int64_t job_id) {
   Post([this, job_id] { jobs_.Submitted(pass_, job_id); });

@@ -13,7 +13,8 @@
 //                                ended, the task requeued or retired
 //   Steps (steps.h)              job dependencies and jobs with steps: finished jobs release
 //                                or cancel the ones after them, cancelling, gathering inputs
-//   Jobs (jobs.h)                loading jobs and tasks from the store; priority, pause, requeue
+//   Jobs (jobs.h)                holding submitted jobs, loading jobs and tasks from the store;
+//                                priority, pause, requeue
 //   TaskQueue (task_queue.h)     when a task may be queued: holds, frame gates, licence waits
 //   FullOutputs (full_outputs.h) output filesystems out of space: jobs held, then released
 //   ReadOnlyMode (read_only.h)   the data folder full: reload, wait for space, resume
@@ -76,6 +77,7 @@
 #include "scheduler/broker/result_acks.h"
 #include "scheduler/broker/running_counts.h"
 #include "scheduler/broker/steps.h"
+#include "scheduler/broker/submitted_job.h"
 #include "scheduler/broker/task_ends.h"
 #include "scheduler/broker/task_queue.h"
 #include "scheduler/broker/worker_registry.h"
@@ -106,7 +108,12 @@ class Broker {
   void Stop();
 
   // ---- thread-safe entry points ---------------------------------------------------------------
-  // A job was committed to the store: queue its tasks.
+  // A job was committed to the store: queue its tasks, from what its submission stored (copied
+  // into the message the broker thread runs; nothing is read back).
+  void JobSubmitted(SubmittedJob submitted);
+  // The same for a job the caller knows by id only: the broker thread reads the job and its
+  // tasks from the store. For jobs stored without a submission in hand (tools, benchmarks,
+  // tests that write the store directly).
   void JobSubmitted(int64_t job_id);
   // Cancels the job in the store and tells workers running its tasks to stop.
   Status CancelJob(int64_t job_id);
@@ -163,8 +170,8 @@ class Broker {
   // workers on 2 cores (tessera-bench dispatch, noisy): 10 -> 51,000-51,700 tasks/s, 20-30 ->
   // 55,300-63,100, 50 -> 59,200-59,900, 100 -> 55,500-58,500, 2000 -> 52,200-57,900.
   static constexpr int kMessagesPerPass = 50;
-  // Chunked results being reassembled, all workers together; beyond it a new one waits.
-  static constexpr int64_t kChunkMemoryBudget = int64_t{4} << 30;
+  // Results sent in pieces being reassembled, all workers together; beyond it a new one waits.
+  static constexpr int64_t kReassemblyMemoryBudget = int64_t{4} << 30;
 
   void Post(std::function<void()> fn);
   // Runs `fn` on the broker thread (inside a pass, which dispatches) and waits for its result.
@@ -215,7 +222,7 @@ class Broker {
   // A worker message, handed to the part it concerns.
   void HandleMessage(std::vector<zmq::message_t>& frames);
   // A piece of a large result; once whole, the result is handled as if it came in one piece.
-  void OnChunk(const std::string& identity, protocol::Envelope& env);
+  void OnPiece(const std::string& identity, protocol::Envelope& env);
   // Every heartbeat interval: liveness, licence waits and re-attach deadlines, timeouts, cost.
   void OnTimer();
 
@@ -251,7 +258,7 @@ class Broker {
   RunningCounts running_;
   // The parts, each after the parts it uses.
   Boundary boundary_{options_, workers_, counters_};
-  BulkTransfers transfers_{options_.blobs, kChunkMemoryBudget};
+  BulkTransfers transfers_{options_.blobs, kReassemblyMemoryBudget};
   Feasibility feasibility_{workers_, table_};
   ResultAcks acks_{workers_};
   Checkpoints checkpoints_{table_, options_.blobs, boundary_};

@@ -22,7 +22,7 @@ class BrokerCounters {
     uint64_t queue_depth = 0;            // a gauge: tasks in the dispatch queue after the last pass
     uint64_t blob_bytes_served = 0;      // asset bytes sent to workers
     uint64_t checkpoints_kept = 0;       // periodic checkpoints kept as tasks' resume points
-    uint64_t result_bytes_buffered = 0;  // a gauge: chunked results being reassembled
+    uint64_t result_bytes_buffered = 0;  // a gauge: results sent in pieces being reassembled
     // Worker messages dropped at the boundary: malformed (not a Tessera message, a bad body) or
     // refused (a field that is not valid UTF-8, a list beyond its limit).
     uint64_t messages_dropped = 0;

@@ -10,22 +10,22 @@
 namespace tessera::broker {
 
 BulkTransfers::BulkTransfers(blobs::BlobStore* blobs, int64_t memory_budget)
-    : blobs_(blobs), chunks_(memory_budget) {}
+    : blobs_(blobs), pieces_(memory_budget) {}
 
-std::optional<protocol::ChunkReceiver::Outcome> BulkTransfers::OnChunk(Pass& pass,
+std::optional<protocol::PieceReceiver::Outcome> BulkTransfers::OnPiece(Pass& pass,
                                                                        Boundary& boundary,
                                                                        const std::string& identity,
                                                                        protocol::Envelope& env) {
-  StatusOr<protocol::Chunk> chunk = env.As<protocol::Chunk>();
-  if (!chunk.ok()) {
-    boundary.DropMessage(pass, identity, chunk.status().message());
+  StatusOr<protocol::Piece> piece = env.As<protocol::Piece>();
+  if (!piece.ok()) {
+    boundary.DropMessage(pass, identity, piece.status().message());
     return std::nullopt;
   }
-  protocol::ChunkReceiver::Outcome out =
-      AddChunk(identity, *chunk, std::move(env.payload), std::move(env.extra));
+  protocol::PieceReceiver::Outcome out =
+      AddPiece(identity, *piece, std::move(env.payload), std::move(env.extra));
   if (!out.ack.error.empty()) {
-    boundary.noisy().LogAt(pass.now, spdlog::level::warn, "chunk refused",
-                           "refused a chunked message: {}", out.ack.error);
+    boundary.noisy().LogAt(pass.now, spdlog::level::warn, "piece refused",
+                           "refused a message sent in pieces: {}", out.ack.error);
   }
   pass.counters.result_bytes_buffered.store(static_cast<uint64_t>(buffered_bytes()),
                                             std::memory_order_relaxed);
@@ -42,14 +42,14 @@ void BulkTransfers::OnBlobRequest(Pass& pass, Boundary& boundary, const std::str
                                               std::move(piece.payload)));
 }
 
-protocol::ChunkReceiver::Outcome BulkTransfers::AddChunk(const std::string& peer,
-                                                         const protocol::Chunk& chunk,
-                                                         zmq::message_t piece,
+protocol::PieceReceiver::Outcome BulkTransfers::AddPiece(const std::string& peer,
+                                                         const protocol::Piece& piece,
+                                                         zmq::message_t bytes,
                                                          std::vector<zmq::message_t> extra) {
-  return chunks_.Add(peer, chunk, std::move(piece), std::move(extra));
+  return pieces_.Add(peer, piece, std::move(bytes), std::move(extra));
 }
 
-void BulkTransfers::DropPeer(const std::string& peer) { chunks_.Forget(peer); }
+void BulkTransfers::DropPeer(const std::string& peer) { pieces_.Forget(peer); }
 
 BulkTransfers::BlobPiece BulkTransfers::ServeBlob(const protocol::BlobRequest& request) const {
   BlobPiece piece;
@@ -60,8 +60,8 @@ BulkTransfers::BlobPiece BulkTransfers::ServeBlob(const protocol::BlobRequest& r
     data.error = "hash: not 64 lowercase hex digits";
   } else if (blobs_ == nullptr) {
     data.error = "this scheduler keeps no blobs";
-  } else if (request.offset < 0 || request.length <= 0 || request.length > protocol::kChunkBytes) {
-    data.error = "length: a piece is 1.." + std::to_string(protocol::kChunkBytes) + " bytes";
+  } else if (request.offset < 0 || request.length <= 0 || request.length > protocol::kPieceBytes) {
+    data.error = "length: a piece is 1.." + std::to_string(protocol::kPieceBytes) + " bytes";
   } else if (StatusOr<int64_t> size = blobs_->Size(request.hash); !size.ok()) {
     data.error = size.status().message();
   } else {

@@ -2,10 +2,52 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "scheduler/broker/event_sink.h"
 #include "shared/plugins/plugin_catalog.h"
 
 namespace tessera::broker {
+namespace {
+
+// The job `id` among `jobs` (none: no jobs given).
+const store::JobRecord* FindJob(const std::vector<store::JobRecord>* jobs, int64_t id) {
+  if (jobs == nullptr) return nullptr;
+  auto it = std::find_if(jobs->begin(), jobs->end(),
+                         [id](const store::JobRecord& job) { return job.id == id; });
+  return it == jobs->end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+void Jobs::Submitted(Pass& pass, const SubmittedJob& submitted) {
+  // The rows the submission stored are still the rows in the store: its id is answered only
+  // after the hand-over, and every operation on a job and every lease of its tasks runs on the
+  // broker thread after this. A task already held (start-up loaded it first) is skipped, as
+  // Load() skips it.
+  size_t added = 0;
+  for (const store::TaskRecord& t : submitted.tasks) {
+    if (p_.table.tasks().count(t.id)) continue;
+    if (!p_.table.jobs().count(t.job_id)) {
+      const store::JobRecord* record = FindJob(&submitted.jobs, t.job_id);
+      auto scene = submitted.scenes.find(t.job_id);
+      Status held = record == nullptr || scene == submitted.scenes.end()
+                        ? Status::Internal("the submission does not carry the job of task " +
+                                           std::to_string(t.id))
+                        // A new job has no failures counted and no flagged frames yet.
+                        : HoldJob(pass, *record, scene->second, {}, {},
+                                  record->pipeline_id ? &submitted.jobs : nullptr);
+      if (!held.ok()) {
+        spdlog::error("cannot load job {}: {}", t.job_id, held.ToString());
+        continue;
+      }
+    }
+    HoldTask(pass, t);
+    ++added;
+  }
+  spdlog::info("job {} queued: {} tasks", submitted.id, added);
+  pass.events.JobChanged(submitted.id);
+}
 
 void Jobs::Submitted(Pass& pass, int64_t job_id) {
   Reload(pass, job_id);
@@ -90,7 +132,15 @@ Status Jobs::LoadJob(Pass& pass, int64_t job_id) {
   if (p_.table.jobs().count(job_id)) return Status::Ok();
   TSR_ASSIGN_OR_RETURN(store::JobRecord job, pass.store.GetJob(job_id));
   TSR_ASSIGN_OR_RETURN(std::string scene, pass.store.JobScene(job_id));
-  TSR_ASSIGN_OR_RETURN(auto failures, pass.store.WorkerFailures(job_id));
+  TSR_ASSIGN_OR_RETURN(Failures failures, pass.store.WorkerFailures(job_id));
+  TSR_ASSIGN_OR_RETURN(auto flags, pass.store.FrameFlags(job_id, spec::kMinFrame, spec::kMaxFrame));
+  return HoldJob(pass, std::move(job), scene, failures, flags, nullptr);
+}
+
+Status Jobs::HoldJob(Pass& pass, store::JobRecord job, const std::string& scene,
+                     const Failures& failures, const std::map<int, std::string>& flags,
+                     const std::vector<store::JobRecord>* steps) {
+  const int64_t job_id = job.id;
   JobInfo info;
   info.priority = job.priority;
   info.max_retries = job.max_retries;
@@ -99,9 +149,6 @@ Status Jobs::LoadJob(Pass& pass, int64_t job_id) {
   info.renderer = job.renderer;
   if (auto renderer = plugin::FindRenderer(job.renderer)) info.exact_parts = renderer->exact_parts;
   info.output = FrameOutputOf(job);
-  using Flags = std::map<int, std::string>;
-  TSR_ASSIGN_OR_RETURN(Flags flags,
-                       pass.store.FrameFlags(job_id, spec::kMinFrame, spec::kMaxFrame));
   for (const auto& [frame, reason] : flags) info.flagged_frames.insert(frame);
   info.parts_per_frame = job.parts_per_frame;
   info.scene_yaml = std::make_shared<const std::string>(scene);
@@ -137,7 +184,14 @@ Status Jobs::LoadJob(Pass& pass, int64_t job_id) {
     }
   }
   for (int64_t dep : job.depends_on) {
-    StatusOr<store::JobRecord> other = pass.store.GetJob(dep);
+    // Another step of the same job is among `steps` when the caller has them; any other job is
+    // read from the store (it is not the job being held).
+    StatusOr<store::JobRecord> other = Status::NotFound("");
+    if (const store::JobRecord* step = FindJob(steps, dep)) {
+      other = *step;
+    } else {
+      other = pass.store.GetJob(dep);
+    }
     // A dependency deleted from the farm was finished; only a live, unfinished one holds.
     if (other.ok() && other->state != store::JobState::kDone) info.waiting_on.insert(dep);
   }
@@ -145,7 +199,7 @@ Status Jobs::LoadJob(Pass& pass, int64_t job_id) {
   info.failure_policy = job.failure_policy;
   info.pipeline_id = job.pipeline_id;
   info.step = job.step;
-  p_.steps.FindInputs(pass, job, info);
+  p_.steps.FindInputs(pass, job, info, steps);
   auto& stored = p_.table.jobs()[job_id] = std::move(info);
   p_.full_outputs.HoldIfFull(pass, job_id, stored);
   p_.feasibility.Update(pass, job_id, stored);
@@ -164,29 +218,7 @@ Status Jobs::Load(Pass& pass, std::optional<int64_t> job_id, bool requeue_runnin
       spdlog::error("cannot load job {}: {}", t.job_id, s.ToString());
       continue;
     }
-    // A re-rendered task of a job others depend on frame by frame holds those frames again.
-    if (FrameGate* gate = p_.table.FindGate(t.job_id)) gate->undone[t.frame_start] = t.frame_end;
-    LiveTask live;
-    live.task_id = t.id;
-    live.job_id = t.job_id;
-    live.index = t.index;
-    live.frame_start = t.frame_start;
-    live.frame_end = t.frame_end;
-    live.attempt = t.attempt;
-    live.failures = t.failures;
-    live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
-    live.part = t.part;
-    ++p_.table.jobs()[t.job_id].unfinished;
-    if (p_.table.jobs()[t.job_id].parts_per_frame > 1) p_.table.AddPart(t.job_id, t.frame_start);
-    const LiveTask& task = p_.table.tasks().emplace(t.id, std::move(live)).first->second;
-    if (t.interrupted) {
-      // Its worker is probably still rendering it and will re-attach when it re-registers.
-      p_.table.AwaitReattach(t.id,
-                             pass.now + std::chrono::milliseconds(int64_t{p_.options.heartbeat_ms} *
-                                                                  p_.options.liveness));
-    } else {
-      p_.queue.Enqueue(pass, task);
-    }
+    HoldTask(pass, t);
     ++added;
   }
   if (job_id) {
@@ -195,6 +227,32 @@ Status Jobs::Load(Pass& pass, std::optional<int64_t> job_id, bool requeue_runnin
     spdlog::info("restored {} unfinished tasks from the store", added);
   }
   return Status::Ok();
+}
+
+void Jobs::HoldTask(Pass& pass, const store::TaskRecord& t) {
+  // A re-rendered task of a job others depend on frame by frame holds those frames again.
+  if (FrameGate* gate = p_.table.FindGate(t.job_id)) gate->undone[t.frame_start] = t.frame_end;
+  LiveTask live;
+  live.task_id = t.id;
+  live.job_id = t.job_id;
+  live.index = t.index;
+  live.frame_start = t.frame_start;
+  live.frame_end = t.frame_end;
+  live.attempt = t.attempt;
+  live.failures = t.failures;
+  live.failed_on = {t.failed_on.begin(), t.failed_on.end()};
+  live.part = t.part;
+  ++p_.table.jobs()[t.job_id].unfinished;
+  if (p_.table.jobs()[t.job_id].parts_per_frame > 1) p_.table.AddPart(t.job_id, t.frame_start);
+  const LiveTask& task = p_.table.tasks().emplace(t.id, std::move(live)).first->second;
+  if (t.interrupted) {
+    // Its worker is probably still rendering it and will re-attach when it re-registers.
+    p_.table.AwaitReattach(t.id,
+                           pass.now + std::chrono::milliseconds(int64_t{p_.options.heartbeat_ms} *
+                                                                p_.options.liveness));
+  } else {
+    p_.queue.Enqueue(pass, task);
+  }
 }
 
 }  // namespace tessera::broker

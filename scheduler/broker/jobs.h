@@ -1,9 +1,10 @@
 #pragma once
-// Jobs: the jobs and unfinished tasks the broker holds in memory, loaded from the store -- at
-// start-up, when a job is submitted, after its tasks are retried or re-rendered, after read-only
-// mode -- with what each job says about how its tasks run; and the operations on a job other
-// threads ask for: its priority, pausing it, retrying or re-rendering its finished tasks.
-// (Cancelling a job is the steps' part: it cancels the steps after it too.)
+// Jobs: the jobs and unfinished tasks the broker holds in memory -- taken from the submission
+// when a job is submitted (nothing just written is read back), loaded from the store at
+// start-up, after its tasks are retried or re-rendered, after read-only mode and for a job the
+// broker was told of by id only -- with what each job says about how its tasks run; and the
+// operations on a job other threads ask for: its priority, pausing it, retrying or re-rendering its
+// finished tasks. (Cancelling a job is the steps' part: it cancels the steps after it too.)
 //
 // Threads: broker thread only.
 
@@ -17,6 +18,7 @@
 #include "scheduler/broker/lease_table.h"
 #include "scheduler/broker/pass.h"
 #include "scheduler/broker/steps.h"
+#include "scheduler/broker/submitted_job.h"
 #include "scheduler/broker/task_queue.h"
 
 namespace tessera::broker {
@@ -33,7 +35,10 @@ class Jobs {
   };
   explicit Jobs(Parts parts) : p_(parts) {}
 
-  // A job was committed to the store: its tasks are loaded and queued.
+  // A job was committed to the store: its tasks are queued from what the submission stored.
+  void Submitted(Pass& pass, const SubmittedJob& submitted);
+  // The same for a job known by its id only (stored by a tool or a test, not a submission the
+  // broker was handed): its tasks and job are read from the store.
   void Submitted(Pass& pass, int64_t job_id);
   // Loads the unfinished tasks of one job (or of every job) and their jobs, and queues them;
   // `requeue_running` as in Store::LoadUnfinishedTasks. Tasks that were running when the
@@ -50,6 +55,14 @@ class Jobs {
  private:
   // Loads the job (settings, dependencies, blocklist, inputs) unless it is loaded already.
   Status LoadJob(Pass& pass, int64_t job_id);
+  // Holds the job `record` (its scene, the failures counted per worker, its flagged frames):
+  // what it needs to run its tasks. `steps`: its job's steps when the caller has them.
+  using Failures = std::vector<std::pair<int64_t, int>>;
+  Status HoldJob(Pass& pass, store::JobRecord record, const std::string& scene,
+                 const Failures& failures, const std::map<int, std::string>& flags,
+                 const std::vector<store::JobRecord>* steps);
+  // Holds one unfinished task of a held job: queued, or awaiting its worker when interrupted.
+  void HoldTask(Pass& pass, const store::TaskRecord& t);
   // Load() for a job whose tasks changed, logging what it could not read.
   void Reload(Pass& pass, int64_t job_id);
 

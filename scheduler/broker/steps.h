@@ -50,8 +50,10 @@ class Steps {
   // At start-up: steps left waiting on a step that failed before a crash are canceled.
   void CancelStepsOfEndedSteps(Pass& pass);
   // A job being loaded: finds the steps whose files it takes as inputs (JobInfo::inputs_pending
-  // while they are to be gathered).
-  void FindInputs(Pass& pass, const store::JobRecord& record, JobInfo& job);
+  // while they are to be gathered). `steps`: its job's steps when the caller has them (a
+  // submission does), else they are read from the store.
+  void FindInputs(Pass& pass, const store::JobRecord& record, JobInfo& job,
+                  const std::vector<store::JobRecord>* steps = nullptr);
   // Hands the job's inputs to the assembler, to be stored in the blob store.
   void GatherInputs(Pass& pass, int64_t job_id, JobInfo& job);
   // The assembler stored them (or could not): they become the job's assets and its tasks are
@@ -64,7 +66,11 @@ class Steps {
   void CancelStepsAfter(Pass& pass, const store::JobRecord& ended);
   // An OpenJD step of a job bundle: the steps before it, whose returned files come into its
   // sessions' output folders.
-  void FindReturnedFiles(Pass& pass, const store::JobRecord& record, JobInfo& job);
+  void FindReturnedFiles(Pass& pass, const store::JobRecord& record, JobInfo& job,
+                         const std::vector<store::JobRecord>* steps);
+  // The steps of the job with steps `record` is one of: `given`, or read from the store.
+  StatusOr<std::vector<store::JobRecord>> StepsOf(Pass& pass, const store::JobRecord& record,
+                                                  const std::vector<store::JobRecord>* given);
   void GatherReturnedFiles(Pass& pass, int64_t job_id, JobInfo& job);
   // Answered like a failed gathering, in a later pass: the callers iterate the jobs that ending
   // this one would change.

@@ -18,13 +18,22 @@
 
 namespace tessera::broker {
 
-void Steps::FindInputs(Pass& pass, const store::JobRecord& record, JobInfo& job) {
-  if (record.renderer == spec::kRendererOpenJd) return FindReturnedFiles(pass, record, job);
+StatusOr<std::vector<store::JobRecord>> Steps::StepsOf(Pass& pass, const store::JobRecord& record,
+                                                       const std::vector<store::JobRecord>* given) {
+  if (given != nullptr) return *given;
+  return pass.store.PipelineSteps(*record.pipeline_id);
+}
+
+void Steps::FindInputs(Pass& pass, const store::JobRecord& record, JobInfo& job,
+                       const std::vector<store::JobRecord>* steps_given) {
+  if (record.renderer == spec::kRendererOpenJd) {
+    return FindReturnedFiles(pass, record, job, steps_given);
+  }
   const std::shared_ptr<const plugin::PluginSpec> plugin = plugin::FindRenderer(record.renderer);
   if (!plugin || plugin->input_frames_setting.empty() || !record.pipeline_id) return;
   job.inputs_pending = true;
   const auto from = job.settings.find(plugin->input_frames_setting);
-  StatusOr<std::vector<store::JobRecord>> steps = pass.store.PipelineSteps(*record.pipeline_id);
+  StatusOr<std::vector<store::JobRecord>> steps = StepsOf(pass, record, steps_given);
   if (from != job.settings.end() && steps.ok()) {
     for (const store::JobRecord& step : *steps) {
       if (step.step == from->second) job.input_frames_from = step.id;
@@ -32,7 +41,8 @@ void Steps::FindInputs(Pass& pass, const store::JobRecord& record, JobInfo& job)
   }
 }
 
-void Steps::FindReturnedFiles(Pass& pass, const store::JobRecord& record, JobInfo& job) {
+void Steps::FindReturnedFiles(Pass& pass, const store::JobRecord& record, JobInfo& job,
+                              const std::vector<store::JobRecord>* steps_given) {
   if (!record.pipeline_id || (record.depends_on.empty() && record.frame_depends_on.empty())) {
     return;
   }
@@ -43,7 +53,7 @@ void Steps::FindReturnedFiles(Pass& pass, const store::JobRecord& record, JobInf
       session["outputs"].empty()) {
     return;
   }
-  StatusOr<std::vector<store::JobRecord>> steps = pass.store.PipelineSteps(*record.pipeline_id);
+  StatusOr<std::vector<store::JobRecord>> steps = StepsOf(pass, record, steps_given);
   if (!steps.ok()) return;
   for (const nlohmann::json& out : session["outputs"]) {
     if (out.is_object() && out.value("dir", nlohmann::json()).is_string() &&

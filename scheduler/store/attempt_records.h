@@ -4,7 +4,7 @@
 // and the count of attempts ended so far by outcome (the metrics' counters).
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlAttemptRecords (sqlite/sqlite_attempt_records.h). Starts and done are recorded by the
+// by SqlAttemptRecords (sql/sql_attempt_records.h). Starts and done are recorded by the
 // task changes themselves (task_records.h); every other end through EndAttempt.
 
 #include <cstdint>

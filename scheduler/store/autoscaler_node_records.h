@@ -3,7 +3,7 @@
 // restarted scheduler still knows the nodes it pays for (scheduler/autoscaler/autoscaler.h).
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlAutoscalerNodeRecords (sqlite/sqlite_autoscaler_node_records.h).
+// by SqlAutoscalerNodeRecords (sql/sql_autoscaler_node_records.h).
 
 #include <cstdint>
 #include <vector>

@@ -4,7 +4,7 @@
 // price; both add to the day the store's clock is in (UTC).
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlCostRecords (sqlite/sqlite_cost_records.h).
+// by SqlCostRecords (sql/sql_cost_records.h).
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // workers, and the HTTP API's bearer tokens. Only public keys and hashes of secrets are kept.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlCredentialRecords (sqlite/sqlite_credential_records.h). Creation and revocation times
+// by SqlCredentialRecords (sql/sql_credential_records.h). Creation and revocation times
 // are the store's clock; so is "now" when an enrolment checks its token's expiry.
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // themselves; the broker and the autoscaler add the rest.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlEventRecords (sqlite/sqlite_event_records.h).
+// by SqlEventRecords (sql/sql_event_records.h).
 
 #include <cstdint>
 #include <optional>

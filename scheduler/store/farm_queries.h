@@ -5,7 +5,7 @@
 // thread, beside the writer.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlFarmQueries (sqlite/sqlite_farm_queries.h).
+// by SqlFarmQueries (sql/sql_farm_queries.h).
 
 #include <cstdint>
 #include <optional>

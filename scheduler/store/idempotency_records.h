@@ -4,7 +4,7 @@
 // instead of a second job or token.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlIdempotencyRecords (sqlite/sqlite_idempotency_records.h). A job's key is recorded in
+// by SqlIdempotencyRecords (sql/sql_idempotency_records.h). A job's key is recorded in
 // the job's own transaction (JobRecords::CreateJob).
 
 #include <cstdint>

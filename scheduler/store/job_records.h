@@ -5,7 +5,7 @@
 // error, and the frames output validation flagged.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlJobRecords (sqlite/sqlite_job_records.h). Implementations repeat the default arguments
+// by SqlJobRecords (sql/sql_job_records.h). Implementations repeat the default arguments
 // declared here (a default argument comes from the type a call is made through).
 
 #include <cstdint>
@@ -32,19 +32,22 @@ class JobRecords {
   // Stores a validated job and all of its tasks in one transaction. `output_dir_for` maps the
   // new job id to its absolute output directory (it may create it; an error aborts the submit).
   // With `request`, its Idempotency-Key is recorded in the same transaction (resource "job",
-  // the new id); a key already recorded aborts it with kAlreadyExists.
+  // the new id); a key already recorded aborts it with kAlreadyExists. With `created`, the
+  // tasks it stored are reported there.
   virtual StatusOr<JobRecord> CreateJob(
       const spec::JobSpec& spec, const std::string& job_yaml,
       const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-      const IdempotentRequest* request = nullptr) = 0;
+      const IdempotentRequest* request = nullptr, CreatedRows* created = nullptr) = 0;
   // Stores a job with steps in one transaction: the job's row (renderer spec::kRendererSteps,
   // its folder from `output_dir_for`), then every step as a job of its own in the spec's order
   // (each after the steps it depends on, whose ids become its depends_on / frame_depends_on),
-  // its folder from `step_dir_for(step index, step job id, the job's folder)`.
+  // its folder from `step_dir_for(step index, step job id, the job's folder)`. With `created`,
+  // the steps' rows and their tasks are reported there.
   virtual StatusOr<JobRecord> CreatePipeline(
       const spec::PipelineSpec& pipeline, const std::string& job_yaml,
       const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-      const StepDirFn& step_dir_for, const IdempotentRequest* request = nullptr) = 0;
+      const StepDirFn& step_dir_for, const IdempotentRequest* request = nullptr,
+      CreatedRows* created = nullptr) = 0;
   // The steps of a job with steps, in the order they were stored (each after those it needs).
   virtual StatusOr<std::vector<JobRecord>> PipelineSteps(int64_t job_id) = 0;
 

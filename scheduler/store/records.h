@@ -145,6 +145,15 @@ struct TaskRecord {
   double cost = 0;
 };
 
+// What storing a job created beside the job's own row, as CreateJob / CreatePipeline report it
+// when asked: a job with steps' steps (in the order stored) and the tasks of the job or of its
+// steps as they were inserted (queued, no attempt yet). The submission hands them to the broker,
+// which then holds the new job without reading back what was just written.
+struct CreatedRows {
+  std::vector<JobRecord> steps;
+  std::vector<TaskRecord> tasks;
+};
+
 struct WorkerRecord {
   int64_t id = 0;
   std::string name;

@@ -20,7 +20,7 @@
 // and records.h, the records they read and write.
 //
 // Store is the object every part holds: it derives from each table's SQLite implementation
-// (sqlite/sqlite_<table>.h), so a call is `store.StartTask(...)` and a Store& converts to any of
+// (sql/sql_<table>.h), so a call is `store.StartTask(...)` and a Store& converts to any of
 // the interfaces. What it declares itself is its own: opening the database, the schema version,
 // and the group commit. The SQLite engine lives in sqlite/: the connections, the group commit and
 // the clock (sqlite_database.h), the migrations (schema.h), the fenced task transitions

@@ -6,7 +6,7 @@
 // Store::WriteGroup the frequent ones are only recorded, and applied together at its commit.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlTaskRecords (sqlite/sqlite_task_records.h), which repeats the default arguments.
+// by SqlTaskRecords (sql/sql_task_records.h), which repeats the default arguments.
 
 #include <cstdint>
 #include <optional>

@@ -4,7 +4,7 @@
 // event is sent at least once, and again after a restart if its acknowledgement was not stored.
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlWebhookCursors (sqlite/sqlite_webhook_cursors.h).
+// by SqlWebhookCursors (sql/sql_webhook_cursors.h).
 
 #include <cstdint>
 #include <string>

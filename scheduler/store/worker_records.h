@@ -5,7 +5,7 @@
 // (credential_records.h); prices and cost are costs (cost_records.h).
 //
 // One of the store's record tables (store.h): an engine-neutral interface, implemented for SQLite
-// by SqlWorkerRecords (sqlite/sqlite_worker_records.h).
+// by SqlWorkerRecords (sql/sql_worker_records.h).
 
 #include <cstdint>
 #include <string>

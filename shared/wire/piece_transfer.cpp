@@ -13,26 +13,26 @@ zmq::message_t Copy(const zmq::message_t& m) { return zmq::message_t(m.data(), m
 
 }  // namespace
 
-bool ChunkSender::NeedsChunks(const std::vector<zmq::message_t>& frames) {
-  return frames.size() == 3 && static_cast<int64_t>(frames[2].size()) > kChunkBytes;
+bool PieceSender::NeedsPieces(const std::vector<zmq::message_t>& frames) {
+  return frames.size() == 3 && static_cast<int64_t>(frames[2].size()) > kPieceBytes;
 }
 
-void ChunkSender::Start(std::vector<zmq::message_t> frames) {
+void PieceSender::Start(std::vector<zmq::message_t> frames) {
   message_ = std::move(frames);
   transfer_ = ++transfers_;
   sent_ = acked_ = 0;
   resume_at_ = {};
 }
 
-void ChunkSender::Pump(const std::function<bool(std::vector<zmq::message_t>&)>& send,
+void PieceSender::Pump(const std::function<bool(std::vector<zmq::message_t>&)>& send,
                        std::chrono::steady_clock::time_point now) {
   if (!message_ || now < resume_at_) return;
   const zmq::message_t& payload = (*message_)[2];
   const auto total = static_cast<int64_t>(payload.size());
-  while (sent_ < total && sent_ - acked_ < kChunkWindow * kChunkBytes) {
-    const int64_t size = std::min(kChunkBytes, total - sent_);
+  while (sent_ < total && sent_ - acked_ < kPieceWindow * kPieceBytes) {
+    const int64_t size = std::min(kPieceBytes, total - sent_);
     std::vector<zmq::message_t> piece =
-        Encode(MessageType::kChunk, Chunk{transfer_, sent_, total},
+        Encode(MessageType::kPiece, Piece{transfer_, sent_, total},
                zmq::message_t(payload.data<char>() + sent_, static_cast<size_t>(size)));
     if (sent_ + size == total) {
       piece.push_back(Copy((*message_)[0]));
@@ -43,7 +43,7 @@ void ChunkSender::Pump(const std::function<bool(std::vector<zmq::message_t>&)>& 
   }
 }
 
-std::optional<std::string> ChunkSender::OnAck(const ChunkAck& ack,
+std::optional<std::string> PieceSender::OnAck(const PieceAck& ack,
                                               std::chrono::steady_clock::time_point now) {
   if (!message_ || ack.transfer != transfer_) return std::nullopt;  // an earlier transfer's
   if (!ack.error.empty()) {
@@ -63,67 +63,67 @@ std::optional<std::string> ChunkSender::OnAck(const ChunkAck& ack,
   return std::nullopt;
 }
 
-ChunkReceiver::Outcome ChunkReceiver::Add(const std::string& peer, const Chunk& chunk,
-                                          zmq::message_t piece, std::vector<zmq::message_t> extra) {
+PieceReceiver::Outcome PieceReceiver::Add(const std::string& peer, const Piece& piece,
+                                          zmq::message_t bytes, std::vector<zmq::message_t> extra) {
   Outcome out;
-  out.ack.transfer = chunk.transfer;
-  const auto size = static_cast<int64_t>(piece.size());
+  out.ack.transfer = piece.transfer;
+  const auto size = static_cast<int64_t>(bytes.size());
   auto refuse = [&](std::string error) {
     Forget(peer);
     out.ack.error = std::move(error);
     return std::move(out);
   };
-  if (chunk.total <= 0 || chunk.total > kMaxResultBytes) {
-    return refuse("a chunked payload of " + std::to_string(chunk.total) + " bytes is outside 1.." +
-                  std::to_string(kMaxResultBytes) +
+  if (piece.total <= 0 || piece.total > kMaxResultBytes) {
+    return refuse("a payload of " + std::to_string(piece.total) +
+                  " bytes sent in pieces is outside 1.." + std::to_string(kMaxResultBytes) +
                   " (the scheduler's result limit): split the frame into tiles");
   }
-  if (size <= 0 || size > kChunkBytes || chunk.offset < 0 || chunk.offset + size > chunk.total) {
-    return refuse("chunk [" + std::to_string(chunk.offset) + ", +" + std::to_string(size) +
-                  ") does not fit a payload of " + std::to_string(chunk.total) + " bytes");
+  if (size <= 0 || size > kPieceBytes || piece.offset < 0 || piece.offset + size > piece.total) {
+    return refuse("piece [" + std::to_string(piece.offset) + ", +" + std::to_string(size) +
+                  ") does not fit a payload of " + std::to_string(piece.total) + " bytes");
   }
   auto it = partials_.find(peer);
-  if (chunk.offset == 0) {
+  if (piece.offset == 0) {
     Forget(peer);  // a new transfer replaces whatever this peer left unfinished
-    if (buffered_ > 0 && buffered_ + chunk.total > budget_) {
+    if (buffered_ > 0 && buffered_ + piece.total > budget_) {
       out.ack.retry_after_ms = kBusyRetryMs;
       return out;
     }
     Partial p;
-    p.transfer = chunk.transfer;
-    p.payload = zmq::message_t(static_cast<size_t>(chunk.total));
-    buffered_ += chunk.total;
+    p.transfer = piece.transfer;
+    p.payload = zmq::message_t(static_cast<size_t>(piece.total));
+    buffered_ += piece.total;
     it = partials_.emplace(peer, std::move(p)).first;
-  } else if (it == partials_.end() || it->second.transfer != chunk.transfer ||
-             it->second.received != chunk.offset ||
-             static_cast<int64_t>(it->second.payload.size()) != chunk.total) {
+  } else if (it == partials_.end() || it->second.transfer != piece.transfer ||
+             it->second.received != piece.offset ||
+             static_cast<int64_t>(it->second.payload.size()) != piece.total) {
     // A piece of a transfer this side no longer holds (or out of order): start again.
-    if (it != partials_.end() && it->second.transfer == chunk.transfer) Forget(peer);
+    if (it != partials_.end() && it->second.transfer == piece.transfer) Forget(peer);
     out.ack.retry_after_ms = 1;
     return out;
   }
   Partial& p = it->second;
-  std::memcpy(p.payload.data<char>() + chunk.offset, piece.data(), piece.size());
+  std::memcpy(p.payload.data<char>() + piece.offset, bytes.data(), bytes.size());
   p.received += size;
   out.ack.received = p.received;
-  if (p.received < chunk.total) return out;
+  if (p.received < piece.total) return out;
   // The last piece: it must bring the original header and body.
   if (extra.size() != 2 || extra[0].size() != 4 ||
       static_cast<const uint8_t*>(extra[0].data())[3] ==
-          static_cast<uint8_t>(MessageType::kChunk)) {
-    return refuse("the last chunk does not carry the original message's header and body");
+          static_cast<uint8_t>(MessageType::kPiece)) {
+    return refuse("the last piece does not carry the original message's header and body");
   }
   std::vector<zmq::message_t> message;
   message.push_back(std::move(extra[0]));
   message.push_back(std::move(extra[1]));
   message.push_back(std::move(p.payload));
-  buffered_ -= chunk.total;
+  buffered_ -= piece.total;
   partials_.erase(it);
   out.message = std::move(message);
   return out;
 }
 
-void ChunkReceiver::Forget(const std::string& peer) {
+void PieceReceiver::Forget(const std::string& peer) {
   auto it = partials_.find(peer);
   if (it == partials_.end()) return;
   buffered_ -= static_cast<int64_t>(it->second.payload.size());

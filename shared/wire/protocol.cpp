@@ -26,8 +26,8 @@ const char* MessageTypeName(MessageType type) {
       return "ENROL";
     case MessageType::kHandback:
       return "HANDBACK";
-    case MessageType::kChunk:
-      return "CHUNK";
+    case MessageType::kPiece:
+      return "PIECE";
     case MessageType::kBlobRequest:
       return "BLOB_REQUEST";
     case MessageType::kCheckpoint:
@@ -52,8 +52,8 @@ const char* MessageTypeName(MessageType type) {
       return "RESULT_ACK";
     case MessageType::kDrain:
       return "DRAIN";
-    case MessageType::kChunkAck:
-      return "CHUNK_ACK";
+    case MessageType::kPieceAck:
+      return "PIECE_ACK";
     case MessageType::kBlobData:
       return "BLOB_DATA";
   }
@@ -95,8 +95,8 @@ nlohmann::json Envelope::Json() const {
 }
 
 StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
-  // 2 or 3 frames; the last piece of a chunked message carries 2 more (the original header and
-  // body).
+  // 2 or 3 frames; the last piece of a message sent in pieces carries 2 more (the original header
+  // and body).
   if (frames.size() < first + 2 || frames.size() > first + 5 || frames.size() == first + 4) {
     return Status::InvalidArgument("message has " + std::to_string(frames.size() - first) +
                                    " frames, expected 2 or 3");
@@ -115,7 +115,7 @@ StatusOr<Envelope> Decode(std::vector<zmq::message_t>& frames, size_t first) {
   }
   Envelope env;
   env.type = static_cast<MessageType>(h[3]);
-  if (frames.size() == first + 5 && env.type != MessageType::kChunk) {
+  if (frames.size() == first + 5 && env.type != MessageType::kPiece) {
     return Status::InvalidArgument(std::string(MessageTypeName(env.type)) +
                                    ": message has 5 frames, expected 2 or 3");
   }
@@ -361,7 +361,7 @@ Status Check(Checkpoint& m) {
   return Status::Ok();
 }
 
-Status Check(ChunkAck& m) {
+Status Check(PieceAck& m) {
   Text(m.error, kMaxMessageTextBytes);
   return Status::Ok();
 }

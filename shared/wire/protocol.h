@@ -6,7 +6,7 @@
 //   frame 0  header: 4 bytes  'T' 'S' <protocol version> <MessageType>
 //   frame 1  body:   MessagePack-encoded map (the typed structs below, via nlohmann::json)
 //   frame 2  payload (optional): raw bytes (kFrameResult pixels, kHandback and kCheckpoint
-//            checkpoints, kChunk pieces, kBlobData pieces)
+//            checkpoints, kPiece payload pieces, kBlobData pieces)
 // The ROUTER side sees the worker's routing identity in front of frame 0.
 //
 // Conversation:
@@ -51,8 +51,8 @@
 //                (e.g. after a scheduler restart, or after it declared the worker dead):
 //                the worker registers again.
 //
-// Bulk bytes (shared/wire/piece_transfer.h): a worker's message with a payload above kChunkBytes
-// goes as kChunk pieces, each acknowledged with kChunkAck (a window of kChunkWindow in flight).
+// Bulk bytes (shared/wire/piece_transfer.h): a worker's message with a payload above kPieceBytes
+// goes as kPiece messages, each acknowledged with kPieceAck (a window of kPieceWindow in flight).
 // Job assets are content-addressed blobs: a worker asks kBlobRequest(hash, offset, length) for
 // what its cache lacks, a window of pieces at a time, and gets kBlobData pieces back.
 //
@@ -80,12 +80,12 @@
 
 namespace tessera::protocol {
 
-// 2: large payloads travel in kChunk pieces, job assets as blobs.
+// 2: large payloads travel in kPiece messages (1 MiB pieces), job assets as blobs.
 inline constexpr uint8_t kVersion = 2;
 // Largest ZeroMQ message the scheduler accepts from a worker (ZMQ_MAXMSGSIZE; a peer that sends
-// a larger one is disconnected): a 1 MiB chunk plus its header, or a message with a task log.
+// a larger one is disconnected): a 1 MiB piece plus its header, or a message with a task log.
 inline constexpr int64_t kMaxMessageBytes = 2 << 20;
-// Largest payload a chunked message may reassemble to: a frame result or checkpoint. A
+// Largest payload a message sent in pieces may reassemble to: a frame result or checkpoint. A
 // 4096x2160 frame with 11 float channels is 371 MiB (its exact accumulation 742 MiB); larger
 // images must be split into tiles.
 inline constexpr int64_t kMaxResultBytes = int64_t{1} << 30;
@@ -131,7 +131,9 @@ enum class MessageType : uint8_t {
   kGoodbye = 7,
   kEnrol = 8,
   kHandback = 9,
-  kChunk = 10,
+  // A piece of a large message (piece_transfer.h). Named CHUNK in earlier builds: only the
+  // number travels (the name is for logs), so old and new peers still agree, at version 2.
+  kPiece = 10,
   kBlobRequest = 11,
   kCheckpoint = 12,
   kFileResult = 13,
@@ -145,19 +147,19 @@ enum class MessageType : uint8_t {
   kEnrolled = 70,
   kResultAck = 71,
   kDrain = 72,
-  kChunkAck = 73,
+  kPieceAck = 73,  // was CHUNK_ACK: the same number on the wire, as kPiece
   kBlobData = 74,
 };
 
 const char* MessageTypeName(MessageType type);
 
 // A decoded message: type + body (+ payload for kFrameResult, kFileResult, kHandback,
-// kCheckpoint, kChunk, kBlobData).
+// kCheckpoint, kPiece, kBlobData).
 struct Envelope {
   MessageType type = MessageType::kHeartbeat;
   zmq::message_t body;     // a MessagePack map (checked well-formed by Decode)
   zmq::message_t payload;  // empty unless the message carries bulk bytes
-  // kChunk's last piece only: the original message's header and body frames.
+  // kPiece's last piece only: the original message's header and body frames.
   std::vector<zmq::message_t> extra;
 
   // Reads the body into a typed struct, straight from its bytes; a mistyped or out-of-range
@@ -202,13 +204,13 @@ Status Check(TaskDone& m);
 Status Check(TaskFailed& m);
 Status Check(Handback& m);
 Status Check(Checkpoint& m);
-Status Check(ChunkAck& m);
+Status Check(PieceAck& m);
 Status Check(BlobRequest& m);
 Status Check(BlobData& m);
 inline Status Check(Welcome&) { return Status::Ok(); }
 inline Status Check(Cancel&) { return Status::Ok(); }
 inline Status Check(ResultAck&) { return Status::Ok(); }
-inline Status Check(Chunk&) { return Status::Ok(); }
+inline Status Check(Piece&) { return Status::Ok(); }
 
 template <typename T>
 StatusOr<T> Envelope::As() const {

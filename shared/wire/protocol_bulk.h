@@ -12,15 +12,16 @@
 
 namespace tessera::protocol {
 
-// One piece of a chunked message (shared/wire/piece_transfer.h): payload bytes [offset, offset +
-// size) of `total`; the last piece also carries the original header and body frames.
-struct Chunk {
+// One piece of a message sent in pieces (shared/wire/piece_transfer.h): payload bytes
+// [offset, offset + size) of `total`; the last piece also carries the original header and body
+// frames.
+struct Piece {
   uint64_t transfer = 0;  // the sender's id for this message
   int64_t offset = 0;
   int64_t total = 0;
 };
 
-struct ChunkAck {
+struct PieceAck {
   uint64_t transfer = 0;
   int64_t received = 0;    // payload bytes the receiver holds
   int retry_after_ms = 0;  // > 0: not now (memory budget); start again from 0 after this long
@@ -44,8 +45,8 @@ struct BlobData {
 };
 
 // Missing fields take their defaults (forward compatibility); mistyped fields are errors.
-TSR_MESSAGE_FIELDS(Chunk, transfer, offset, total)
-TSR_MESSAGE_FIELDS(ChunkAck, transfer, received, retry_after_ms, error)
+TSR_MESSAGE_FIELDS(Piece, transfer, offset, total)
+TSR_MESSAGE_FIELDS(PieceAck, transfer, received, retry_after_ms, error)
 TSR_MESSAGE_FIELDS(BlobRequest, hash, offset, length)
 TSR_MESSAGE_FIELDS(BlobData, hash, offset, total, error)
 

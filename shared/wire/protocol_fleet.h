@@ -139,7 +139,7 @@ struct Heartbeat {
   // and where ("no space left on device: 0 B free of 20 GiB on /var/lib/tessera"). The
   // scheduler assigns it nothing new and raises an alert until it is empty again.
   std::string disk_full;
-  // Finished attempts whose results are still on their way (a large frame in chunks) or wait
+  // Finished attempts whose results are still on their way (a large frame in pieces) or wait
   // for a kResultAck: their leases are not lost.
   std::vector<TaskRef> delivering;
   // A fresh reading of every GPU, when one was taken since the last heartbeat (empty: none new,

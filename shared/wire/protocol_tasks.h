@@ -125,9 +125,9 @@ inline constexpr size_t kMaxStatusLineBytes = 256;
 
 // One file a task made (a command task's `outputs: files`): its path relative to the task's
 // folder, which is where it lands in the job's output folder. The payload is its bytes (at most
-// kMaxResultBytes; chunked like frames), or none with encoding kEncodingWritten when the worker
-// put it on the job's shared storage itself. Names are relative paths as spec::ValidateAssetPath
-// allows them: nothing a file's name says can leave the output folder.
+// kMaxResultBytes; sent in pieces like frames), or none with encoding kEncodingWritten when the
+// worker put it on the job's shared storage itself. Names are relative paths as
+// spec::ValidateAssetPath allows them: nothing a file's name says can leave the output folder.
 struct FileResult {
   int64_t task_id = 0;
   int attempt = 0;
@@ -193,7 +193,7 @@ struct Handback {
 
 // A periodic checkpoint of a running attempt: the payload is the accumulation of `frame`
 // (samples [part.sample_begin, part.sample_begin + samples_done)), as in kHandback; frames before
-// `frame` were delivered. Chunked like any large payload.
+// `frame` were delivered. Sent in pieces like any large payload.
 struct Checkpoint {
   int64_t task_id = 0;
   int attempt = 0;

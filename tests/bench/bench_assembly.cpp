@@ -135,7 +135,8 @@ void AddAssemblyCommand(CLI::App& app) {
       }
     }
     const int total_parts = static_cast<int>(parts.size());
-    assembler::Assembler assembler(1, [](assembler::Result) {});
+    assembler::Assembler assembler(
+        1, [](assembler::Result) {}, tessera::Clock::Real());
     std::vector<double> store_ms;
     for (int i = 0; i + 1 < total_parts; ++i) {
       auto start = Clock::now();
@@ -168,7 +169,8 @@ void AddAssemblyCommand(CLI::App& app) {
         last_store_s, assemble_s);
 
     // A fresh assembler has nothing in memory: the frame comes from the parts' files alone.
-    assembler::Assembler restarted(1, [](assembler::Result) {});
+    assembler::Assembler restarted(
+        1, [](assembler::Result) {}, tessera::Clock::Real());
     job.output.pattern = "cold.####";
     auto cold_start = Clock::now();
     assembler::FrameAssembled cold = restarted.AssembleFrame(job);

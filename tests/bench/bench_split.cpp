@@ -3,8 +3,8 @@
 // process (store, broker, assembler). Each simulated worker, on its own thread with its own DEALER
 // socket, "renders" its part by waiting its share of a synthetic cost (--frame-seconds x its
 // share of the frame's pixels), then sends what a real worker sends: the whole frame as float
-// pixels, or its tile as the path tracer's exact accumulation (in kChunk pieces, as every payload
-// above kChunkBytes goes), and kTaskDone. The scheduler stores the parts, assembles the frame and
+// pixels, or its tile as the path tracer's exact accumulation (in kPiece messages, as every payload
+// above kPieceBytes goes), and kTaskDone. The scheduler stores the parts, assembles the frame and
 // writes it (EXR + PNG); the clock runs from the job's submission (the store commit) until the
 // store records the job done. The three frames are then read back: they must be the same pixels.
 // Parallel efficiency of a k-way split: T1 / (k x Tk) (1 would be a perfect split: no dispatch,
@@ -109,15 +109,15 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
   std::optional<protocol::TaskRef> delivering;     // its result on the way
   std::vector<zmq::message_t> result;              // ready once `due`
   std::deque<std::vector<zmq::message_t>> outbox;  // in order: result, then done
-  protocol::ChunkSender chunks;
+  protocol::PieceSender pieces;
   while (!run.stop.load()) {
     for (protocol::Envelope& env : sim.Poll(task ? due : Clock::time_point::max())) {
       const auto now = Clock::now();
       if (env.type == MessageType::kWelcome) {
         ++run.welcomed;
-      } else if (env.type == MessageType::kChunkAck) {
-        auto ack = env.As<protocol::ChunkAck>();
-        if (ack.ok() && chunks.OnAck(*ack, now)) ++run.refused;
+      } else if (env.type == MessageType::kPieceAck) {
+        auto ack = env.As<protocol::PieceAck>();
+        if (ack.ok() && pieces.OnAck(*ack, now)) ++run.refused;
       } else if (env.type == MessageType::kAssign) {
         auto a = env.As<protocol::Assign>();
         if (!a.ok()) continue;
@@ -149,16 +149,16 @@ void SimulateWorker(zmq::context_t& ctx, const std::string& endpoint, int index,
     }
     // Messages leave in order; a large one in pieces, before the next may go.
     for (;;) {
-      if (chunks.active()) chunks.Pump(try_send, now);
-      if (chunks.active() || outbox.empty()) break;
-      if (protocol::ChunkSender::NeedsChunks(outbox.front())) {
-        chunks.Start(std::move(outbox.front()));
+      if (pieces.active()) pieces.Pump(try_send, now);
+      if (pieces.active() || outbox.empty()) break;
+      if (protocol::PieceSender::NeedsPieces(outbox.front())) {
+        pieces.Start(std::move(outbox.front()));
       } else if (!try_send(outbox.front())) {
         break;
       }
       outbox.pop_front();
     }
-    if (delivering && outbox.empty() && !chunks.active()) delivering.reset();
+    if (delivering && outbox.empty() && !pieces.active()) delivering.reset();
     sim.running.clear();
     if (task) sim.running.push_back({task->task_id, task->attempt});
     sim.delivering.clear();

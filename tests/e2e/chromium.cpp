@@ -172,11 +172,11 @@ std::optional<json> HeadlessBrowser::Receive(Clock::time_point deadline) {
     const int ready = poll(&p, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) return std::nullopt;
-    char chunk[65536];
-    const ssize_t n = read(from_browser_, chunk, sizeof(chunk));
+    char bytes[65536];
+    const ssize_t n = read(from_browser_, bytes, sizeof(bytes));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::nullopt;  // the browser went away
-    buffer_.append(chunk, static_cast<size_t>(n));
+    buffer_.append(bytes, static_cast<size_t>(n));
   }
 }
 

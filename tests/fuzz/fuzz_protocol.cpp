@@ -54,7 +54,7 @@ void ReadEveryType(const uint8_t* body, size_t size) {
   ReadAs<TaskFailed>(MessageType::kTaskFailed, body, size);
   ReadAs<Enrol>(MessageType::kEnrol, body, size);
   ReadAs<Handback>(MessageType::kHandback, body, size);
-  ReadAs<Chunk>(MessageType::kChunk, body, size);
+  ReadAs<Piece>(MessageType::kPiece, body, size);
   ReadAs<BlobRequest>(MessageType::kBlobRequest, body, size);
   ReadAs<Welcome>(MessageType::kWelcome, body, size);
   ReadAs<Reject>(MessageType::kReject, body, size);
@@ -62,12 +62,12 @@ void ReadEveryType(const uint8_t* body, size_t size) {
   ReadAs<Cancel>(MessageType::kCancel, body, size);
   ReadAs<Enrolled>(MessageType::kEnrolled, body, size);
   ReadAs<ResultAck>(MessageType::kResultAck, body, size);
-  ReadAs<ChunkAck>(MessageType::kChunkAck, body, size);
+  ReadAs<PieceAck>(MessageType::kPieceAck, body, size);
   ReadAs<BlobData>(MessageType::kBlobData, body, size);
 }
 
-// The input as frames, as a peer could send them: the envelope decoder and, for pieces of a
-// chunked message, the receiver that reassembles them.
+// The input as frames, as a peer could send them: the envelope decoder and, for the pieces of
+// a message sent in pieces, the receiver that reassembles them.
 void DecodeFrames(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const int count = 1 + data[0] % 5;
@@ -80,12 +80,12 @@ void DecodeFrames(const uint8_t* data, size_t size) {
   }
   frames.emplace_back(data + std::min(at, size), size - std::min(at, size));
   tessera::StatusOr<Envelope> env = Decode(frames);
-  if (!env.ok() || env->type != MessageType::kChunk) return;
-  tessera::StatusOr<Chunk> chunk = env->As<Chunk>();
-  if (!chunk.ok()) return;
-  ChunkReceiver receiver(int64_t{1} << 20);
-  ChunkReceiver::Outcome out =
-      receiver.Add("peer", *chunk, std::move(env->payload), std::move(env->extra));
+  if (!env.ok() || env->type != MessageType::kPiece) return;
+  tessera::StatusOr<Piece> piece = env->As<Piece>();
+  if (!piece.ok()) return;
+  PieceReceiver receiver(int64_t{1} << 20);
+  PieceReceiver::Outcome out =
+      receiver.Add("peer", *piece, std::move(env->payload), std::move(env->extra));
   if (out.message) {
     std::vector<zmq::message_t> whole = std::move(*out.message);
     (void)Decode(whole);

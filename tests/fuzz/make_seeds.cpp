@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   Write(proto, "task-failed", Body(TaskFailed{41, 2, "renderer exited 1", true, "log\xc0\xaf"}));
   Write(proto, "enrol", Body(Enrol{"gpu-07", std::string(40, 'a')}));
   Write(proto, "handback", Body(Handback{41, 2, 3, 128, "spot interruption", "log"}));
-  Write(proto, "chunk", Body(Chunk{7, 1 << 20, 5 << 20}));
+  Write(proto, "piece", Body(Piece{7, 1 << 20, 5 << 20}));
   Write(proto, "blob-request", Body(BlobRequest{std::string(64, 'f'), 0, 1 << 20}));
   Write(proto, "welcome", Body(Welcome{7, 1000, 5}));
   Write(proto, "reject", Body(Reject{"worker gpu-07 is connected from another peer", 4200}));
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   Write(proto, "cancel", Body(Cancel{41, 2}));
   Write(proto, "enrolled", Body(Enrolled{"gpu-07"}));
   Write(proto, "result-ack", Body(ResultAck{41, 2}));
-  Write(proto, "chunk-ack", Body(ChunkAck{7, 2 << 20, 0, ""}));
+  Write(proto, "piece-ack", Body(PieceAck{7, 2 << 20, 0, ""}));
   Write(proto, "blob-data", Body(BlobData{std::string(64, 'f'), 0, 12, ""}));
 
   // Raw MessagePack: every width of every type the reader knows, and nesting at its limit.

@@ -2,7 +2,7 @@
 // and texture go up with `tessera submit` as content-addressed blobs and each worker fetches
 // them once; a damaged cached copy and a damaged stored blob are caught by their hash; bad
 // uploads and submissions are refused naming the field; and a 4096x2160 11-channel frame (far
-// above the scheduler's per-message limit) comes back in chunks while another worker keeps
+// above the scheduler's per-message limit) comes back in pieces while another worker keeps
 // heartbeating and rendering.
 
 #include <gtest/gtest.h>
@@ -240,7 +240,7 @@ TEST_F(AssetsTest, BadUploadsAndSubmissionsAreRefusedNamingTheField) {
   EXPECT_NE(r.err.find("asset 'nothere.inc': no such file"), std::string::npos) << r.err;
 }
 
-TEST_F(AssetsTest, LargeFrameComesBackInChunksWhileAnotherWorkerKeepsWorking) {
+TEST_F(AssetsTest, LargeFrameComesBackInPiecesWhileAnotherWorkerKeepsWorking) {
   ASSERT_TRUE(farm_.StartWorker("big"));
   ASSERT_TRUE(farm_.StartWorker("small"));
   ASSERT_TRUE(farm_.WaitForWorkers(2, 20s));

@@ -424,7 +424,7 @@ TEST(PluginFarmTest, CommandTasksWithoutOutputsAreDoneOnTheirExitCode) {
 }
 
 // `outputs: files`: the files a command task makes travel back like frames (a 3 MB one in
-// chunks) and land in the job's output folder under their path in the task folder; the API lists
+// pieces) and land in the job's output folder under their path in the task folder; the API lists
 // and serves them (never anything outside the folder), and patterns that would leave the task
 // folder, match nothing or match a link are refused -- at submit, or by failing the task.
 TEST(PluginFarmTest, CommandTasksReturnTheFilesTheirPatternsMatch) {

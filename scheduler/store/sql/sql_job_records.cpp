@@ -18,25 +18,29 @@ namespace tessera::store {
 StatusOr<JobRecord> SqlJobRecords::CreateJob(
     const spec::JobSpec& spec, const std::string& job_yaml,
     const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-    const IdempotentRequest* request) {
+    const IdempotentRequest* request, CreatedRows* created) {
   const PluginFiles files = ResolvePluginFiles(spec);  // outside the write lock: it is not free
   int64_t job_id = 0;
+  std::vector<TaskRecord> tasks;
   {
     Database::WriteLock lock(db_);
     sql::Transaction tx(db_.writer());
     TSR_RETURN_IF_ERROR(tx.begin_status());
-    TSR_ASSIGN_OR_RETURN(job_id, InsertJob(spec, job_yaml, files, output_dir_for, nullptr));
+    TSR_ASSIGN_OR_RETURN(job_id, InsertJob(spec, job_yaml, files, output_dir_for, nullptr,
+                                           created != nullptr ? &tasks : nullptr));
     TSR_RETURN_IF_ERROR(RecordIdempotentJob(request, job_id));
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   TSR_ASSIGN_OR_RETURN(Database::Reader r, db_.BorrowReader());
-  return SelectJob(*r, job_id);
+  TSR_ASSIGN_OR_RETURN(JobRecord job, SelectJob(*r, job_id));
+  if (created != nullptr) *created = CreatedRows{{}, std::move(tasks)};
+  return job;
 }
 
 StatusOr<JobRecord> SqlJobRecords::CreatePipeline(
     const spec::PipelineSpec& pipeline, const std::string& job_yaml,
     const std::function<StatusOr<std::string>(int64_t)>& dir_for, const StepDirFn& step_dir_for,
-    const IdempotentRequest* request) {
+    const IdempotentRequest* request, CreatedRows* created) {
   std::vector<PluginFiles> files;
   int64_t tasks = 0;
   int first = spec::kMaxFrame, last = spec::kMinFrame;
@@ -47,6 +51,8 @@ StatusOr<JobRecord> SqlJobRecords::CreatePipeline(
     last = std::max(last, step.job.frame_end);
   }
   int64_t job_id = 0;
+  std::vector<int64_t> step_order;  // the steps' ids, in the order stored
+  std::vector<TaskRecord> step_tasks;
   {
     Database::WriteLock lock(db_);
     sql::Transaction tx(db_.writer());
@@ -78,11 +84,12 @@ StatusOr<JobRecord> SqlJobRecords::CreatePipeline(
         (dep.per_frame ? job.frame_depends_on : job.depends_on).push_back(step_ids.at(dep.step));
       }
       const StepLink link{job_id, step.name, nlohmann::json(step.depends_on).dump()};
-      TSR_ASSIGN_OR_RETURN(
-          step_ids[step.name],
-          InsertJob(
-              job, step.job_yaml, files[i],
-              [&](int64_t step_id) { return step_dir_for(i, step_id, dir); }, &link));
+      TSR_ASSIGN_OR_RETURN(step_ids[step.name],
+                           InsertJob(
+                               job, step.job_yaml, files[i],
+                               [&](int64_t step_id) { return step_dir_for(i, step_id, dir); },
+                               &link, created != nullptr ? &step_tasks : nullptr));
+      step_order.push_back(step_ids[step.name]);
     }
     TSR_ASSIGN_OR_RETURN(sql::Stmt ev,
                          db_.writer().Prepare("INSERT INTO events (at, job_id, kind, message) "
@@ -96,7 +103,17 @@ StatusOr<JobRecord> SqlJobRecords::CreatePipeline(
     TSR_RETURN_IF_ERROR(tx.Commit());
   }
   TSR_ASSIGN_OR_RETURN(Database::Reader r, db_.BorrowReader());
-  return SelectJob(*r, job_id);
+  TSR_ASSIGN_OR_RETURN(JobRecord job, SelectJob(*r, job_id));
+  if (created != nullptr) {
+    CreatedRows rows;
+    for (int64_t step_id : step_order) {
+      TSR_ASSIGN_OR_RETURN(JobRecord step, SelectJob(*r, step_id));
+      rows.steps.push_back(std::move(step));
+    }
+    rows.tasks = std::move(step_tasks);
+    *created = std::move(rows);
+  }
+  return job;
 }
 
 Status SqlJobRecords::RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id) {
@@ -109,7 +126,8 @@ Status SqlJobRecords::RecordIdempotentJob(const IdempotentRequest* request, int6
 
 StatusOr<int64_t> SqlJobRecords::InsertJob(
     const spec::JobSpec& spec, const std::string& job_yaml, const PluginFiles& files,
-    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for, const StepLink* step) {
+    const std::function<StatusOr<std::string>(int64_t)>& output_dir_for, const StepLink* step,
+    std::vector<TaskRecord>* tasks) {
   std::vector<spec::FrameChunk> chunks = spec::ExpandFrames(spec);
   int64_t now = db_.Now();
   TSR_ASSIGN_OR_RETURN(
@@ -165,17 +183,34 @@ StatusOr<int64_t> SqlJobRecords::InsertJob(
   }
   int64_t index = 0;
   for (const spec::FrameChunk& c : chunks) {
-    for (const std::string& part : part_json) {
+    for (size_t p = 0; p < parts.size(); ++p) {
+      // The new row's id only when the caller keeps the rows (RETURNING costs SQLite a
+      // temporary table per statement).
+      static const std::string kInsertTask =
+          "INSERT INTO tasks (job_id, idx, frame_start, frame_end, part, state) "
+          "VALUES (?, ?, ?, ?, ?, 'queued')";
+      static const std::string kInsertTaskReturningId = kInsertTask + " RETURNING id";
       TSR_ASSIGN_OR_RETURN(
           sql::Stmt task,
-          db_.writer().Prepare("INSERT INTO tasks (job_id, idx, frame_start, frame_end, "
-                               "part, state) VALUES (?, ?, ?, ?, ?, 'queued')"));
-      TSR_RETURN_IF_ERROR(task.Bind(1, job_id)
-                              .Bind(2, index++)
-                              .Bind(3, c.frame_start)
-                              .Bind(4, c.frame_end)
-                              .Bind(5, part)
-                              .Run());
+          db_.writer().Prepare(tasks != nullptr ? kInsertTaskReturningId : kInsertTask));
+      task.Bind(1, job_id)
+          .Bind(2, index)
+          .Bind(3, c.frame_start)
+          .Bind(4, c.frame_end)
+          .Bind(5, part_json[p]);
+      if (tasks == nullptr) {
+        TSR_RETURN_IF_ERROR(task.Run());
+      } else {
+        TaskRecord stored;
+        TSR_ASSIGN_OR_RETURN(stored.id, sql::InsertReturningId(task));
+        stored.job_id = job_id;
+        stored.index = static_cast<int>(index);
+        stored.frame_start = c.frame_start;
+        stored.frame_end = c.frame_end;
+        stored.part = parts[p];
+        tasks->push_back(std::move(stored));
+      }
+      ++index;
     }
   }
   TSR_ASSIGN_OR_RETURN(sql::Stmt ev,

@@ -26,11 +26,13 @@ class SqlJobRecords : public JobRecords {
 
   StatusOr<JobRecord> CreateJob(const spec::JobSpec& spec, const std::string& job_yaml,
                                 const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-                                const IdempotentRequest* request = nullptr) override;
+                                const IdempotentRequest* request = nullptr,
+                                CreatedRows* created = nullptr) override;
   StatusOr<JobRecord> CreatePipeline(
       const spec::PipelineSpec& pipeline, const std::string& job_yaml,
       const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-      const StepDirFn& step_dir_for, const IdempotentRequest* request = nullptr) override;
+      const StepDirFn& step_dir_for, const IdempotentRequest* request = nullptr,
+      CreatedRows* created = nullptr) override;
   StatusOr<std::vector<JobRecord>> PipelineSteps(int64_t job_id) override;
   StatusOr<std::vector<Lease>> CancelJob(int64_t job_id, const std::string& reason = "") override;
   StatusOr<int> ReviveStep(int64_t job_id) override;
@@ -55,11 +57,12 @@ class SqlJobRecords : public JobRecords {
     std::string name;
     std::string depends_on_json;  // [{"step", "per_frame"}]
   };
-  // A job's row and tasks, inside the caller's transaction (CreateJob, CreatePipeline).
+  // A job's row and tasks, inside the caller's transaction (CreateJob, CreatePipeline); the
+  // tasks are appended to `tasks` when given.
   StatusOr<int64_t> InsertJob(const spec::JobSpec& spec, const std::string& job_yaml,
                               const PluginFiles& files,
                               const std::function<StatusOr<std::string>(int64_t)>& output_dir_for,
-                              const StepLink* step);
+                              const StepLink* step, std::vector<TaskRecord>* tasks);
   Status RecordIdempotentJob(const IdempotentRequest* request, int64_t job_id);
   // Reads the job's state on the writer (inside a transaction).
   StatusOr<JobState> JobStateForUpdate(int64_t job_id);

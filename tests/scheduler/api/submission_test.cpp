@@ -101,6 +101,53 @@ TEST_F(SubmissionTest, AJobWithStepsIsParsedOnceStepsIncluded) {
   EXPECT_EQ(checked.job_yaml, job_yaml);
 }
 
+// What the broker is handed is what the store holds: the rows and tasks it created and the
+// scene stored, so the broker need not read the job back.
+TEST_F(SubmissionTest, TheBrokerIsHandedWhatWasStored) {
+  const std::string scene = testing::TinySceneYaml(16, 12, 1);
+  broker::SubmittedJob submitted;
+  StatusOr<store::JobRecord> rec =
+      SubmitJob(Context(),
+                json{{"job_yaml", "name: b\nscene: scene.yaml\nframes: 1-2\ntiles: 2x1\n"},
+                     {"scene_yaml", scene}}
+                    .dump(),
+                security::Caller{}, nullptr, nullptr, &submitted);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(submitted.id, rec->id);
+  ASSERT_EQ(submitted.jobs.size(), 1u);
+  EXPECT_EQ(submitted.jobs[0].output_dir, rec->output_dir);
+  EXPECT_EQ(submitted.scenes.at(rec->id), *store_->JobScene(rec->id));
+  StatusOr<std::vector<store::TaskRecord>> tasks =
+      store_->LoadUnfinishedTasks(rec->id, /*requeue_running=*/false);
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  ASSERT_EQ(submitted.tasks.size(), tasks->size());
+  ASSERT_EQ(submitted.tasks.size(), 4u) << "two frames of two tiles";
+  for (size_t i = 0; i < tasks->size(); ++i) {
+    const store::TaskRecord &handed = submitted.tasks[i], &read = (*tasks)[i];
+    EXPECT_EQ(handed.id, read.id);
+    EXPECT_EQ(handed.job_id, read.job_id);
+    EXPECT_EQ(handed.index, read.index);
+    EXPECT_EQ(handed.frame_start, read.frame_start);
+    EXPECT_EQ(handed.frame_end, read.frame_end);
+    EXPECT_EQ(nlohmann::json(handed.part), nlohmann::json(read.part));
+  }
+
+  // A job with steps: its steps' rows, in the order stored, each with its scene.
+  broker::SubmittedJob steps;
+  rec = SubmitJob(Context(),
+                  json{{"job_yaml",
+                        "name: shot\nframes: 1-2\nrenderer: noop\nsteps:\n  - {name: a}\n"
+                        "  - {name: b, depends_on: [{step: a}]}\n"}}
+                      .dump(),
+                  security::Caller{}, nullptr, nullptr, &steps);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(steps.jobs.size(), 2u);
+  EXPECT_EQ(steps.jobs[0].step, "a");
+  EXPECT_EQ(steps.jobs[1].step, "b");
+  EXPECT_EQ(steps.scenes.size(), 2u);
+  EXPECT_EQ(steps.tasks.size(), 4u);
+}
+
 // The template is parsed once; its translation, a job with steps, is read as a document.
 TEST_F(SubmissionTest, ATemplateIsParsedOnceTranslationIncluded) {
   CheckedJob checked;

@@ -294,7 +294,8 @@ TEST_F(BoundaryTest, BlobsAndPartsArePrivate) {
   EXPECT_EQ(testing::FileMode(dir_ + "/blobs/" + other.substr(0, 2) + "/" + other), "600");
 
   // A split frame's part, kept until the frame is assembled.
-  assembler::Assembler assembler(1, [](assembler::Result) {});
+  assembler::Assembler assembler(
+      1, [](assembler::Result) {}, Clock::Real());
   assembler::PartJob part;
   part.job_id = 1;
   part.task_id = 7;

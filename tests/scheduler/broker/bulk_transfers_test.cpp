@@ -14,7 +14,7 @@
 namespace tessera::broker {
 namespace {
 
-using protocol::Chunk;
+using protocol::Piece;
 
 zmq::message_t Bytes(const std::string& s) { return zmq::message_t(s.data(), s.size()); }
 
@@ -29,14 +29,14 @@ std::vector<zmq::message_t> HeaderAndBody() {
 
 TEST(BulkTransfersTest, ResultArrivesWholeAfterItsLastPiece) {
   BulkTransfers transfers(nullptr, 1 << 20);
-  auto first = transfers.AddChunk("w1", Chunk{7, 0, 10}, Bytes("01234"), {});
+  auto first = transfers.AddPiece("w1", Piece{7, 0, 10}, Bytes("01234"), {});
   EXPECT_FALSE(first.message.has_value());
   EXPECT_EQ(first.ack.transfer, 7u);
   EXPECT_EQ(first.ack.received, 5);
   EXPECT_TRUE(first.ack.error.empty());
   EXPECT_EQ(transfers.buffered_bytes(), 10);  // the whole result is reserved at its first piece
 
-  auto last = transfers.AddChunk("w1", Chunk{7, 5, 10}, Bytes("56789"), HeaderAndBody());
+  auto last = transfers.AddPiece("w1", Piece{7, 5, 10}, Bytes("56789"), HeaderAndBody());
   ASSERT_TRUE(last.message.has_value());
   ASSERT_EQ(last.message->size(), 3u);
   const std::vector<zmq::message_t> sent = HeaderAndBody();
@@ -49,29 +49,29 @@ TEST(BulkTransfersTest, ResultArrivesWholeAfterItsLastPiece) {
 
 TEST(BulkTransfersTest, BudgetIsSharedByAllWorkersAndFreedWhenOneLeaves) {
   BulkTransfers transfers(nullptr, 16);
-  auto a = transfers.AddChunk("w1", Chunk{1, 0, 12}, Bytes("abcd"), {});
+  auto a = transfers.AddPiece("w1", Piece{1, 0, 12}, Bytes("abcd"), {});
   EXPECT_EQ(a.ack.retry_after_ms, 0);
   // A second worker's result does not fit beside the first: not now.
-  auto b = transfers.AddChunk("w2", Chunk{1, 0, 12}, Bytes("abcd"), {});
+  auto b = transfers.AddPiece("w2", Piece{1, 0, 12}, Bytes("abcd"), {});
   EXPECT_GT(b.ack.retry_after_ms, 0);
   EXPECT_FALSE(b.message.has_value());
   // The first worker left: its partial result is dropped, and the second one fits.
   transfers.DropPeer("w1");
   EXPECT_EQ(transfers.buffered_bytes(), 0);
-  auto again = transfers.AddChunk("w2", Chunk{2, 0, 12}, Bytes("abcd"), {});
+  auto again = transfers.AddPiece("w2", Piece{2, 0, 12}, Bytes("abcd"), {});
   EXPECT_EQ(again.ack.retry_after_ms, 0);
   EXPECT_TRUE(again.ack.error.empty());
 }
 
 TEST(BulkTransfersTest, OutOfOrderPieceStartsTheTransferOverAndABadOneIsRefused) {
   BulkTransfers transfers(nullptr, 1 << 20);
-  (void)transfers.AddChunk("w1", Chunk{3, 0, 10}, Bytes("01234"), {});
-  auto skipped = transfers.AddChunk("w1", Chunk{3, 7, 10}, Bytes("789"), HeaderAndBody());
+  (void)transfers.AddPiece("w1", Piece{3, 0, 10}, Bytes("01234"), {});
+  auto skipped = transfers.AddPiece("w1", Piece{3, 7, 10}, Bytes("789"), HeaderAndBody());
   EXPECT_GT(skipped.ack.retry_after_ms, 0);
   EXPECT_FALSE(skipped.message.has_value());
   EXPECT_EQ(transfers.buffered_bytes(), 0);
   // A piece beyond the payload it claims to be part of is refused for good.
-  auto bad = transfers.AddChunk("w1", Chunk{4, 8, 10}, Bytes("89abc"), {});
+  auto bad = transfers.AddPiece("w1", Piece{4, 8, 10}, Bytes("89abc"), {});
   EXPECT_FALSE(bad.ack.error.empty());
 }
 
@@ -110,7 +110,7 @@ TEST_F(BulkTransfersBlobTest, RefusesWithAReason) {
             "hash: not 64 lowercase hex digits");
   EXPECT_NE(transfers.ServeBlob({*hash, 0, 0}).data.error, "");
   EXPECT_NE(transfers.ServeBlob({*hash, -1, 10}).data.error, "");
-  EXPECT_NE(transfers.ServeBlob({*hash, 0, protocol::kChunkBytes + 1}).data.error, "");
+  EXPECT_NE(transfers.ServeBlob({*hash, 0, protocol::kPieceBytes + 1}).data.error, "");
   // Unknown blob: no payload, the store's reason.
   BulkTransfers::BlobPiece unknown = transfers.ServeBlob({std::string(64, 'a'), 0, 10});
   EXPECT_NE(unknown.data.error, "");

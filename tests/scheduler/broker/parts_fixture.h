@@ -32,6 +32,7 @@
 #include "scheduler/broker/result_acks.h"
 #include "scheduler/broker/running_counts.h"
 #include "scheduler/broker/steps.h"
+#include "scheduler/broker/submitted_job.h"
 #include "scheduler/broker/task_ends.h"
 #include "scheduler/broker/task_queue.h"
 #include "scheduler/broker/worker_registry.h"
@@ -83,12 +84,12 @@ struct BrokerParts {
   ReadOnlyMode read_only;
 };
 
-class BrokerPartsTest : public store::StoreFixture {
+class BrokerPartsTest : public store::StoreFixtureBase {
  protected:
   using Seconds = std::chrono::seconds;
   using Millis = std::chrono::milliseconds;
 
-  BrokerPartsTest() : store::StoreFixture("broker-parts") {}
+  BrokerPartsTest() : store::StoreFixtureBase("broker-parts") {}
 
   // Builds the parts from options_ (set it first) and begins the first pass.
   void Build() {
@@ -164,14 +165,27 @@ class BrokerPartsTest : public store::StoreFixture {
     parts_->dispatch.Run(*pass_);
     return {job, task_id};
   }
-  // Stores the job and loads it, as a submission does.
+  // Stores the job and hands it to the broker's parts, as a submission does.
   int64_t StoreJob(const spec::JobSpec& spec) {
+    const SubmittedJob submitted = StoreSubmission(spec);
+    parts_->jobs.Submitted(*pass_, submitted);
+    return submitted.id;
+  }
+  // Stores the job; returns what the submission hands the broker (api/submission.cpp).
+  SubmittedJob StoreSubmission(const spec::JobSpec& spec) {
+    store::CreatedRows created;
     auto job = store_->CreateJob(
         spec, "name: " + spec.name + "\n",
-        [&](int64_t id) -> StatusOr<std::string> { return dir_ + "/out/" + std::to_string(id); });
+        [&](int64_t id) -> StatusOr<std::string> { return dir_ + "/out/" + std::to_string(id); },
+        nullptr, &created);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
-    parts_->jobs.Submitted(*pass_, job->id);
-    return job->id;
+    if (!job.ok()) return {};
+    SubmittedJob submitted;
+    submitted.id = job->id;
+    submitted.jobs = {*job};
+    submitted.scenes[job->id] = spec.scene_yaml;
+    submitted.tasks = std::move(created.tasks);
+    return submitted;
   }
 
   // The messages queued for `identity` since the last call, by type (and drops the rest).

@@ -24,10 +24,13 @@
 
 namespace tessera::store {
 
-class StoreFixture : public ::testing::TestWithParam<sql::Engine> {
+// The store on one engine: SQLite unless a subclass says otherwise (StoreFixture: the test's
+// parameter). Tests of other parts that need a store (the broker's parts) use it as it is.
+class StoreFixtureBase : public ::testing::Test {
  protected:
   // `prefix` names the test's folder under the test temp dir (with the test's name).
-  explicit StoreFixture(std::string prefix) : prefix_(std::move(prefix)) {}
+  explicit StoreFixtureBase(std::string prefix) : prefix_(std::move(prefix)) {}
+  virtual sql::Engine engine() const { return sql::Engine::kSqlite; }
 
   void SetUp() override {
     dir_ = ::testing::TempDir() + "/" + prefix_ + "-" +
@@ -48,7 +51,7 @@ class StoreFixture : public ::testing::TestWithParam<sql::Engine> {
     Reopen();
   }
 
-  bool postgres() const { return GetParam() == sql::Engine::kPostgres; }
+  bool postgres() const { return engine() == sql::Engine::kPostgres; }
 
   // Closes the store (if open) and opens it again: from its folder, or its PostgreSQL database.
   void Reopen() {
@@ -121,6 +124,13 @@ class StoreFixture : public ::testing::TestWithParam<sql::Engine> {
 
  private:
   std::string prefix_;
+};
+
+// The store on the engine the test is instantiated with (TSR_STORE_TEST_ON_BOTH_ENGINES).
+class StoreFixture : public StoreFixtureBase, public ::testing::WithParamInterface<sql::Engine> {
+ protected:
+  using StoreFixtureBase::StoreFixtureBase;
+  sql::Engine engine() const override { return GetParam(); }
 };
 
 inline std::string EngineTestName(const ::testing::TestParamInfo<sql::Engine>& info) {

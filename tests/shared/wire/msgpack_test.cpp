@@ -124,7 +124,7 @@ TEST(MsgpackTest, BadFieldsAreNamedWithTheirPath) {
   ASSERT_FALSE(in_array.ok());
   EXPECT_THAT(in_array.status().message(), HasSubstr("running[1].task_id: expected an integer"));
 
-  auto negative = Read<protocol::Chunk>(json::to_msgpack({{"transfer", -5}}));
+  auto negative = Read<protocol::Piece>(json::to_msgpack({{"transfer", -5}}));
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(negative.status().message(), HasSubstr("transfer: -5 is out of range"));
 

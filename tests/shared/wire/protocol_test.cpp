@@ -370,7 +370,7 @@ TEST(ProtocolTest, ARejectMayOnlyMeanNotNow) {
   EXPECT_EQ(old->retry_after_ms, 0);
 }
 
-// ---- chunked transfer -------------------------------------------------------------------------
+// ---- transfer in pieces ----------------------------------------------------------------------
 
 std::vector<zmq::message_t> BigResult(size_t bytes) {
   std::string payload(bytes, '\0');
@@ -383,7 +383,7 @@ std::vector<zmq::message_t> BigResult(size_t bytes) {
 }
 
 // Delivers every piece `sender` offers to `receiver`, acking each, until the message is whole.
-std::optional<std::vector<zmq::message_t>> Deliver(ChunkSender& sender, ChunkReceiver& receiver,
+std::optional<std::vector<zmq::message_t>> Deliver(PieceSender& sender, PieceReceiver& receiver,
                                                    int* max_in_flight) {
   std::optional<std::vector<zmq::message_t>> whole;
   std::vector<std::vector<zmq::message_t>> wire;
@@ -401,27 +401,27 @@ std::optional<std::vector<zmq::message_t>> Deliver(ChunkSender& sender, ChunkRec
     wire.erase(wire.begin());
     StatusOr<Envelope> env = Decode(frames);
     EXPECT_TRUE(env.ok()) << env.status().message();
-    ChunkReceiver::Outcome out =
-        receiver.Add("peer", *env->As<Chunk>(), std::move(env->payload), std::move(env->extra));
+    PieceReceiver::Outcome out =
+        receiver.Add("peer", *env->As<Piece>(), std::move(env->payload), std::move(env->extra));
     if (out.message) whole = std::move(out.message);
     EXPECT_EQ(sender.OnAck(out.ack, now), std::nullopt);
   }
   return whole;
 }
 
-TEST(ChunkedTransferTest, LargeMessageArrivesWholeWithABoundedWindow) {
-  std::vector<zmq::message_t> original = BigResult(3 * kChunkBytes + 12345);
-  ASSERT_TRUE(ChunkSender::NeedsChunks(original));
-  EXPECT_FALSE(ChunkSender::NeedsChunks(BigResult(kChunkBytes)));
+TEST(PieceTransferTest, LargeMessageArrivesWholeWithABoundedWindow) {
+  std::vector<zmq::message_t> original = BigResult(3 * kPieceBytes + 12345);
+  ASSERT_TRUE(PieceSender::NeedsPieces(original));
+  EXPECT_FALSE(PieceSender::NeedsPieces(BigResult(kPieceBytes)));
   const std::string payload = original[2].to_string();
-  ChunkSender sender;
+  PieceSender sender;
   sender.Start(std::move(original));
-  ChunkReceiver receiver(int64_t{1} << 30);
+  PieceReceiver receiver(int64_t{1} << 30);
   int max_in_flight = 0;
   std::optional<std::vector<zmq::message_t>> whole = Deliver(sender, receiver, &max_in_flight);
   ASSERT_TRUE(whole.has_value());
   EXPECT_FALSE(sender.active());
-  EXPECT_LE(max_in_flight, kChunkWindow);
+  EXPECT_LE(max_in_flight, kPieceWindow);
   EXPECT_EQ(receiver.buffered_bytes(), 0);
   StatusOr<Envelope> env = Decode(*whole);
   ASSERT_TRUE(env.ok()) << env.status().message();
@@ -430,17 +430,17 @@ TEST(ChunkedTransferTest, LargeMessageArrivesWholeWithABoundedWindow) {
   EXPECT_EQ(env->payload.to_string(), payload);
 }
 
-TEST(ChunkedTransferTest, LargeCheckpointArrivesWholeInPieces) {
-  // A periodic checkpoint is an accumulation as large as a frame result: it travels in chunks.
-  std::string accumulation(2 * kChunkBytes + 777, '\0');
+TEST(PieceTransferTest, LargeCheckpointArrivesWholeInPieces) {
+  // A periodic checkpoint is an accumulation as large as a frame result: it travels in pieces.
+  std::string accumulation(2 * kPieceBytes + 777, '\0');
   for (size_t i = 0; i < accumulation.size(); ++i) accumulation[i] = static_cast<char>(i * 31);
   std::vector<zmq::message_t> original =
       Encode(MessageType::kCheckpoint, Checkpoint{41, 2, 9, 640},
              zmq::message_t(accumulation.data(), accumulation.size()));
-  ASSERT_TRUE(ChunkSender::NeedsChunks(original));
-  ChunkSender sender;
+  ASSERT_TRUE(PieceSender::NeedsPieces(original));
+  PieceSender sender;
   sender.Start(std::move(original));
-  ChunkReceiver receiver(int64_t{1} << 30);
+  PieceReceiver receiver(int64_t{1} << 30);
   int max_in_flight = 0;
   std::optional<std::vector<zmq::message_t>> whole = Deliver(sender, receiver, &max_in_flight);
   ASSERT_TRUE(whole.has_value());
@@ -456,41 +456,41 @@ TEST(ChunkedTransferTest, LargeCheckpointArrivesWholeInPieces) {
   EXPECT_EQ(env->payload.to_string(), accumulation);
 }
 
-TEST(ChunkedTransferTest, ReceiverRefusesOversizeAndRestartsWhatItLost) {
-  ChunkReceiver receiver(4 * kChunkBytes);
+TEST(PieceTransferTest, ReceiverRefusesOversizeAndRestartsWhatItLost) {
+  PieceReceiver receiver(4 * kPieceBytes);
   std::string piece(1000, 'x');
   // Above the result limit: refused for good.
   auto out =
-      receiver.Add("a", Chunk{1, 0, kMaxResultBytes + 1}, zmq::message_t(piece.data(), 1000), {});
+      receiver.Add("a", Piece{1, 0, kMaxResultBytes + 1}, zmq::message_t(piece.data(), 1000), {});
   EXPECT_NE(out.ack.error.find("result limit"), std::string::npos) << out.ack.error;
   // A piece of a transfer it does not hold: start again.
-  out = receiver.Add("a", Chunk{2, 5000, 10000}, zmq::message_t(piece.data(), 1000), {});
+  out = receiver.Add("a", Piece{2, 5000, 10000}, zmq::message_t(piece.data(), 1000), {});
   EXPECT_TRUE(out.ack.error.empty());
   EXPECT_GT(out.ack.retry_after_ms, 0);
   // Memory budget: a second large transfer waits while the first is buffered.
-  out = receiver.Add("a", Chunk{3, 0, 3 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  out = receiver.Add("a", Piece{3, 0, 3 * kPieceBytes}, zmq::message_t(piece.data(), 1000), {});
   EXPECT_EQ(out.ack.received, 1000);
-  out = receiver.Add("b", Chunk{1, 0, 2 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  out = receiver.Add("b", Piece{1, 0, 2 * kPieceBytes}, zmq::message_t(piece.data(), 1000), {});
   EXPECT_GT(out.ack.retry_after_ms, 0);
-  EXPECT_EQ(receiver.buffered_bytes(), 3 * kChunkBytes);
+  EXPECT_EQ(receiver.buffered_bytes(), 3 * kPieceBytes);
   receiver.Forget("a");  // peer a left
   EXPECT_EQ(receiver.buffered_bytes(), 0);
-  out = receiver.Add("b", Chunk{2, 0, 2 * kChunkBytes}, zmq::message_t(piece.data(), 1000), {});
+  out = receiver.Add("b", Piece{2, 0, 2 * kPieceBytes}, zmq::message_t(piece.data(), 1000), {});
   EXPECT_EQ(out.ack.received, 1000);
 }
 
-TEST(ChunkedTransferTest, SenderStartsAgainUnderANewIdWhenAskedToRetry) {
-  ChunkSender sender;
-  sender.Start(BigResult(2 * kChunkBytes + 1));
-  std::vector<Chunk> sent;
+TEST(PieceTransferTest, SenderStartsAgainUnderANewIdWhenAskedToRetry) {
+  PieceSender sender;
+  sender.Start(BigResult(2 * kPieceBytes + 1));
+  std::vector<Piece> sent;
   auto capture = [&](std::vector<zmq::message_t>& f) {
-    sent.push_back(*Decode(f)->As<Chunk>());
+    sent.push_back(*Decode(f)->As<Piece>());
     return true;
   };
   const auto now = std::chrono::steady_clock::now();
   sender.Pump(capture, now);
   ASSERT_EQ(sent.size(), 3u);
-  EXPECT_EQ(sender.OnAck(ChunkAck{sent[0].transfer, 0, 50, ""}, now), std::nullopt);
+  EXPECT_EQ(sender.OnAck(PieceAck{sent[0].transfer, 0, 50, ""}, now), std::nullopt);
   sent.clear();
   sender.Pump(capture, now);  // waiting out the retry delay
   EXPECT_TRUE(sent.empty());
@@ -499,7 +499,7 @@ TEST(ChunkedTransferTest, SenderStartsAgainUnderANewIdWhenAskedToRetry) {
   EXPECT_EQ(sent[0].offset, 0);
   EXPECT_NE(sent[0].transfer, 1u);  // pieces of the old one still in flight are told apart
   // A refusal ends the transfer with the receiver's reason.
-  EXPECT_EQ(sender.OnAck(ChunkAck{sent[0].transfer, 0, 0, "too big"}, now), "too big");
+  EXPECT_EQ(sender.OnAck(PieceAck{sent[0].transfer, 0, 0, "too big"}, now), "too big");
   EXPECT_FALSE(sender.active());
 }
 

@@ -27,7 +27,7 @@ from .transport import Transport
 
 __all__ = ["FetchProgress", "check_name", "safe_folder", "safe_target", "download_output", "is_whole"]
 
-_CHUNK = 1 << 20
+_BLOCK_BYTES = 1 << 20  # read and hashed a block at a time
 
 
 @dataclass
@@ -90,7 +90,7 @@ def safe_target(root: Path, name: str) -> Path:
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
+        for block in iter(lambda: f.read(_BLOCK_BYTES), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -138,20 +138,20 @@ def download_output(transport: Transport, job_id: int, listed: OutputFile, targe
                     raise CancelledError(f"fetch cancelled in {name} ({written} of {size} bytes; "
                                          "fetch again to resume)")
                 try:
-                    chunk = response.read(min(_CHUNK, size - written + 1))
+                    block = response.read(min(_BLOCK_BYTES, size - written + 1))
                 except (OSError, http.client.HTTPException) as e:
                     raise TransferError(f"{name}: the download broke off after {written} of "
                                         f"{size} bytes ({e}); fetch again to resume") from None
-                if not chunk:
+                if not block:
                     break
-                written += len(chunk)
-                received += len(chunk)
+                written += len(block)
+                received += len(block)
                 if written > size:
                     out.close()
                     os.remove(part)
                     raise TransferError(f"{name}: the server sent more than the {size} bytes "
                                         "it listed; the file was discarded")
-                out.write(chunk)
+                out.write(block)
                 if on_bytes is not None:
                     on_bytes(written)
     if written < size:
