@@ -1,8 +1,12 @@
 #include "scheduler/store/store.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "scheduler/store/database.h"
 #include "scheduler/store/postgres/schema_postgres.h"
@@ -77,6 +81,50 @@ std::string ReadFarmId(const std::string& file) {
   return id;
 }
 
+// One scheduler writes a farm's database at a time: it holds a session advisory lock on its
+// writer connection for as long as it runs (the server drops it with the connection, so a
+// scheduler that died frees it). A second scheduler is refused, naming the one that holds it.
+constexpr int64_t kSchedulerLock = 7630508855306265190;
+
+Status HoldTheFarm(Database& db) {
+  Database::WriteLock lock(db);
+  sql::Db& writer = db.writer();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string me =
+      std::string("tessera-scheduler ") + host + " pid " + std::to_string(::getpid());
+  {
+    TSR_ASSIGN_OR_RETURN(sql::Stmt name, writer.Prepare("SELECT set_config('application_name', "
+                                                        "?1, false)"));
+    TSR_RETURN_IF_ERROR(name.Bind(1, me).Run());
+  }
+  // A scheduler killed a moment ago holds it until the server sees its connection close: try
+  // for a few seconds before refusing.
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    TSR_ASSIGN_OR_RETURN(sql::Stmt take, writer.Prepare("SELECT pg_try_advisory_lock(?1)"));
+    take.Bind(1, kSchedulerLock);
+    TSR_ASSIGN_OR_RETURN(bool row, take.Step());
+    const bool held = row && take.Int(0) != 0;
+    TSR_RETURN_IF_ERROR(take.Run());
+    if (held) return Status::Ok();
+  }
+  std::string holder = "another scheduler";
+  TSR_ASSIGN_OR_RETURN(
+      sql::Stmt who,
+      writer.Prepare("SELECT a.application_name, COALESCE(host(a.client_addr), 'a local socket') "
+                     "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE "
+                     "l.locktype = 'advisory' AND l.granted AND "
+                     "((l.classid::bigint << 32) | l.objid::bigint) = ?1"));
+  who.Bind(1, kSchedulerLock);
+  TSR_ASSIGN_OR_RETURN(bool found, who.Step());
+  if (found) holder = who.Text(0) + " (connected from " + who.Text(1) + ")";
+  TSR_RETURN_IF_ERROR(who.Run());
+  return Status::FailedPrecondition(
+      db.Describe() + " is in use by " + holder +
+      ": one scheduler writes a farm's database at a time; stop the other one first");
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const StoreUrl& url, const std::string& data_dir,
@@ -103,6 +151,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreUrl& url, const std::str
     TSR_ASSIGN_OR_RETURN(
         farm, OpenPostgresSchema(db->writer(), ReadFarmId(farm_file), NewFarmId(random)));
   }
+  TSR_RETURN_IF_ERROR(HoldTheFarm(*db));
   if (ReadFarmId(farm_file) != farm.farm_id) {
     std::ofstream out(farm_file, std::ios::trunc);
     out << farm.farm_id << "\n";

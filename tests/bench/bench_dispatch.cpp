@@ -17,10 +17,12 @@
 #include <zmq_addon.hpp>
 
 #include "scheduler/broker/broker.h"
+#include "scheduler/store/sql/store_url.h"
 #include "scheduler/store/store.h"
 #include "shared/jobs/job_steps.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
+#include "tests/support/postgres_server.h"
 
 namespace tessera::bench {
 namespace {
@@ -86,10 +88,12 @@ struct Stored {
 };
 using StoreJobs = std::function<Stored(store::Store&, const std::string& dir)>;
 
-double EndToEnd(int workers, const StoreJobs& store_jobs, int64_t* done) {
+// `url`: the store to dispatch from (nullptr: SQLite in a temporary folder).
+double EndToEnd(int workers, const StoreJobs& store_jobs, int64_t* done,
+                const store::StoreUrl* url = nullptr) {
   std::string dir = (fs::temp_directory_path() / "tessera-bench-dispatch").string();
   fs::remove_all(dir);
-  auto store = OpenStore(dir);
+  auto store = OpenStore(dir, url);
   broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
   const std::string endpoint = StartBroker(broker);
 
@@ -152,6 +156,43 @@ Stored StoreTwoSteps(store::Store& store, const std::string& dir, int frames, bo
   return stored;
 }
 
+// Durable noop tasks dispatched from SQLite and from PostgreSQL, in turns (three rounds each):
+// the group commit turns a pass's writes into one transaction on either engine.
+void DispatchOnBothEngines(int workers, int tasks) {
+  StatusOr<std::unique_ptr<testing::PostgresServer>> server = testing::PostgresServer::Start();
+  if (!server.ok()) throw CLI::RuntimeError(server.status().ToString(), 1);
+  spec::JobSpec job;
+  job.name = "dispatch";
+  job.renderer = spec::kRendererNoop;
+  job.scene_yaml = "width: 1\n";
+  job.frame_start = 1;
+  job.frame_end = tasks;
+  const StoreJobs store_job = [&](store::Store& s, const std::string& d) {
+    const int64_t id = StoreJob(s, job, d);
+    return Stored{{id}, id};
+  };
+  std::vector<double> sqlite, postgres;
+  for (int round = 0; round < 3; ++round) {
+    int64_t done = 0;
+    sqlite.push_back(EndToEnd(workers, store_job, &done));
+    StatusOr<std::string> db = (*server)->CreateDatabase();
+    if (!db.ok()) throw CLI::RuntimeError(db.status().ToString(), 1);
+    StatusOr<store::StoreUrl> url = store::ParseStoreUrl((*server)->ConnInfo(*db));
+    if (!url.ok()) throw CLI::RuntimeError(url.status().ToString(), 1);
+    postgres.push_back(EndToEnd(workers, store_job, &done, &*url));
+    std::printf("round %d: sqlite %.0f tasks/s, postgresql %.0f tasks/s (%lld done)\n", round + 1,
+                sqlite.back(), postgres.back(), static_cast<long long>(done));
+  }
+  std::sort(sqlite.begin(), sqlite.end());
+  std::sort(postgres.begin(), postgres.end());
+  PrintFigures({{"workers", std::to_string(workers)},
+                {"tasks", std::to_string(tasks)},
+                {"sqlite_tasks_per_s", Fixed(sqlite[1])},
+                {"postgres_tasks_per_s", Fixed(postgres[1])},
+                {"ratio", Fixed(postgres[1] / sqlite[1], 3)},
+                {"target_ratio", "0.5"}});
+}
+
 }  // namespace
 
 void AddDispatchCommand(CLI::App& app) {
@@ -160,6 +201,7 @@ void AddDispatchCommand(CLI::App& app) {
     int tasks = 50000;
     bool frames = false;
     bool frame_deps = false;
+    bool postgres = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
@@ -172,7 +214,14 @@ void AddDispatchCommand(CLI::App& app) {
   cmd->add_flag("--frame-deps", opts->frame_deps,
                 "a job of two noop steps (tasks/2 frames each), the second after the first frame "
                 "by frame, against the same steps without the dependency (target: >= 0.95 x)");
+  cmd->add_flag("--postgres", opts->postgres,
+                "noop tasks from a store on PostgreSQL (a server of the bench's own) against the "
+                "same on SQLite, in turns (target: >= 0.5 x)");
   cmd->callback([opts] {
+    if (opts->postgres) {
+      DispatchOnBothEngines(opts->workers, opts->tasks);
+      return;
+    }
     if (opts->frame_deps) {
       const int frames = std::max(1, opts->tasks / 2);
       int64_t plain_done = 0, gated_done = 0;

@@ -12,8 +12,9 @@ namespace tessera::bench {
 using Clock = std::chrono::steady_clock;
 using protocol::MessageType;
 
-std::unique_ptr<store::Store> OpenStore(const std::string& dir) {
-  auto store = store::Store::Open(dir);
+std::unique_ptr<store::Store> OpenStore(const std::string& dir, const store::StoreUrl* url) {
+  auto store = url == nullptr ? store::Store::Open(dir)
+                              : store::Store::Open(*url, dir, tessera::Clock::Real());
   if (!store.ok()) throw CLI::RuntimeError(store.status().ToString(), 1);
   return std::move(store).value();
 }

@@ -23,7 +23,9 @@ namespace tessera::bench {
 using testing::FakeWorker;
 
 // The scheduler core in this process. Errors end the benchmark (CLI::RuntimeError).
-std::unique_ptr<store::Store> OpenStore(const std::string& dir);
+// A fresh store in `dir`: SQLite, or the store `url` names (a PostgreSQL database).
+std::unique_ptr<store::Store> OpenStore(const std::string& dir,
+                                        const store::StoreUrl* url = nullptr);
 // Broker options binding a free loopback port, defaults otherwise.
 broker::BrokerOptions LoopbackBroker();
 // Starts the broker; returns the endpoint workers connect to.

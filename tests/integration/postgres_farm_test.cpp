@@ -87,6 +87,26 @@ TEST_F(PostgresFarmTest, RendersAJobAndSurvivesAKilledSchedulerWithItsRecordsOnP
   EXPECT_EQ(*done, "6");
 }
 
+TEST_F(PostgresFarmTest, ASecondSchedulerOnTheSameDatabaseIsRefusedNamingTheFirst) {
+  const std::string url = NewDatabase();
+  LocalFarm first("pg-first");
+  first.AppendSchedulerConfig("store:\n  url: \"" + url + "\"\n");
+  ASSERT_TRUE(first.StartScheduler()) << first.SchedulerLog();
+  LocalFarm second("pg-second");
+  second.AppendSchedulerConfig("store:\n  url: \"" + url + "\"\n");
+  EXPECT_FALSE(second.StartScheduler());
+  const std::string log = second.SchedulerLog();
+  EXPECT_NE(log.find("is in use by tessera-scheduler"), std::string::npos) << log;
+  EXPECT_NE(log.find("pid " + std::to_string(first.scheduler().pid())), std::string::npos) << log;
+  // The first one goes on: its farm answers.
+  int status = 0;
+  first.Get("/api/v1/jobs", &status);
+  EXPECT_EQ(status, 200);
+  // Once it is gone, the second one starts on the same records.
+  first.KillScheduler(SIGKILL);
+  ASSERT_TRUE(second.StartScheduler()) << second.SchedulerLog();
+}
+
 TEST_F(PostgresFarmTest, AWrongPasswordStopsTheSchedulerWithoutShowingIt) {
   ASSERT_TRUE(pg_->Exec("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = "
                         "'farm_pw') THEN CREATE ROLE farm_pw LOGIN PASSWORD 'right-one'; END IF; "
