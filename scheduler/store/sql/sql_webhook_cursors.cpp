@@ -12,10 +12,11 @@ StatusOr<int64_t> SqlWebhookCursors::WebhookCursor(const std::string& receiver) 
   Database::WriteLock lock(db_);
   int64_t cursor = 0;
   Status s = sql::InWriteTx(db_.writer(), [&]() -> Status {
+    // (WHERE true: without it SQLite reads the ON of ON CONFLICT as the FROM's join condition.)
     TSR_ASSIGN_OR_RETURN(sql::Stmt ins,
                          db_.writer().Prepare("INSERT INTO webhook_cursors (receiver, "
                                               "last_event_id) SELECT ?, COALESCE(MAX(id), 0) "
-                                              "FROM events ON CONFLICT DO NOTHING"));
+                                              "FROM events WHERE true ON CONFLICT DO NOTHING"));
     TSR_RETURN_IF_ERROR(ins.Bind(1, receiver).Run());
     TSR_ASSIGN_OR_RETURN(sql::Stmt q,
                          db_.writer().Prepare("SELECT last_event_id FROM webhook_cursors "

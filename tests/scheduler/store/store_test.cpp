@@ -464,5 +464,17 @@ TEST(AssemblerTest, WritesEveryRequestedFormatWithPaddedNames) {
   EXPECT_FLOAT_EQ(back->pixels[0], 0.5f);
 }
 
+TEST_P(StoreTest, AWebhookCursorStartsAtTheLatestEventAndMovesOnlyWhenSet) {
+  Submit(1);  // the job's submission is an event
+  const StatusOr<int64_t> first = store_->WebhookCursor("http://127.0.0.1:9/hook");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_GT(*first, 0) << "a new receiver starts after the events already logged";
+  Submit(1);
+  EXPECT_EQ(*store_->WebhookCursor("http://127.0.0.1:9/hook"), *first) << "kept, not moved";
+  ASSERT_TRUE(store_->SetWebhookCursor("http://127.0.0.1:9/hook", *first + 1).ok());
+  Reopen();
+  EXPECT_EQ(*store_->WebhookCursor("http://127.0.0.1:9/hook"), *first + 1);
+}
+
 }  // namespace
 }  // namespace tessera::store
