@@ -13,13 +13,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "scheduler/api/http_api.h"
 #include "scheduler/broker/broker.h"
+#include "scheduler/store/sql/store_url.h"
 #include "scheduler/store/sqlite/sqlite.h"
 #include "scheduler/store/store.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/sim_fleet.h"
+#include "tests/support/postgres_server.h"
 
 namespace tessera::bench {
 namespace {
@@ -69,14 +72,30 @@ void AddSubmitCommand(CLI::App& app) {
   auto openjd = std::make_shared<bool>(false);
   cmd->add_flag("--openjd", *openjd,
                 "also submit the tasks as an OpenJD template (against the Tessera job file)");
-  cmd->callback([tasks, openjd] {
+  auto postgres = std::make_shared<bool>(false);
+  cmd->add_flag("--postgres", *postgres,
+                "the scheduler's store on PostgreSQL (a server of the bench's own) instead of "
+                "SQLite");
+  cmd->callback([tasks, openjd, postgres] {
     std::string dir = (fs::temp_directory_path() / "tessera-bench-submit").string();
     fs::remove_all(dir);
     fs::create_directories(dir);
     auto bare = BareInsertSeconds(dir, *tasks);
     if (!bare.ok()) throw CLI::RuntimeError(bare.status().ToString(), 1);
 
-    auto store = OpenStore(dir + "/farm");
+    std::unique_ptr<testing::PostgresServer> server;
+    std::optional<store::StoreUrl> url;
+    if (*postgres) {
+      StatusOr<std::unique_ptr<testing::PostgresServer>> started = testing::PostgresServer::Start();
+      if (!started.ok()) throw CLI::RuntimeError(started.status().ToString(), 1);
+      server = std::move(*started);
+      StatusOr<std::string> db = server->CreateDatabase();
+      if (!db.ok()) throw CLI::RuntimeError(db.status().ToString(), 1);
+      StatusOr<store::StoreUrl> parsed = store::ParseStoreUrl(server->ConnInfo(*db));
+      if (!parsed.ok()) throw CLI::RuntimeError(parsed.status().ToString(), 1);
+      url = *parsed;
+    }
+    auto store = OpenStore(dir + "/farm", url ? &*url : nullptr);
     broker::Broker broker(*store, LoopbackBroker(), tessera::Clock::Real());
     StartBroker(broker);
     api::ApiOptions aopts;
@@ -102,8 +121,10 @@ void AddSubmitCommand(CLI::App& app) {
     if (!res || res->status != 201) {
       throw CLI::RuntimeError("submit failed: " + (res ? res->body : std::string("no answer")), 1);
     }
-    std::printf("%d-task job accepted in %.3f s; bare insert of as many rows: %.3f s\n", *tasks,
-                submit_s, *bare);
+    std::printf(
+        "%d-task job accepted in %.3f s (store: %s); bare SQLite insert of as many rows: "
+        "%.3f s\n",
+        *tasks, submit_s, *postgres ? "PostgreSQL" : "SQLite", *bare);
     double template_s = 0;
     if (*openjd) {
       // A task parameter has at most 1,024 values (the specification's limit): the tasks are
