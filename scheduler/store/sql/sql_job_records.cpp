@@ -3,7 +3,11 @@
 
 #include "scheduler/store/sql/sql_job_records.h"
 
+#include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "scheduler/store/database.h"
 #include "scheduler/store/sql/attempt_rows.h"
@@ -124,6 +128,35 @@ Status SqlJobRecords::RecordIdempotentJob(const IdempotentRequest* request, int6
   return InsertIdempotentRequest(db_, made);
 }
 
+namespace {
+// Tasks inserted per statement (5 parameters each: well under SQLite's 32,766 and PostgreSQL's
+// 65,535 parameters a statement).
+constexpr size_t kTasksPerInsert = 100;
+
+// INSERT of `rows` task rows (parameters job_id, idx, frame_start, frame_end, part per row), and
+// with `returning` the new rows' ids and indexes (in no promised order).
+const std::string& InsertTasksSql(size_t rows, bool returning) {
+  static const auto make = [](size_t n, bool ret) {
+    std::string sql =
+        "INSERT INTO tasks (job_id, idx, frame_start, frame_end, part, state) VALUES ";
+    for (size_t r = 0; r < n; ++r) {
+      const size_t b = r * 5;
+      sql += (r ? ", (?" : "(?") + std::to_string(b + 1) + ", ?" + std::to_string(b + 2) + ", ?" +
+             std::to_string(b + 3) + ", ?" + std::to_string(b + 4) + ", ?" + std::to_string(b + 5) +
+             ", 'queued')";
+    }
+    return ret ? sql + " RETURNING id, idx" : sql;
+  };
+  static const std::vector<std::array<std::string, 2>> texts = [&] {
+    std::vector<std::array<std::string, 2>> all(kTasksPerInsert + 1);
+    for (size_t n = 1; n <= kTasksPerInsert; ++n) all[n] = {make(n, false), make(n, true)};
+    return all;
+  }();
+  return texts[rows][returning ? 1 : 0];
+}
+
+}  // namespace
+
 StatusOr<int64_t> SqlJobRecords::InsertJob(
     const spec::JobSpec& spec, const std::string& job_yaml, const PluginFiles& files,
     const std::function<StatusOr<std::string>(int64_t)>& output_dir_for, const StepLink* step,
@@ -181,36 +214,57 @@ StatusOr<int64_t> SqlJobRecords::InsertJob(
   for (const protocol::FramePart& part : parts) {
     part_json.push_back(part.whole() ? "" : nlohmann::json(part).dump());
   }
-  int64_t index = 0;
+  // Every chunk of frames times every part: row i has index i.
+  struct NewTask {
+    int frame_start = 0, frame_end = 0;
+    size_t part = 0;
+  };
+  std::vector<NewTask> rows;
+  rows.reserve(static_cast<size_t>(task_count));
   for (const spec::FrameChunk& c : chunks) {
-    for (size_t p = 0; p < parts.size(); ++p) {
-      // The new row's id only when the caller keeps the rows (RETURNING costs SQLite a
-      // temporary table per statement).
-      static const std::string kInsertTask =
-          "INSERT INTO tasks (job_id, idx, frame_start, frame_end, part, state) "
-          "VALUES (?, ?, ?, ?, ?, 'queued')";
-      static const std::string kInsertTaskReturningId = kInsertTask + " RETURNING id";
-      TSR_ASSIGN_OR_RETURN(
-          sql::Stmt task,
-          db_.writer().Prepare(tasks != nullptr ? kInsertTaskReturningId : kInsertTask));
-      task.Bind(1, job_id)
-          .Bind(2, index)
-          .Bind(3, c.frame_start)
-          .Bind(4, c.frame_end)
-          .Bind(5, part_json[p]);
-      if (tasks == nullptr) {
-        TSR_RETURN_IF_ERROR(task.Run());
-      } else {
-        TaskRecord stored;
-        TSR_ASSIGN_OR_RETURN(stored.id, sql::InsertReturningId(task));
-        stored.job_id = job_id;
-        stored.index = static_cast<int>(index);
-        stored.frame_start = c.frame_start;
-        stored.frame_end = c.frame_end;
-        stored.part = parts[p];
-        tasks->push_back(std::move(stored));
+    for (size_t p = 0; p < parts.size(); ++p) rows.push_back({c.frame_start, c.frame_end, p});
+  }
+  // Many rows per INSERT: one statement (on PostgreSQL, one round trip) per kTasksPerInsert
+  // tasks. The new rows' ids come back only when the caller keeps the rows.
+  for (size_t first = 0; first < rows.size(); first += kTasksPerInsert) {
+    const size_t n = std::min(kTasksPerInsert, rows.size() - first);
+    TSR_ASSIGN_OR_RETURN(sql::Stmt insert,
+                         db_.writer().Prepare(InsertTasksSql(n, tasks != nullptr)));
+    for (size_t r = 0; r < n; ++r) {
+      const NewTask& t = rows[first + r];
+      const int b = static_cast<int>(r * 5);
+      insert.Bind(b + 1, job_id)
+          .Bind(b + 2, static_cast<int64_t>(first + r))
+          .Bind(b + 3, t.frame_start)
+          .Bind(b + 4, t.frame_end)
+          .Bind(b + 5, part_json[t.part]);
+    }
+    if (tasks == nullptr) {
+      TSR_RETURN_IF_ERROR(insert.Run());
+      continue;
+    }
+    const size_t base = tasks->size();
+    tasks->resize(base + n);
+    size_t returned = 0;
+    for (;; ++returned) {
+      TSR_ASSIGN_OR_RETURN(bool row, insert.Step());
+      if (!row) break;
+      const int64_t index = insert.Int(1);
+      if (index < static_cast<int64_t>(first) || index >= static_cast<int64_t>(first + n)) {
+        return Status::Internal("an INSERT of tasks returned index " + std::to_string(index));
       }
-      ++index;
+      const NewTask& t = rows[static_cast<size_t>(index)];
+      TaskRecord& stored = (*tasks)[base + static_cast<size_t>(index) - first];
+      stored.id = insert.Int(0);
+      stored.job_id = job_id;
+      stored.index = static_cast<int>(index);
+      stored.frame_start = t.frame_start;
+      stored.frame_end = t.frame_end;
+      stored.part = parts[t.part];
+    }
+    if (returned != n) {
+      return Status::Internal("an INSERT of " + std::to_string(n) + " tasks returned " +
+                              std::to_string(returned) + " rows");
     }
   }
   TSR_ASSIGN_OR_RETURN(sql::Stmt ev,
