@@ -113,6 +113,7 @@ StatusOr<Database::Reader> Database::BorrowReader() {
 }
 
 void Database::ReturnReader(std::unique_ptr<sql::Db> conn) {
+  if (!conn->Usable()) return;  // lost (a server restart): the next borrow connects afresh
   std::lock_guard<std::mutex> lock(pool_mu_);
   if (readers_.size() < 16) readers_.push_back(std::move(conn));
 }

@@ -54,6 +54,7 @@ class PostgresDb final : public Db {
   // was open is gone; statements are prepared again when next used. No Stmt may be in use.
   Status Reconnect();
   bool connected() const;
+  bool Usable() const override { return connected(); }
   // Statements prepared on the server for this connection (each combination of parameter types
   // counts once).
   int prepared_on_server() const { return prepared_on_server_; }

@@ -158,6 +158,9 @@ class Db {
   // Rows inserted, changed or deleted by the last INSERT, UPDATE or DELETE run to its end
   // (not counting what triggers did).
   virtual int Changes() const = 0;
+  // False once the connection is known to be lost (PostgreSQL: the server went away or ended
+  // it); a pool drops such a connection instead of lending it again.
+  virtual bool Usable() const { return true; }
 
   std::string_view Pick(const DialectSql& sql) const {
     return engine() == Engine::kSqlite ? sql.sqlite : sql.postgres;

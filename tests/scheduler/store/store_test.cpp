@@ -476,5 +476,25 @@ TEST_P(StoreTest, AWebhookCursorStartsAtTheLatestEventAndMovesOnlyWhenSet) {
   EXPECT_EQ(*store_->WebhookCursor("http://127.0.0.1:9/hook"), *first + 1);
 }
 
+TEST_P(StoreTest, ReadsRecoverWhenTheServerEndsTheReadersConnections) {
+  if (!postgres()) GTEST_SKIP() << "PostgreSQL's: SQLite's readers are files";
+  const JobRecord job = Submit(2);
+  ASSERT_TRUE(store_->GetJob(job.id).ok());  // a reader connection is now pooled
+  // The server ends the readers' connections (a restart, an administrator's
+  // pg_terminate_backend); the writer's, named after its scheduler, stays.
+  const StatusOr<std::string> ended =
+      pg_->Query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '" +
+                 database_ + "' AND application_name = 'tessera-scheduler'");
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  ASSERT_NE(*ended, "0") << "no reader connection was open";
+  // The lost connection may fail one read; it is not lent again.
+  (void)store_->GetJob(job.id);
+  for (int i = 0; i < 3; ++i) {
+    const StatusOr<JobRecord> again = store_->GetJob(job.id);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->tasks.total, 2);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::store
